@@ -1,0 +1,11 @@
+"""App config for API keys, plans, limits, quotas and usage."""
+
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    """Accounts, plans, API keys, usage records and their admin."""
+
+    name = "accounts"
+    verbose_name = "Accounts and usage"
+    default_auto_field = "django.db.models.BigAutoField"

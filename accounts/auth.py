@@ -1,0 +1,169 @@
+"""The only code that reads API credentials (accounts A1–A4).
+
+Sources, in order of precedence (A2): ``Authorization: Bearer``, ``X-API-Key``, the subprotocol
+``veena-api-key.<key>`` (on ``asr`` also ``openai-insecure-api-key.<key>``), and ``?api_key=``
+while ``ALLOW_QUERY_API_KEY`` is on. All sources that carry a key must carry the same one.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qs
+from uuid import UUID
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.http import HttpRequest
+
+from accounts.exceptions import AdmissionDenied, MissingApiKey
+from accounts.keys import ParsedKey, hash_key, parse_key
+from accounts.models import ApiKey, Endpoint, KeyStatus, normalize_origin
+
+logger = logging.getLogger(__name__)
+
+Scope = Mapping[str, Any]
+
+_BEARER_RE = re.compile(r"bearer[ \t]+(\S+)", re.IGNORECASE)
+_KEY_SUBPROTOCOLS: dict[str, tuple[str, ...]] = {
+    Endpoint.TTS: ("veena-api-key.",),
+    # The OpenAI SDKs' browser convention (openai-realtime-api-beta lib/api.js).
+    Endpoint.ASR: ("openai-insecure-api-key.", "veena-api-key."),
+}
+
+
+@dataclass(frozen=True)
+class KeyPrincipal:
+    """An authenticated key with its effective limits; holds no raw key and no hash."""
+
+    key_id: UUID
+    account_id: int
+    version: int
+    display: str
+    allowed_origins: tuple[str, ...]
+    expires_at: datetime | None
+    rpm_limit: int
+    concurrency_limit: int
+    key_rpm_limit: int | None
+    key_concurrency_limit: int | None
+    max_session_seconds: int
+    monthly_tts_characters: int | None
+    monthly_asr_seconds: int | None
+    allowed_endpoints: tuple[str, ...]
+
+
+def _header_keys(headers: Iterable[tuple[str, str]]) -> list[str]:
+    """Keys from Authorization and X-API-Key, in that order; a malformed one is refused."""
+    bearer: list[str] = []
+    x_api_key: list[str] = []
+    for name, value in headers:
+        if name == "authorization":
+            match = _BEARER_RE.fullmatch(value.strip())
+            if match is None:
+                raise AdmissionDenied("invalid_api_key")
+            bearer.append(match[1])
+        elif name == "x-api-key":
+            x_api_key.append(value.strip())
+    return bearer + x_api_key
+
+
+def _subprotocol_keys(subprotocols: Sequence[str], *, endpoint: str) -> list[str]:
+    prefixes = _KEY_SUBPROTOCOLS[endpoint]
+    return [
+        offered[len(prefix) :]
+        for offered in subprotocols
+        for prefix in prefixes
+        if offered.startswith(prefix)
+    ]
+
+
+def _query_keys(values: Sequence[str]) -> list[str]:
+    return list(values) if settings.ALLOW_QUERY_API_KEY else []
+
+
+def _select_key(candidates: Sequence[str]) -> ParsedKey:
+    """The one key that every source agrees on, with a valid shape and checksum (K2)."""
+    if not candidates:
+        raise MissingApiKey()
+    if len(set(candidates)) > 1:
+        raise AdmissionDenied("invalid_api_key")
+    parsed = parse_key(candidates[0])
+    if parsed is None:
+        raise AdmissionDenied("invalid_api_key")
+    return parsed
+
+
+def _scope_key(scope: Scope, *, endpoint: str) -> ParsedKey:
+    headers = [
+        (name.decode("latin-1").lower(), value.decode("latin-1"))
+        for name, value in scope.get("headers", [])
+    ]
+    query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
+    return _select_key(
+        _header_keys(headers)
+        + _subprotocol_keys(scope.get("subprotocols") or [], endpoint=endpoint)
+        + _query_keys(query.get("api_key", []))
+    )
+
+
+def principal_for_key(*, key: ParsedKey, endpoint: str) -> KeyPrincipal:
+    """Load and check the key by its hash (K5, A4); sync, one query."""
+    assert endpoint in Endpoint.values, endpoint
+    key_hash = hash_key(key.raw)
+    try:
+        api_key = ApiKey.objects.select_related("account__plan").get(key_hash=key_hash)
+    except ApiKey.DoesNotExist:
+        raise AdmissionDenied("invalid_api_key") from None
+    if not hmac.compare_digest(api_key.key_hash, key_hash):
+        raise AdmissionDenied("invalid_api_key")
+    if api_key.status != KeyStatus.ACTIVE or not api_key.account.is_active:
+        logger.info("api key %s refused: %s", api_key.id, api_key.status)
+        raise AdmissionDenied("invalid_api_key")
+    plan = api_key.account.plan
+    if endpoint not in plan.allowed_endpoints:
+        raise AdmissionDenied("endpoint_not_allowed")
+    return KeyPrincipal(
+        key_id=api_key.id,
+        account_id=api_key.account_id,
+        version=api_key.version,
+        display=api_key.display,
+        allowed_origins=tuple(
+            o for o in map(normalize_origin, api_key.allowed_origins) if o is not None
+        ),
+        expires_at=api_key.expires_at,
+        rpm_limit=plan.requests_per_minute,
+        concurrency_limit=plan.max_concurrent_streams,
+        key_rpm_limit=api_key.rpm_limit,
+        key_concurrency_limit=api_key.concurrency_limit,
+        max_session_seconds=plan.max_session_seconds,
+        monthly_tts_characters=plan.monthly_tts_characters,
+        monthly_asr_seconds=plan.monthly_asr_seconds,
+        allowed_endpoints=tuple(plan.allowed_endpoints),
+    )
+
+
+async def authenticate_websocket(scope: Scope, *, endpoint: str) -> KeyPrincipal:
+    """Authenticate a WebSocket scope, or raise AdmissionDenied (A1).
+
+    Shape and checksum are checked before any database access (K2).
+    """
+    key = _scope_key(scope, endpoint=endpoint)
+    return await database_sync_to_async(principal_for_key)(key=key, endpoint=endpoint)
+
+
+def authenticate_http(request: HttpRequest, *, endpoint: str) -> KeyPrincipal:
+    """Authenticate an HTTP request by the A2 sources other than the subprotocol."""
+    headers = [
+        (name.lower(), value)
+        for name, value in request.headers.items()
+        if name.lower() in ("authorization", "x-api-key")
+    ]
+    key = _select_key(
+        _header_keys(headers) + _query_keys(request.GET.getlist("api_key"))
+    )
+    return principal_for_key(key=key, endpoint=endpoint)

@@ -1,0 +1,52 @@
+"""Errors raised by accounts; ``tts`` and ``asr`` may import this module (accounts L2)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from veena_site.exceptions import VeenaError
+
+# The admission denial reasons of accounts E3; each consumer maps them to its wire codes.
+DenialReason = Literal[
+    "invalid_api_key",
+    "origin_not_allowed",
+    "endpoint_not_allowed",
+    "too_many_streams",
+    "rate_limited",
+    "quota_exceeded",
+    "limits_unavailable",
+]
+
+
+class AccountsError(VeenaError):
+    """An expected failure inside accounts."""
+
+    code = "accounts_error"
+
+
+class AdmissionDenied(AccountsError):
+    """A connection or request is refused; ``reason`` is an accounts E3 reason.
+
+    The message is the reason only: never a key, a header or other client input.
+    """
+
+    def __init__(
+        self, reason: DenialReason, *, retry_after_ms: int | None = None
+    ) -> None:
+        super().__init__(reason)
+        self.reason: DenialReason = reason
+        self.code = reason
+        self.retry_after_ms = retry_after_ms
+
+
+class MissingApiKey(AdmissionDenied):
+    """No credential was supplied at all (tts W7 gives this its own message)."""
+
+    def __init__(self) -> None:
+        super().__init__("invalid_api_key")
+
+
+class KeyAlreadyRevoked(AccountsError):
+    """Revocation is irreversible and happens once (accounts K6, M4)."""
+
+    code = "key_already_revoked"

@@ -1,0 +1,449 @@
+"""Accounts, plans, API keys, quota counters, usage records, rollups and the audit log.
+
+Models are thin (STYLE 37): fields, constraints, ``Meta``, ``__str__``, small properties and
+``clean()``. Every write goes through ``accounts.services``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Endpoint(models.TextChoices):
+    """A public streaming endpoint."""
+
+    TTS = "tts", "TTS"
+    ASR = "asr", "ASR"
+
+
+class UsageStatus(models.TextChoices):
+    """Lifecycle of a UsageRecord (accounts U9)."""
+
+    STARTED = "started"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+    ABANDONED = "abandoned"
+
+
+class Granularity(models.TextChoices):
+    """Bucket size of a UsageRollup."""
+
+    HOUR = "hour"
+    DAY = "day"
+
+
+class QuotaMetric(models.TextChoices):
+    """A metered quantity with a monthly quota (accounts Q1)."""
+
+    TTS_CHARACTERS = "tts_characters"
+    ASR_AUDIO_MS = "asr_audio_ms"
+
+
+class AuditAction(models.TextChoices):
+    """What an AuditLog row records."""
+
+    KEY_CREATED = "key.created"
+    KEY_REVOKED = "key.revoked"
+    KEY_LIMITS_CHANGED = "key.limits_changed"
+    KEY_UPDATED = "key.updated"
+    PLAN_CHANGED = "plan.changed"
+    ACCOUNT_CHANGED = "account.changed"
+
+
+class KeyStatus(models.TextChoices):
+    """The state of an ApiKey, derived from its timestamps."""
+
+    ACTIVE = "active"
+    EXPIRED = "expired"
+    REVOKED = "revoked"
+
+
+# Browsers omit these ports from Origin; stored entries omit them too (accounts S13).
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+_ORIGIN_RE = re.compile(
+    r"(?P<scheme>[a-z][a-z0-9+.-]*)://"
+    r"(?P<host>\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)"
+    r"(?::(?P<port>[0-9]{1,5}))?"
+)
+
+
+def normalize_origin(value: str) -> str | None:
+    """Return ``scheme://host[:port]`` lowercased without a default port, or None."""
+    match = _ORIGIN_RE.fullmatch(value.strip().lower())
+    if match is None:
+        return None
+    scheme, host, port = match["scheme"], match["host"], match["port"]
+    if port is None or int(port) == DEFAULT_PORTS.get(scheme):
+        return f"{scheme}://{host}"
+    if not 0 < int(port) <= 65535:
+        return None
+    return f"{scheme}://{host}:{int(port)}"
+
+
+def default_allowed_endpoints() -> list[str]:
+    """Every endpoint: the default of ``Plan.allowed_endpoints``."""
+    return [Endpoint.TTS.value, Endpoint.ASR.value]
+
+
+def validate_allowed_endpoints(value: object) -> None:
+    """A non-empty list of distinct endpoints."""
+    if (
+        not isinstance(value, list)
+        or not value
+        or len(set(value)) != len(value)
+        or any(item not in Endpoint.values for item in value)
+    ):
+        raise ValidationError(
+            "Choose a non-empty list of distinct endpoints from %(choices)s.",
+            params={"choices": Endpoint.values},
+            code="invalid_endpoints",
+        )
+
+
+class Plan(models.Model):
+    """Limits shared by every account on the plan."""
+
+    name = models.CharField(max_length=50, unique=True)
+    requests_per_minute = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(10_000)]
+    )
+    max_concurrent_streams = models.PositiveSmallIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(1_000)]
+    )
+    monthly_tts_characters = models.BigIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="Empty: unlimited.",
+    )
+    monthly_asr_seconds = models.BigIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="Empty: unlimited.",
+    )
+    max_session_seconds = models.PositiveIntegerField(
+        validators=[MinValueValidator(60), MaxValueValidator(7_200)]
+    )
+    allowed_endpoints = models.JSONField(
+        default=default_allowed_endpoints, validators=[validate_allowed_endpoints]
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(
+                    requests_per_minute__gte=1, requests_per_minute__lte=10_000
+                ),
+                name="acct_plan_rpm_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    max_concurrent_streams__gte=1, max_concurrent_streams__lte=1_000
+                ),
+                name="acct_plan_concurrency_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    max_session_seconds__gte=60, max_session_seconds__lte=7_200
+                ),
+                name="acct_plan_session_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """M2: a session must end before the rollup lookback window forgets it."""
+        stale = getattr(settings, "USAGE_STALE_SECONDS", 15)
+        lookback = getattr(settings, "ROLLUP_LOOKBACK_HOURS", 3) * 3600
+        if self.max_session_seconds is not None and (
+            self.max_session_seconds + stale + 600 > lookback
+        ):
+            raise ValidationError(
+                {
+                    "max_session_seconds": "Too long for ROLLUP_LOOKBACK_HOURS (accounts M2)."
+                }
+            )
+
+
+class Account(models.Model):
+    """A customer: owns API keys and usage, and is on one plan."""
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=200, unique=True)
+    plan = models.ForeignKey(Plan, on_delete=models.PROTECT, related_name="accounts")
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="veena_accounts"
+    )
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ApiKey(models.Model):
+    """An API key, stored as a SHA-256 hash plus a display prefix and suffix (accounts K3)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    account = models.ForeignKey(
+        Account, on_delete=models.PROTECT, related_name="api_keys"
+    )
+    name = models.CharField(max_length=100)
+    key_prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    last4 = models.CharField(max_length=4, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    revoked_reason = models.CharField(max_length=200, blank=True, editable=False)
+    rpm_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Per-key requests per minute; empty: only the plan applies.",
+    )
+    concurrency_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Per-key concurrent streams; empty: only the plan applies.",
+    )
+    allowed_origins = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Browser origins, e.g. ["https://app.example.com"]. Empty: no browser.',
+    )
+    version = models.PositiveIntegerField(default=1, editable=False)
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.display} ({self.name})"
+
+    @property
+    def display(self) -> str:
+        """The form shown to people: ``key_prefix…last4``."""
+        return f"{self.key_prefix}\u2026{self.last4}"
+
+    @property
+    def status(self) -> str:
+        """``revoked``, ``expired`` or ``active``, checked in that order."""
+        if self.revoked_at is not None:
+            return KeyStatus.REVOKED
+        if self.expires_at is not None and self.expires_at <= timezone.now():
+            return KeyStatus.EXPIRED
+        return KeyStatus.ACTIVE
+
+    def clean(self) -> None:
+        """M3: key caps within the plan, origins of the form ``scheme://host[:port]``."""
+        errors: dict[str, str] = {}
+        origins = self.allowed_origins
+        if not isinstance(origins, list) or not all(
+            isinstance(o, str) for o in origins
+        ):
+            errors["allowed_origins"] = "Enter a list of origins."
+        else:
+            normalized = [normalize_origin(o) for o in origins]
+            if None in normalized:
+                errors["allowed_origins"] = "Each origin must be scheme://host[:port]."
+            else:
+                self.allowed_origins = list(dict.fromkeys(normalized))
+        if self.account_id is not None:
+            plan = self.account.plan
+            if self.rpm_limit is not None and self.rpm_limit > plan.requests_per_minute:
+                errors["rpm_limit"] = "Above the plan's requests per minute."
+            if (
+                self.concurrency_limit is not None
+                and self.concurrency_limit > plan.max_concurrent_streams
+            ):
+                errors["concurrency_limit"] = "Above the plan's concurrent streams."
+        if errors:
+            raise ValidationError(errors)
+
+
+class QuotaCounter(models.Model):
+    """The authoritative monthly usage of one metric by one account (accounts Q3)."""
+
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    period = models.CharField(max_length=7, help_text="YYYY-MM (UTC)")
+    metric = models.CharField(max_length=20, choices=QuotaMetric.choices)
+    used = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "period", "metric"], name="acct_quota_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.period} {self.metric}={self.used}"
+
+
+class UsageRecord(models.Model):
+    """One TTS request or one ASR stream (accounts §6)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    stream_id = models.UUIDField()
+    request_id = models.CharField(max_length=64)
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, related_name="+")
+    endpoint = models.CharField(max_length=3, choices=Endpoint.choices)
+    model = models.CharField(max_length=100)
+    status = models.CharField(
+        max_length=10, choices=UsageStatus.choices, default=UsageStatus.STARTED
+    )
+    error_code = models.CharField(max_length=40, blank=True)
+    close_code = models.PositiveIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    last_checkpoint_at = models.DateTimeField()
+    checkpoint_seq = models.PositiveIntegerField(default=0)
+    period = models.CharField(max_length=7, help_text="YYYY-MM (UTC) of started_at")
+    instance = models.CharField(max_length=255, help_text="host:pid of the gateway")
+    tts_chars_in = models.BigIntegerField(default=0)
+    tts_audio_out_ms = models.BigIntegerField(default=0)
+    ttfb_ms = models.PositiveIntegerField(null=True, blank=True)
+    rtf = models.FloatField(null=True, blank=True)
+    asr_audio_in_ms = models.BigIntegerField(default=0)
+    asr_chars_out = models.BigIntegerField(default=0)
+    asr_items = models.PositiveIntegerField(default=0)
+    asr_latency_ms_sum = models.BigIntegerField(default=0)
+    asr_latency_ms_max = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["account", "started_at"], name="acct_usage_account_started"
+            ),
+            models.Index(
+                fields=["api_key", "started_at"], name="acct_usage_key_started"
+            ),
+            models.Index(fields=["started_at"], name="acct_usage_started"),
+            # The reaper's scan (accounts U10) touches only open records.
+            models.Index(
+                fields=["last_checkpoint_at"],
+                condition=Q(status="started"),
+                name="acct_usage_open_checkpoint",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} {self.id} {self.status}"
+
+
+class UsageRollup(models.Model):
+    """Usage summed per hour or day, account, key, endpoint and model (accounts §7)."""
+
+    granularity = models.CharField(max_length=4, choices=Granularity.choices)
+    bucket_start = models.DateTimeField()
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, related_name="+")
+    endpoint = models.CharField(max_length=3, choices=Endpoint.choices)
+    model = models.CharField(max_length=100)
+    requests = models.BigIntegerField(default=0)
+    completed = models.BigIntegerField(default=0)
+    cancelled = models.BigIntegerField(default=0)
+    failed = models.BigIntegerField(default=0)
+    abandoned = models.BigIntegerField(default=0)
+    tts_chars_in = models.BigIntegerField(default=0)
+    tts_audio_out_ms = models.BigIntegerField(default=0)
+    tts_duration_ms = models.BigIntegerField(default=0)
+    ttfb_ms_sum = models.BigIntegerField(default=0)
+    ttfb_count = models.BigIntegerField(default=0)
+    ttfb_ms_max = models.BigIntegerField(default=0)
+    asr_audio_in_ms = models.BigIntegerField(default=0)
+    asr_chars_out = models.BigIntegerField(default=0)
+    asr_items = models.BigIntegerField(default=0)
+    asr_latency_ms_sum = models.BigIntegerField(default=0)
+    asr_latency_ms_max = models.BigIntegerField(default=0)
+    computed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            # Every key column is NOT NULL, so PostgreSQL cannot let duplicates in (G2).
+            models.UniqueConstraint(
+                fields=[
+                    "granularity",
+                    "bucket_start",
+                    "account",
+                    "api_key",
+                    "endpoint",
+                    "model",
+                ],
+                name="acct_rollup_unique",
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["account", "granularity", "bucket_start"],
+                name="acct_rollup_account_bucket",
+            ),
+            models.Index(
+                fields=["api_key", "granularity", "bucket_start"],
+                name="acct_rollup_key_bucket",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.granularity} {self.bucket_start:%Y-%m-%d %H:%M} {self.endpoint}"
+
+
+class AuditLog(models.Model):
+    """An append-only record of a change to a key, plan or account (accounts M6)."""
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    actor_label = models.CharField(max_length=150)
+    action = models.CharField(max_length=32, choices=AuditAction.choices)
+    account = models.ForeignKey(
+        Account, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    object_type = models.CharField(max_length=50)
+    object_id = models.CharField(max_length=64)
+    changes = models.JSONField(default=dict, blank=True)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["account", "at"], name="acct_audit_account_at")]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.object_type}:{self.object_id}"

@@ -1,0 +1,148 @@
+"""API key writes (accounts K3–K8). Only this module writes key_hash, key_prefix and last4 (M5)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from accounts.exceptions import KeyAlreadyRevoked
+from accounts.keys import display_parts, generate_key, hash_key
+from accounts.models import Account, ApiKey, AuditAction
+from accounts.services.audit import actor_label_for, apply_changes, audit_log_write
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+logger = logging.getLogger(__name__)
+
+# Fields a key's owner may change after creation (K8); the first two are its limits.
+LIMIT_FIELDS = ("rpm_limit", "concurrency_limit")
+EDITABLE_FIELDS = ("name", "expires_at", "allowed_origins", *LIMIT_FIELDS)
+
+
+def api_key_create(
+    *,
+    account: Account,
+    name: str,
+    actor: User | None,
+    actor_label: str,
+    expires_at: datetime | None = None,
+    allowed_origins: Sequence[str] = (),
+    rpm_limit: int | None = None,
+    concurrency_limit: int | None = None,
+) -> tuple[ApiKey, str]:
+    """Create a key and return it with the raw key, which is never stored (K3, K4)."""
+    raw = generate_key(settings.API_KEY_PREFIX)
+    key_prefix, last4 = display_parts(raw)
+    api_key = ApiKey(
+        account=account,
+        name=name,
+        key_prefix=key_prefix,
+        last4=last4,
+        key_hash=hash_key(raw),
+        created_by=actor,
+        expires_at=expires_at,
+        allowed_origins=list(allowed_origins),
+        rpm_limit=rpm_limit,
+        concurrency_limit=concurrency_limit,
+    )
+    api_key.full_clean(validate_unique=False)
+    with transaction.atomic():
+        api_key.save(force_insert=True)
+        audit_log_write(
+            actor=actor,
+            actor_label=actor_label,
+            action=AuditAction.KEY_CREATED,
+            account=account,
+            object_type="api_key",
+            object_id=str(api_key.id),
+            changes={f: (None, getattr(api_key, f)) for f in EDITABLE_FIELDS},
+        )
+    logger.info(
+        "api key %s (%s) created for account %s",
+        api_key.id,
+        api_key.display,
+        account.pk,
+    )
+    return api_key, raw
+
+
+def api_key_revoke(
+    *, api_key: ApiKey, actor: User | None, reason: str, actor_label: str | None = None
+) -> ApiKey:
+    """Revoke a key for good and bump its version, or raise KeyAlreadyRevoked (K6)."""
+    if len(reason) > ApiKey._meta.get_field("revoked_reason").max_length:
+        raise ValidationError({"revoked_reason": "The reason is too long."})
+    with transaction.atomic():
+        locked = ApiKey.objects.select_for_update().get(pk=api_key.pk)
+        if locked.revoked_at is not None:
+            raise KeyAlreadyRevoked(f"API key {locked.id} is already revoked")
+        before_version = locked.version
+        locked.revoked_at = timezone.now()
+        locked.revoked_by = actor
+        locked.revoked_reason = reason
+        locked.version = F("version") + 1
+        locked.save(
+            update_fields=["revoked_at", "revoked_by", "revoked_reason", "version"]
+        )
+        locked.refresh_from_db(fields=["version"])
+        audit_log_write(
+            actor=actor,
+            actor_label=actor_label or actor_label_for(actor, default="system"),
+            action=AuditAction.KEY_REVOKED,
+            account=locked.account,
+            object_type="api_key",
+            object_id=str(locked.id),
+            changes={
+                "revoked_at": (None, locked.revoked_at),
+                "version": (before_version, locked.version),
+            },
+            reason=reason,
+        )
+    logger.info("api key %s (%s) revoked", locked.id, locked.display)
+    return locked
+
+
+def api_key_update(
+    *,
+    api_key: ApiKey,
+    actor: User | None,
+    actor_label: str,
+    fields: Mapping[str, object],
+) -> ApiKey:
+    """Change editable fields, bump the version and audit the change once (K8)."""
+    unknown = set(fields) - set(EDITABLE_FIELDS)
+    assert not unknown, f"not editable: {sorted(unknown)}"
+    with transaction.atomic():
+        locked = ApiKey.objects.select_for_update().select_related("account__plan")
+        locked_key = locked.get(pk=api_key.pk)
+        if locked_key.revoked_at is not None:
+            raise KeyAlreadyRevoked(f"API key {locked_key.id} is revoked and read-only")
+        changes = apply_changes(locked_key, fields)
+        if not changes:
+            return locked_key
+        before_version = locked_key.version
+        locked_key.version = F("version") + 1
+        locked_key.save(update_fields=[*changes, "version"])
+        locked_key.refresh_from_db(fields=["version"])
+        limits_changed = any(name in LIMIT_FIELDS for name in changes)
+        audit_log_write(
+            actor=actor,
+            actor_label=actor_label,
+            action=AuditAction.KEY_LIMITS_CHANGED
+            if limits_changed
+            else AuditAction.KEY_UPDATED,
+            account=locked_key.account,
+            object_type="api_key",
+            object_id=str(locked_key.id),
+            changes={**changes, "version": (before_version, locked_key.version)},
+        )
+    return locked_key

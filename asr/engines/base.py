@@ -1,0 +1,55 @@
+"""The ASR engine interface: 16 kHz float32 PCM in, one hypothesis out per decode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+Pcm = npt.NDArray[np.float32]
+MODEL_RATE = 16_000
+
+
+@dataclass(frozen=True)
+class Word:
+    """A decoded word with its end time in seconds from the start of the decoded audio."""
+
+    text: str = field(repr=False)
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class AsrDecodeRequest:
+    """One decode of a window of audio, optionally forcing a known prefix."""
+
+    audio: Pcm = field(repr=False)
+    prompt: str = field(default="", repr=False)
+    prefix: str = field(default="", repr=False)
+    language: str | None = "en"
+    word_timestamps: bool = False
+
+
+@dataclass(frozen=True)
+class AsrHypothesis:
+    """The engine's transcript of the whole window, forced prefix included."""
+
+    text: str = field(repr=False)
+    words: tuple[Word, ...] = ()
+
+
+class AsrEngine(Protocol):
+    """A loaded ASR backend; one instance per worker process serves every slot."""
+
+    name: str
+    model_version: str
+
+    async def decode(self, req: AsrDecodeRequest) -> AsrHypothesis:
+        """Transcribe ``req.audio``; a cancelled caller is released within 200 ms."""
+        ...
+
+    def close(self) -> None:
+        """Release threads and native sessions."""
+        ...

@@ -1,0 +1,85 @@
+"""Gateway ↔ worker contracts of a realtime ASR job (specs/realtime-asr.md §13)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from veena_site.contracts import Message
+
+
+@dataclass(frozen=True)
+class AsrOpen(Message):
+    """First message of an ASR session job; ``job_id`` is the stream id."""
+
+    TYPE = "asr.job.open"
+    reply_channel: str
+    deadline: float
+    model: str
+
+
+@dataclass(frozen=True)
+class AsrItemOpen(Message):
+    """Start (or restart) an item: decoding options and text already emitted for it."""
+
+    TYPE = "asr.job.item_open"
+    item_seq: int
+    language: str | None = "en"
+    prompt: str = field(default="", repr=False)
+    stream: bool = False
+    prefix_text: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
+class AsrAudio(Message):
+    """New 16 kHz int16 PCM for an item, starting at sample ``offset`` of the item."""
+
+    TYPE = "asr.job.audio"
+    item_seq: int
+    offset: int
+    pcm: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class AsrCommit(Message):
+    """The item is complete; decode it in full."""
+
+    TYPE = "asr.job.commit"
+    item_seq: int
+    total_samples: int
+
+
+@dataclass(frozen=True)
+class AsrDrop(Message):
+    """Forget an item (the client cleared the buffer)."""
+
+    TYPE = "asr.job.drop"
+    item_seq: int
+
+
+@dataclass(frozen=True)
+class AsrDelta(Message):
+    """Confirmed text of an item before its commit; never retracted."""
+
+    TYPE = "gpu.asr.delta"
+    item_seq: int
+    text: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class AsrFinal(Message):
+    """The remainder of an item's transcript after every delta already sent."""
+
+    TYPE = "gpu.asr.final"
+    item_seq: int
+    text: str = field(repr=False)
+    audio_ms: int = 0
+    decode_ms: int = 0
+
+
+@dataclass(frozen=True)
+class AsrResync(Message):
+    """The worker's buffer disagrees with ``offset``; resend the item from ``have_samples``."""
+
+    TYPE = "gpu.asr.resync"
+    item_seq: int
+    have_samples: int

@@ -1,0 +1,113 @@
+"""The real faster-whisper engine on Piper speech: accuracy, words, prefix, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import soxr
+
+from asr.engines.base import MODEL_RATE, AsrDecodeRequest, Pcm
+from asr.engines.faster_whisper import FasterWhisperAsr
+from tests.wer import word_error_rate
+from tts.engines.base import TtsEngineRequest
+from tts.engines.piper import PiperTts
+
+pytestmark = pytest.mark.slow
+
+TEXT = (
+    "Hello world. This is a test of the speech gateway. "
+    "The quick brown fox jumps over the lazy dog."
+)
+CANCEL_DEADLINE_S = 0.2
+
+
+async def piper_audio(text: str) -> Pcm:
+    """Synthesize ``text`` with Piper and resample it to the model rate."""
+    engine = PiperTts.load()
+    try:
+        req = TtsEngineRequest(text=text, voice=engine.default_voice)
+        chunks = [chunk async for chunk in engine.stream(req)]
+    finally:
+        engine.close()
+    audio = soxr.resample(np.concatenate(chunks), engine.native_rate, MODEL_RATE)
+    return np.asarray(audio, dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def speech() -> Pcm:
+    """Piper's reading of ``TEXT`` at 16 kHz."""
+    return asyncio.run(piper_audio(TEXT))
+
+
+@pytest.fixture(scope="module")
+def whisper() -> Iterator[FasterWhisperAsr]:
+    """The engine, loaded once for the module."""
+    engine = FasterWhisperAsr.load()
+    yield engine
+    engine.close()
+
+
+def test_faster_whisper_metadata(whisper: FasterWhisperAsr) -> None:
+    assert whisper.name == "faster_whisper"
+    assert whisper.model_version == "faster-whisper/whisper-tiny.en"
+
+
+async def test_decode_of_piper_speech_has_wer_at_most_10_percent(
+    whisper: FasterWhisperAsr, speech: Pcm
+) -> None:
+    hyp = await whisper.decode(AsrDecodeRequest(audio=speech))
+
+    assert word_error_rate(TEXT, hyp.text) <= 0.10
+    assert hyp.words == ()
+
+
+async def test_sa6_word_timestamps_end_in_increasing_order(
+    whisper: FasterWhisperAsr, speech: Pcm
+) -> None:
+    hyp = await whisper.decode(AsrDecodeRequest(audio=speech, word_timestamps=True))
+
+    ends = [word.end for word in hyp.words]
+    assert len(ends) >= 10
+    assert ends == sorted(ends) and ends[0] < ends[-1]
+    assert all(word.start <= word.end for word in hyp.words)
+    assert ends[-1] <= len(speech) / MODEL_RATE + 0.5
+    assert word_error_rate(TEXT, "".join(word.text for word in hyp.words)) <= 0.10
+
+
+@pytest.mark.parametrize("prefix", [" Hello", " Hello world. This is a", "Greetings"])
+async def test_sa3_hypothesis_includes_forced_prefix_once(
+    whisper: FasterWhisperAsr, speech: Pcm, prefix: str
+) -> None:
+    hyp = await whisper.decode(AsrDecodeRequest(audio=speech, prefix=prefix))
+
+    forced = prefix.strip()
+    assert hyp.text.startswith(forced)
+    assert not hyp.text[len(forced) :].lstrip(" ,.").startswith(forced)
+
+
+async def test_sa3_prefix_matching_the_audio_keeps_the_transcript_exact(
+    whisper: FasterWhisperAsr, speech: Pcm
+) -> None:
+    hyp = await whisper.decode(AsrDecodeRequest(audio=speech, prefix=" Hello world."))
+
+    assert word_error_rate(TEXT, hyp.text) <= 0.10
+
+
+async def test_wk9_cancelled_decode_returns_control_within_200_ms(
+    whisper: FasterWhisperAsr, speech: Pcm
+) -> None:
+    long_audio = np.tile(speech, 20)  # several 30 s windows
+    task = asyncio.create_task(whisper.decode(AsrDecodeRequest(audio=long_audio)))
+    await asyncio.sleep(0.1)
+    assert not task.done()
+
+    cancelled_at = time.monotonic()
+    task.cancel()
+    await asyncio.wait({task})
+
+    assert task.cancelled()
+    assert time.monotonic() - cancelled_at < CANCEL_DEADLINE_S

@@ -1,0 +1,91 @@
+"""The real Piper engine: chunking, levels, speed and cancellation (engines §1)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from tts.engines.base import Pcm, TtsEngineRequest
+from tts.engines.piper import PiperTts
+
+pytestmark = pytest.mark.slow
+
+SHORT_TEXT = "Hello world. This is a test of the speech gateway."
+CLAUSE = "the quick brown fox jumps over the lazy dog near the river bank"
+# One ~2000-character sentence: a single uninterrupted run of ~15 s on one thread.
+LONG_SENTENCE = ", ".join([CLAUSE] * 31).capitalize() + "."
+CANCEL_DEADLINE_S = 0.2
+
+
+@pytest.fixture(scope="module")
+def piper() -> Iterator[PiperTts]:
+    """One single-threaded engine, so a run left going would block the next stream."""
+    engine = PiperTts.load(threads=1)
+    yield engine
+    engine.close()
+
+
+async def synthesize(engine: PiperTts, text: str, speed: float = 1.0) -> list[Pcm]:
+    """Collect every chunk the engine yields for ``text``."""
+    req = TtsEngineRequest(text=text, voice=engine.default_voice, speed=speed)
+    return [chunk async for chunk in engine.stream(req)]
+
+
+async def first_chunk(engine: PiperTts, text: str) -> Pcm:
+    """Return the first chunk of a stream and abandon the rest."""
+    req = TtsEngineRequest(text=text, voice=engine.default_voice)
+    async for chunk in engine.stream(req):
+        return chunk
+    raise AssertionError("no audio")
+
+
+def test_piper_metadata(piper: PiperTts) -> None:
+    assert piper.name == "piper"
+    assert piper.model_version == "piper/en_US-joe-medium"
+    assert piper.native_rate == 22_050
+    assert piper.voices == ("joe",)
+    assert piper.default_voice == "joe"
+    assert piper.supports_speed
+
+
+async def test_stream_yields_one_float32_chunk_per_sentence(piper: PiperTts) -> None:
+    chunks = await synthesize(piper, SHORT_TEXT)
+
+    assert len(chunks) == 2
+    assert all(chunk.dtype == np.float32 and chunk.ndim == 1 for chunk in chunks)
+    assert all(np.abs(chunk).max() <= 1.0 for chunk in chunks)
+    seconds = sum(len(chunk) for chunk in chunks) / piper.native_rate
+    assert 1.5 <= seconds <= 8.0
+
+
+async def test_sp1_speed_two_gives_clearly_shorter_audio(piper: PiperTts) -> None:
+    normal = sum(len(chunk) for chunk in await synthesize(piper, SHORT_TEXT))
+    fast = sum(len(chunk) for chunk in await synthesize(piper, SHORT_TEXT, speed=2.0))
+
+    assert fast < 0.7 * normal
+
+
+async def test_z2_cancel_mid_run_releases_caller_and_slot_within_200_ms(
+    piper: PiperTts,
+) -> None:
+    task = asyncio.create_task(synthesize(piper, LONG_SENTENCE))
+    await asyncio.sleep(0.5)  # phonemised and inside the long session.run
+    assert not task.done()
+
+    cancelled_at = time.monotonic()
+    task.cancel()
+    await asyncio.wait({task})
+    caller_latency = time.monotonic() - cancelled_at
+
+    assert task.cancelled()
+    assert caller_latency < CANCEL_DEADLINE_S
+    # The only slot thread is free again: the next stream is not queued behind
+    # the ~15 s run (its own first sentence takes ~0.1 s on one thread).
+    started = time.monotonic()
+    chunk = await first_chunk(piper, "Still here.")
+    assert len(chunk) > 0
+    assert time.monotonic() - started < 1.0

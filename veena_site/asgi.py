@@ -1,0 +1,26 @@
+"""ASGI entry point: ``http``, ``websocket`` and ``channel`` (STYLE 59).
+
+The API sockets are not wrapped in ``AllowedHostsOriginValidator``: it refuses clients that send no
+``Origin`` (non-browser SDKs); origins are checked per key by accounts admission instead.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "veena_site.settings")
+django_asgi_app = get_asgi_application()  # must precede consumer imports
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+
+from asr.routing import websocket_urlpatterns as asr_routes  # noqa: E402
+from tts.routing import websocket_urlpatterns as tts_routes  # noqa: E402
+from veena_site.routing import channel_router  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": URLRouter(tts_routes + asr_routes),
+        "channel": channel_router,
+    }
+)

@@ -1,0 +1,38 @@
+"""System checks for configuration invariants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, register
+
+
+@register()
+def engines_are_known(**kwargs: Any) -> list[Error]:
+    """TTS_ENGINE and ASR_ENGINE must name registered engines."""
+    from asr.engines import ENGINES as ASR_ENGINES
+    from tts.engines import ENGINES as TTS_ENGINES
+
+    errors = []
+    if settings.TTS_ENGINE not in TTS_ENGINES:
+        errors.append(
+            Error(f"TTS_ENGINE must be one of {sorted(TTS_ENGINES)}", id="veena.E001")
+        )
+    if settings.ASR_ENGINE not in ASR_ENGINES:
+        errors.append(
+            Error(f"ASR_ENGINE must be one of {sorted(ASR_ENGINES)}", id="veena.E002")
+        )
+    return errors
+
+
+@register()
+def websocket_limit_fits_realtime(**kwargs: Any) -> list[Error]:
+    """Daphne must accept the realtime socket's 16 MiB messages (realtime AR-4)."""
+    if settings.WEBSOCKET_MAX_MESSAGE_BYTES < settings.ASR_MAX_MESSAGE_BYTES:
+        return [
+            Error(
+                "WEBSOCKET_MAX_MESSAGE_BYTES < ASR_MAX_MESSAGE_BYTES", id="veena.E003"
+            )
+        ]
+    return []

@@ -1,0 +1,191 @@
+"""The gateway side of one worker job: admission with retries, pinning, and loss detection.
+
+A consumer never awaits a worker reply inside a handler (tts Q5, realtime AR-3): it submits and
+returns. Replies and timers arrive as separate dispatched messages; timers are posted to the
+consumer's own channel as ``timer.fire`` so that the dispatch loop serialises every state change.
+The consumer passes each ``gpu.job.*`` reply and each timer to this link and acts on the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from channels.exceptions import ChannelFull
+from channels.layers import BaseChannelLayer
+
+from veena_site.contracts import CANCELS, WORKER_CHANNELS, JobAccepted, Kind, Message
+from veena_site.metrics import CHANNEL_HOP
+
+logger = logging.getLogger(__name__)
+
+TIMER = "timer.fire"
+STALL_CHECK_S = 0.5
+
+
+class Outcome(enum.Enum):
+    """What a reply or timer means for the consumer."""
+
+    ACCEPTED = "accepted"
+    OVERLOADED = "overloaded"  # every slot busy for the whole admission wait
+    NOT_LOADED = "not_loaded"  # no answer, or only not_ready, within the answer time
+    LOST = "lost"  # the pinned worker went silent
+
+
+class Phase(enum.Enum):
+    """Lifecycle of the link; transitions only move forward."""
+
+    IDLE = enum.auto()
+    SUBMITTING = enum.auto()
+    ACCEPTED = enum.auto()
+    CLOSED = enum.auto()
+
+
+class WorkerLink:
+    """Admission and pinning of one job for one consumer."""
+
+    def __init__(
+        self,
+        *,
+        layer: BaseChannelLayer,
+        own_channel: str,
+        kind: Kind,
+        answer_ms: int,
+        wait_ms: int,
+        stall_s: float,
+    ) -> None:
+        self.layer, self.own_channel, self.kind = layer, own_channel, kind
+        self.answer_s, self.wait_s, self.stall_s = (
+            answer_ms / 1000,
+            wait_ms / 1000,
+            stall_s,
+        )
+        self.phase = Phase.IDLE
+        self.job_id = ""
+        self.worker_channel = ""
+        self.model_version = ""
+        self._build: Callable[[str, float], Message] | None = None
+        self._started = 0.0
+        self._saw_busy = False
+        self._last_seen = 0.0
+        self._timers: set[asyncio.Task[None]] = set()
+
+    async def submit(self, build: Callable[[str, float], Message]) -> Outcome | None:
+        """Send the job's first message to the shared channel; ``build(job_id, deadline)``."""
+        assert self.phase is Phase.IDLE
+        self.phase = Phase.SUBMITTING
+        self._build = build
+        self._started = time.monotonic()
+        self._later(self.answer_s, "answer")
+        self._later(self.wait_s + self.answer_s, "give_up")
+        return await self._attempt()
+
+    async def on_reply(self, message: dict[str, Any]) -> Outcome | None:
+        """Handle gpu.job.accepted / busy / not_ready for this link."""
+        kind = message["type"]
+        if kind == JobAccepted.TYPE:
+            return await self._on_accepted(JobAccepted.from_message(message))
+        if message["job_id"] != self.job_id or self.phase is not Phase.SUBMITTING:
+            return None
+        if kind == "gpu.job.busy":
+            self._saw_busy = True
+        if time.monotonic() - self._started >= self.wait_s:
+            return Outcome.OVERLOADED if self._saw_busy else Outcome.NOT_LOADED
+        self._later(random.uniform(0.025, 0.05), "retry")
+        return None
+
+    async def on_timer(self, message: dict[str, Any]) -> Outcome | None:
+        """Handle a ``timer.fire`` posted by this link."""
+        name = message["name"]
+        if name == "retry" and self.phase is Phase.SUBMITTING:
+            return await self._attempt()
+        if name == "answer" and self.phase is Phase.SUBMITTING and not self._saw_busy:
+            return Outcome.NOT_LOADED
+        if name == "give_up" and self.phase is Phase.SUBMITTING:
+            return Outcome.OVERLOADED if self._saw_busy else Outcome.NOT_LOADED
+        if name == "stall" and self.phase is Phase.ACCEPTED:
+            if time.monotonic() - self._last_seen > self.stall_s:
+                return Outcome.LOST
+            self._later(STALL_CHECK_S, "stall")
+        return None
+
+    def touch(self, message: dict[str, Any]) -> bool:
+        """Note that the pinned worker is alive; False if the message is not this job's."""
+        if message.get("job_id") != self.job_id or self.phase is not Phase.ACCEPTED:
+            return False
+        self._last_seen = time.monotonic()
+        if "sent_at" in message:
+            CHANNEL_HOP.observe(max(0.0, time.time() - message["sent_at"]))
+        return True
+
+    async def send(self, message: Message) -> bool:
+        """Send a message to the pinned worker; False if the worker's channel is full."""
+        assert self.phase is Phase.ACCEPTED
+        try:
+            await self.layer.send(self.worker_channel, message.to_message())
+        except ChannelFull:
+            logger.warning("%s job %s: worker channel full", self.kind, self.job_id)
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Cancel the job at its worker (if any) and stop every timer; idempotent."""
+        if self.phase is Phase.CLOSED:
+            return
+        pinned = self.phase is Phase.ACCEPTED
+        self.phase = Phase.CLOSED
+        for task in self._timers:
+            task.cancel()
+        self._timers.clear()
+        if pinned:
+            await self._cancel_at(self.worker_channel, self.job_id)
+
+    async def _attempt(self) -> Outcome | None:
+        assert self._build is not None
+        self.job_id = uuid.uuid4().hex
+        deadline = time.time() + self.answer_s
+        try:
+            message = self._build(self.job_id, deadline).to_message()
+            await self.layer.send(WORKER_CHANNELS[self.kind], message)
+        except ChannelFull:
+            return Outcome.OVERLOADED
+        return None
+
+    async def _on_accepted(self, accepted: JobAccepted) -> Outcome | None:
+        if accepted.job_id != self.job_id or self.phase is not Phase.SUBMITTING:
+            await self._cancel_at(accepted.worker_channel, accepted.job_id)
+            return None
+        self.phase = Phase.ACCEPTED
+        self.worker_channel = accepted.worker_channel
+        self.model_version = accepted.model_version
+        self._last_seen = time.monotonic()
+        CHANNEL_HOP.observe(max(0.0, time.time() - accepted.sent_at))
+        self._later(STALL_CHECK_S, "stall")
+        return Outcome.ACCEPTED
+
+    async def _cancel_at(self, channel: str, job_id: str) -> None:
+        try:
+            await self.layer.send(
+                channel, CANCELS[self.kind](job_id=job_id).to_message()
+            )
+        except ChannelFull:
+            logger.warning(
+                "%s job %s: cancel not delivered (channel full)", self.kind, job_id
+            )
+
+    def _later(self, delay: float, name: str) -> None:
+        task = asyncio.create_task(self._post(delay, name))
+        self._timers.add(task)
+        task.add_done_callback(self._timers.discard)
+
+    async def _post(self, delay: float, name: str) -> None:
+        await asyncio.sleep(delay)
+        await self.layer.send(
+            self.own_channel, {"type": TIMER, "name": name, "link": self.kind}
+        )

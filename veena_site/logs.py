@@ -1,0 +1,100 @@
+"""Structured logging: a request id on every line, JSON output, secrets redacted."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import re
+import uuid
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse
+
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "request_id", default="-"
+)
+
+# api_key=…, Bearer …, X-API-Key values and key-bearing subprotocols never reach a log line.
+_REDACTIONS = (
+    (re.compile(r"(api_key=)[^&\s\"']+", re.I), r"\1[REDACTED]"),
+    (re.compile(r"(bearer\s+)[^\s\"',]+", re.I), r"\1[REDACTED]"),
+    (
+        re.compile(r"(x-api-key['\"]?\s*[:=,]\s*b?['\"]?)[^\s\"',]+", re.I),
+        r"\1[REDACTED]",
+    ),
+    (
+        re.compile(r"((?:veena-api-key|openai-insecure-api-key)\.)[^\s\"',]+", re.I),
+        r"\1[REDACTED]",
+    ),
+    (re.compile(r"vk_[a-z]+_[A-Za-z0-9]{20,}"), "[REDACTED]"),
+)
+
+
+def redact(text: str) -> str:
+    """Return ``text`` with every credential pattern replaced by ``[REDACTED]``."""
+    for pattern, repl in _REDACTIONS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+class RequestIdFilter(logging.Filter):
+    """Attach the current request id (or ``-``) to every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "request_id"):
+            record.request_id = request_id_var.get()
+        return True
+
+
+class RedactFilter(logging.Filter):
+    """Rewrite the formatted message so that no credential survives."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, request id, message, exception."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        payload = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "request_id": getattr(record, "request_id", "-"),
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            payload["exc"] = redact(self.formatException(record.exc_info))
+        return json.dumps(payload, ensure_ascii=False)
+
+
+def new_request_id() -> str:
+    """Start a new request context and return its id."""
+    rid = str(uuid.uuid4())
+    request_id_var.set(rid)
+    return rid
+
+
+class RequestIdMiddleware:
+    """Give each HTTP request an id (``X-Request-Id`` if valid) and echo it back."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        given = request.headers.get("X-Request-Id", "")
+        rid = (
+            given
+            if re.fullmatch(r"[A-Za-z0-9._:-]{1,64}", given)
+            else str(uuid.uuid4())
+        )
+        request_id_var.set(rid)
+        response = self.get_response(request)
+        response.headers.setdefault("X-Request-Id", rid)
+        return response

@@ -1,0 +1,69 @@
+"""``python manage.py gpuworker``: a worker process on the shared channel layer.
+
+It is Channels' worker (``channels.worker.Worker``) on ``tts-worker`` and/or ``asr-worker``, plus the
+engine loading, liveness beacon and graceful shutdown that ``runworker`` lacks. SIGTERM / SIGINT stop
+accepting, end running jobs with ``worker_shutdown`` and withdraw the worker from liveness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from channels.layers import get_channel_layer
+from channels.worker import Worker
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from veena_site.embedded import worker_channels
+from veena_site.routing import channel_router
+from veena_site.runtime import get_runtime
+
+logger = logging.getLogger(__name__)
+
+
+class Command(BaseCommand):
+    """Run engines for the gateways that share this Redis."""
+
+    help = (
+        "Run a GPU/CPU inference worker on the shared channel layer (needs REDIS_URL)."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--kinds",
+            default=",".join(settings.WORKER_KINDS),
+            help="tts,asr (default: both)",
+        )
+
+    def handle(self, *args: Any, kinds: str, **options: Any) -> None:
+        if not settings.REDIS_URL:
+            raise CommandError(
+                "gpuworker needs REDIS_URL (the in-memory layer is per process)"
+            )
+        settings.WORKER_KINDS = [k for k in kinds.split(",") if k]
+        asyncio.run(self.serve())
+
+    async def serve(self) -> None:
+        runtime = get_runtime()
+        runtime.start()
+        worker = Worker(
+            application=channel_router,
+            channels=worker_channels(runtime.kinds),
+            channel_layer=get_channel_layer(),
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        listener = asyncio.create_task(worker.arun())
+        logger.info("worker %s serving %s", runtime.worker_id, ",".join(runtime.kinds))
+        await asyncio.wait(
+            [listener, asyncio.create_task(stop.wait())],
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        logger.info("worker %s shutting down", runtime.worker_id)
+        await runtime.shutdown()
+        listener.cancel()

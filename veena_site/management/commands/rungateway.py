@@ -1,0 +1,49 @@
+"""``python manage.py rungateway``: one Daphne gateway process.
+
+Without ``REDIS_URL`` the worker runs inside this process (embedded default). Daphne's WebSocket
+message and frame limits are raised to ``WEBSOCKET_MAX_MESSAGE_BYTES`` (realtime AR-4).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+logger = logging.getLogger(__name__)
+
+
+class Command(BaseCommand):
+    """Serve HTTP and WebSockets with Daphne."""
+
+    help = "Run one Daphne gateway (with the embedded worker when REDIS_URL is unset)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
+        from daphne.server import Server  # installs the asyncio reactor first
+
+        from veena_site.asgi import application
+
+        def ready() -> None:
+            if not settings.REDIS_URL:
+                from veena_site.embedded import start_embedded_worker
+
+                start_embedded_worker()
+            logger.info("gateway listening on %s:%d", host, port)
+
+        server = Server(
+            application=application,
+            endpoints=[f"tcp:port={port}:interface={host}"],
+            signal_handlers=True,
+            websocket_max_message_size=settings.WEBSOCKET_MAX_MESSAGE_BYTES,
+            websocket_max_frame_size=settings.WEBSOCKET_MAX_MESSAGE_BYTES,
+            application_close_timeout=10,
+            ready_callable=ready,
+            verbosity=0,
+        )
+        server.run()

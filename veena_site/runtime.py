@@ -1,0 +1,145 @@
+"""The worker process's state: its engines (loaded once), its jobs and its liveness beacon."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from veena_site.contracts import Kind
+from veena_site.jobs import JobRegistry
+from veena_site.liveness import WorkerStatus, get_liveness
+
+logger = logging.getLogger(__name__)
+
+
+def load_engine(kind: Kind, name: str) -> Any:
+    """Load the engine ``name`` of ``kind`` from its registry (blocking; call in a thread)."""
+    if kind == "tts":
+        from tts.engines import ENGINES as TTS_ENGINES
+
+        return TTS_ENGINES[name]()
+    from asr.engines import ENGINES as ASR_ENGINES
+
+    return ASR_ENGINES[name]()
+
+
+@dataclass
+class EngineSlot:
+    """One kind's engine: loading, ready or failed."""
+
+    kind: Kind
+    name: str
+    engine: Any = None
+    failed: bool = False
+    loaded: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def load(self) -> None:
+        """Load the engine off the event loop; a failure leaves the kind not ready."""
+        try:
+            self.engine = await asyncio.to_thread(load_engine, self.kind, self.name)
+            logger.info("%s engine %s loaded", self.kind, self.engine.model_version)
+        except Exception:  # boundary: one engine load
+            self.failed = True
+            logger.exception("%s engine %s failed to load", self.kind, self.name)
+        finally:
+            self.loaded.set()
+
+
+class WorkerRuntime:
+    """Everything one worker process holds; one instance per process (see ``get_runtime``)."""
+
+    def __init__(
+        self, kinds: list[Kind], engines: dict[Kind, str], slots: dict[Kind, int]
+    ) -> None:
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.kinds = kinds
+        self.engines = {k: EngineSlot(kind=k, name=engines[k]) for k in kinds}
+        self.jobs = JobRegistry(
+            {k: slots[k] for k in kinds}, settings.WORKER_HEARTBEAT_S
+        )
+        self.accepting = True
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        """Start loading engines and publishing liveness (idempotent)."""
+        if self._tasks:
+            return
+        self._tasks = [
+            asyncio.create_task(slot.load()) for slot in self.engines.values()
+        ]
+        self._tasks.append(asyncio.create_task(self._beacon()))
+
+    def engine(self, kind: Kind) -> Any | None:
+        """The loaded engine for ``kind``, or None while loading / when not served."""
+        slot = self.engines.get(kind)
+        return slot.engine if slot is not None else None
+
+    def status(self) -> WorkerStatus:
+        """This worker's liveness record."""
+        return WorkerStatus(
+            worker_id=self.worker_id,
+            kinds=list(self.kinds),
+            ready={
+                k: self.accepting and s.engine is not None
+                for k, s in self.engines.items()
+            },
+            slots=dict(self.jobs.slots),
+            busy={k: self.jobs.busy(k) for k in self.kinds},
+            model_versions={
+                k: s.engine.model_version for k, s in self.engines.items() if s.engine
+            },
+        )
+
+    async def wait_loaded(self) -> None:
+        """Wait until every engine finished loading (or failed)."""
+        await asyncio.gather(*(s.loaded.wait() for s in self.engines.values()))
+
+    async def shutdown(self) -> None:
+        """Stop accepting, end running jobs with a shutdown error, withdraw from liveness."""
+        self.accepting = False
+        await self.jobs.cancel_all(code="worker_shutdown")
+        await self.jobs.wait_idle()
+        for task in self._tasks:
+            task.cancel()
+        await get_liveness().withdraw(self.worker_id)
+        for slot in self.engines.values():
+            if slot.engine is not None:
+                slot.engine.close()
+
+    async def _beacon(self) -> None:
+        store = get_liveness()
+        while True:
+            try:
+                await store.publish(self.status())
+            except Exception:  # boundary: liveness must not kill the worker
+                logger.warning("liveness publish failed", exc_info=True)
+            await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
+
+
+_runtime: WorkerRuntime | None = None
+
+
+def get_runtime() -> WorkerRuntime:
+    """The process's runtime, created on first use from settings."""
+    global _runtime
+    if _runtime is None:
+        kinds: list[Kind] = [k for k in ("tts", "asr") if k in settings.WORKER_KINDS]
+        _runtime = WorkerRuntime(
+            kinds=kinds,
+            engines={"tts": settings.TTS_ENGINE, "asr": settings.ASR_ENGINE},
+            slots={"tts": settings.TTS_WORKER_SLOTS, "asr": settings.ASR_WORKER_SLOTS},
+        )
+    return _runtime
+
+
+def reset_runtime() -> None:
+    """Forget the process runtime (tests build a fresh one per test)."""
+    global _runtime
+    _runtime = None

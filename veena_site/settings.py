@@ -1,0 +1,224 @@
+"""Settings for the veena speech gateway, read from the environment (12-factor).
+
+With no environment set this is the embedded default: SQLite in ``var/``, the in-process channel
+layer, the CPU engines and the worker running inside the gateway process. ``REDIS_URL`` switches to
+channels-redis, Redis-backed liveness and Celery on Redis; ``DATABASE_URL`` to PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+DATA_DIR = Path(env("DATA_DIR", default=str(BASE_DIR / "var")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def embedded_secret_key(data_dir: Path) -> str:
+    """Return the dev secret kept in ``data_dir``, creating it on first start."""
+    path = data_dir / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+PRODUCTION = env.bool("PRODUCTION", default=False)
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if PRODUCTION:
+        raise environ.ImproperlyConfigured(
+            "SECRET_KEY is required when PRODUCTION=true"
+        )
+    SECRET_KEY = embedded_secret_key(DATA_DIR)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "veena_site",
+    "accounts",
+    "tts",
+    "asr",
+]
+
+MIDDLEWARE = [
+    "veena_site.logs.RequestIdMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "veena_site.urls"
+ASGI_APPLICATION = "veena_site.asgi.application"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+DATABASE_URL = env("DATABASE_URL", default="")
+DATABASES = {
+    "default": env.db_url_config(DATABASE_URL)
+    if DATABASE_URL
+    else {"ENGINE": "django.db.backends.sqlite3", "NAME": str(DATA_DIR / "db.sqlite3")}
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several threads write usage rows; wait for the lock instead of failing at once.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Channel layer: in-process without Redis (embedded default), channels-redis core layer with it.
+REDIS_URL = env("REDIS_URL", default="")
+CHANNEL_CAPACITY = env.int("CHANNEL_CAPACITY", default=100)
+WORKER_CHANNEL_CAPACITY = env.int("WORKER_CHANNEL_CAPACITY", default=500)
+CHANNEL_EXPIRY_S = env.int("CHANNEL_EXPIRY_S", default=60)
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [REDIS_URL],
+                "prefix": env("CHANNEL_PREFIX", default="veena"),
+                "expiry": CHANNEL_EXPIRY_S,
+                "capacity": CHANNEL_CAPACITY,
+                "channel_capacity": {
+                    "tts-worker": WORKER_CHANNEL_CAPACITY,
+                    "asr-worker": WORKER_CHANNEL_CAPACITY,
+                },
+            },
+        }
+    }
+else:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"expiry": CHANNEL_EXPIRY_S, "capacity": CHANNEL_CAPACITY},
+        }
+    }
+
+# Celery: Redis broker when REDIS_URL is set; the embedded default runs tasks eagerly.
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+
+# Engines and the worker.
+TTS_ENGINE = env("TTS_ENGINE", default="piper")
+ASR_ENGINE = env("ASR_ENGINE", default="faster_whisper")
+WORKER_KINDS = env.list("WORKER_KINDS", default=["tts", "asr"])
+CPU_COUNT = os.cpu_count() or 1
+TTS_WORKER_SLOTS = env.int("TTS_WORKER_SLOTS", default=8 * CPU_COUNT)
+ASR_WORKER_SLOTS = env.int("ASR_WORKER_SLOTS", default=16)
+ENGINE_THREADS = env.int("ENGINE_THREADS", default=CPU_COUNT)
+WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
+WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
+
+# Limits of the TTS and realtime sockets (specs/tts-ws.md §14, specs/realtime-asr.md §2.2).
+TTS_AUTH_REQUIRED = env.bool("TTS_AUTH_REQUIRED", default=True)
+ALLOW_QUERY_API_KEY = env.bool("ALLOW_QUERY_API_KEY", default=True)
+TTS_REQUEST_TIMEOUT_S = env.float("TTS_REQUEST_TIMEOUT_S", default=30.0)
+TTS_MAX_TEXT_CHARS = env.int("TTS_MAX_TEXT_CHARS", default=50_000)
+TTS_MAX_MESSAGE_BYTES = env.int("TTS_MAX_MESSAGE_BYTES", default=1024 * 1024)
+TTS_PROGRESS_EVERY = env.int("TTS_PROGRESS_EVERY", default=10)
+TTS_WS_MAX_FRAME_MS = env.int("TTS_WS_MAX_FRAME_MS", default=200)
+TTS_CHUNK_WINDOW = env.int("TTS_CHUNK_WINDOW", default=32)
+TTS_ADMISSION_WAIT_MS = env.int("TTS_ADMISSION_WAIT_MS", default=1000)
+TTS_WORKER_ANSWER_MS = env.int("TTS_WORKER_ANSWER_MS", default=500)
+TTS_OVERLOAD_RETRY_MS = env.int("TTS_OVERLOAD_RETRY_MS", default=1000)
+TTS_WORKER_STALL_S = env.float("TTS_WORKER_STALL_S", default=3.0)
+ASR_MAX_MESSAGE_BYTES = env.int("ASR_MAX_MESSAGE_BYTES", default=16 * 1024 * 1024)
+ASR_IDLE_TIMEOUT_S = env.float("ASR_IDLE_TIMEOUT_S", default=300.0)
+ASR_MAX_SESSION_S = env.int("ASR_MAX_SESSION_S", default=1800)
+ASR_MAX_BUFFER_S = env.int("ASR_MAX_BUFFER_S", default=60)
+ASR_MIN_COMMIT_MS = env.int("ASR_MIN_COMMIT_MS", default=100)
+ASR_WORKER_ANSWER_MS = env.int("ASR_WORKER_ANSWER_MS", default=500)
+ASR_ADMISSION_WAIT_MS = env.int("ASR_ADMISSION_WAIT_MS", default=1000)
+ASR_WORKER_STALL_S = env.float("ASR_WORKER_STALL_S", default=3.0)
+ASR_MODEL = env("ASR_MODEL", default="whisper-tiny.en")
+ASR_MODEL_ALIASES = env.list(
+    "ASR_MODEL_ALIASES",
+    default=[
+        "whisper-1",
+        "gpt-4o-transcribe",
+        "gpt-4o-mini-transcribe",
+        "gpt-realtime-whisper",
+    ],
+)
+# Daphne's own caps; the realtime socket must carry 16 MiB messages (realtime AR-4).
+WEBSOCKET_MAX_MESSAGE_BYTES = max(ASR_MAX_MESSAGE_BYTES, TTS_MAX_MESSAGE_BYTES)
+
+# Accounts (specs/accounts.md §12).
+API_KEY_PREFIX = env("API_KEY_PREFIX", default="vk_live_")
+DEFAULT_PLAN_NAME = env("DEFAULT_PLAN_NAME", default="default")
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+
+LOG_FORMAT = env("LOG_FORMAT", default="json" if PRODUCTION else "text")
+LOG_LEVEL = env("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {
+        "request_id": {"()": "veena_site.logs.RequestIdFilter"},
+        "redact": {"()": "veena_site.logs.RedactFilter"},
+    },
+    "formatters": {
+        "json": {"()": "veena_site.logs.JsonFormatter"},
+        "text": {
+            "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["request_id", "redact"],
+            "formatter": LOG_FORMAT,
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+    },
+}
+ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=1.0)
+ASR_UNFIXED_WORDS = env.int("ASR_UNFIXED_WORDS", default=3)
+# Kinds this gateway serves; /readyz needs a live worker for each of them.
+GATEWAY_KINDS = env.list("GATEWAY_KINDS", default=["tts", "asr"])
+# Test-only knob: seconds the fake TTS engine waits per 100 ms chunk.
+FAKE_TTS_CHUNK_DELAY_S = env.float("FAKE_TTS_CHUNK_DELAY_S", default=0.0)

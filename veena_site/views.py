@@ -1,0 +1,81 @@
+"""Operational endpoints: ``/healthz``, ``/readyz``, ``/metrics``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from veena_site.liveness import get_liveness
+from veena_site.metrics import CHANNEL_HOP
+
+PROBE_TIMEOUT_S = 2.0
+
+
+async def healthz(request: HttpRequest) -> JsonResponse:
+    """The process is up and serving HTTP."""
+    return JsonResponse({"status": "ok"})
+
+
+def _database_ok() -> bool:
+    try:
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except Exception:  # boundary: a probe reports, never raises
+        return False
+    finally:
+        connection.close()
+
+
+async def _channel_layer_ok() -> bool:
+    layer = get_channel_layer()
+    if layer is None:
+        return False
+    try:
+        channel = await layer.new_channel("readyz.")
+        started = time.monotonic()
+        await layer.send(channel, {"type": "readyz.probe"})
+        await asyncio.wait_for(layer.receive(channel), PROBE_TIMEOUT_S)
+        CHANNEL_HOP.observe(time.monotonic() - started)
+        return True
+    except Exception:  # boundary: a probe reports, never raises
+        return False
+
+
+def _workers() -> dict[str, int]:
+    try:
+        statuses = get_liveness().live_workers()
+    except Exception:  # boundary: a probe reports, never raises
+        return {}
+    return {kind: sum(1 for s in statuses if s.serves(kind)) for kind in ("tts", "asr")}
+
+
+async def readyz(request: HttpRequest) -> JsonResponse:
+    """Ready when the database, the channel layer and a worker for every served kind answer."""
+    database = await sync_to_async(_database_ok, thread_sensitive=False)()
+    layer = await _channel_layer_ok()
+    workers = await sync_to_async(_workers, thread_sensitive=False)()
+    kinds = [k for k in settings.GATEWAY_KINDS]
+    ready = database and layer and all(workers.get(k, 0) > 0 for k in kinds)
+    body = {
+        "ready": ready,
+        "database": database,
+        "channel_layer": layer,
+        "workers": workers,
+        "topology": "distributed" if settings.REDIS_URL else "embedded",
+    }
+    return JsonResponse(body, status=200 if ready else 503)
+
+
+async def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus text exposition of this process's metrics."""
+    body = await sync_to_async(generate_latest, thread_sensitive=False)()
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,99 @@
+"""The GPU worker consumer: decode a job message, start or route the job, return at once.
+
+Run by ``python manage.py gpuworker`` (Channels' worker on ``tts-worker`` and ``asr-worker``), or
+inside the gateway process in the embedded default. It never touches the database and never
+imports ``accounts`` (STYLE 33).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from channels.consumer import AsyncConsumer
+
+from asr.jobs import AsrJob
+from asr.messages import AsrOpen
+from tts.jobs import TtsJob
+from tts.messages import TtsSubmit
+from veena_site.contracts import JobAccepted, JobBusy, JobNotReady, Kind
+from veena_site.jobs import WorkerJob, reply_sender
+from veena_site.runtime import get_runtime
+
+logger = logging.getLogger(__name__)
+
+
+class GpuWorkerConsumer(AsyncConsumer):
+    """Admits jobs into slots and forwards pinned messages to running jobs."""
+
+    async def tts_job_submit(self, message: dict[str, Any]) -> None:
+        """Handle tts.job.submit: accept into a slot, or answer busy / not_ready."""
+        job = TtsSubmit.from_message(message)
+        await self._admit("tts", job.job_id, job.reply_channel, job.deadline, job)
+
+    async def asr_job_open(self, message: dict[str, Any]) -> None:
+        """Handle asr.job.open: accept a realtime session into a slot."""
+        job = AsrOpen.from_message(message)
+        await self._admit("asr", job.job_id, job.reply_channel, job.deadline, job)
+
+    async def tts_job_ack(self, message: dict[str, Any]) -> None:
+        """Handle tts.job.ack: flow control for a running TTS job."""
+        self._route(message)
+
+    async def tts_job_cancel(self, message: dict[str, Any]) -> None:
+        """Handle tts.job.cancel: stop the job and free its slot now."""
+        get_runtime().jobs.cancel(message["job_id"])
+
+    async def asr_job_cancel(self, message: dict[str, Any]) -> None:
+        """Handle asr.job.cancel: end the session job and free its slot now."""
+        get_runtime().jobs.cancel(message["job_id"])
+
+    async def asr_job_item_open(self, message: dict[str, Any]) -> None:
+        """Handle asr.job.item_open."""
+        self._route(message)
+
+    async def asr_job_audio(self, message: dict[str, Any]) -> None:
+        """Handle asr.job.audio: append PCM to the item buffer."""
+        self._route(message)
+
+    async def asr_job_commit(self, message: dict[str, Any]) -> None:
+        """Handle asr.job.commit: decode the item."""
+        self._route(message)
+
+    async def asr_job_drop(self, message: dict[str, Any]) -> None:
+        """Handle asr.job.drop: forget the item."""
+        self._route(message)
+
+    async def _admit(
+        self, kind: Kind, job_id: str, reply_channel: str, deadline: float, job: Any
+    ) -> None:
+        runtime = get_runtime()
+        runtime.start()
+        if time.time() > deadline:
+            logger.info("%s job %s dropped: past its deadline", kind, job_id)
+            return
+        send = reply_sender(self.channel_layer, reply_channel)
+        engine = runtime.engine(kind)
+        if engine is None or not runtime.accepting:
+            await send(JobNotReady(job_id=job_id))
+            return
+        if not runtime.jobs.has_room(kind):
+            await send(JobBusy(job_id=job_id))
+            return
+        worker_job: WorkerJob = (
+            TtsJob(job, engine, send) if kind == "tts" else AsrJob(job, engine, send)
+        )
+        accepted = JobAccepted(
+            job_id=job_id,
+            worker_channel=self.channel_name,
+            model_version=engine.model_version,
+        )
+        runtime.jobs.start(worker_job, send, accepted)
+
+    def _route(self, message: dict[str, Any]) -> None:
+        job = get_runtime().jobs.get(message["job_id"])
+        if job is None:
+            logger.debug("message %s for unknown job dropped", message["type"])
+            return
+        job.receive(message)

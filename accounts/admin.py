@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from weakref import WeakKeyDictionary
 
 from django import forms
@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from accounts.exceptions import KeyAlreadyRevoked
 from accounts.models import (
+    REVOKED_REASON_MAX_LENGTH,
     Account,
     ApiKey,
     AuditLog,
@@ -38,6 +39,15 @@ from accounts.services.api_keys import (
     api_key_revoke,
     api_key_update,
 )
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+
+def _actor(request: HttpRequest) -> User:
+    """The staff user behind an admin request (the admin site admits no one else)."""
+    assert request.user.is_authenticated
+    return cast("User", request.user)
 
 
 def _changed(form: ModelForm, fields: tuple[str, ...]) -> dict[str, Any]:
@@ -74,8 +84,8 @@ class PlanAdmin(admin.ModelAdmin):
             return
         plan_update(
             plan=obj,
-            actor=request.user,
-            actor_label=request.user.get_username(),
+            actor=_actor(request),
+            actor_label=_actor(request).get_username(),
             fields=_changed(form, PLAN_FIELDS),
         )
 
@@ -130,8 +140,8 @@ class AccountAdmin(admin.ModelAdmin):
             return
         account_update(
             account=obj,
-            actor=request.user,
-            actor_label=request.user.get_username(),
+            actor=_actor(request),
+            actor_label=_actor(request).get_username(),
             fields=_changed(form, ACCOUNT_FIELDS),
         )
 
@@ -142,8 +152,8 @@ class AccountAdmin(admin.ModelAdmin):
         for account in queryset.filter(is_active=True):
             account_update(
                 account=account,
-                actor=request.user,
-                actor_label=request.user.get_username(),
+                actor=_actor(request),
+                actor_label=_actor(request).get_username(),
                 fields={"is_active": False},
             )
 
@@ -176,7 +186,7 @@ class KeyStatusFilter(admin.SimpleListFilter):
 class RevokeForm(forms.Form):
     """The reason asked for by "Revoke selected keys" (AD5)."""
 
-    reason = forms.CharField(max_length=200)
+    reason = forms.CharField(max_length=REVOKED_REASON_MAX_LENGTH)
 
 
 @admin.register(ApiKey)
@@ -248,8 +258,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
         if change:
             api_key_update(
                 api_key=obj,
-                actor=request.user,
-                actor_label=request.user.get_username(),
+                actor=_actor(request),
+                actor_label=_actor(request).get_username(),
                 fields=_changed(form, EDITABLE_FIELDS),
             )
             return
@@ -257,8 +267,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
         api_key, raw = api_key_create(
             account=data["account"],
             name=data["name"],
-            actor=request.user,
-            actor_label=request.user.get_username(),
+            actor=_actor(request),
+            actor_label=_actor(request).get_username(),
             expires_at=data.get("expires_at"),
             allowed_origins=data.get("allowed_origins") or [],
             rpm_limit=data.get("rpm_limit"),
@@ -310,7 +320,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             try:
                 api_key_revoke(
                     api_key=api_key,
-                    actor=request.user,
+                    actor=_actor(request),
                     reason=form.cleaned_data["reason"],
                 )
                 revoked.append(api_key.display)

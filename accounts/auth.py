@@ -83,7 +83,7 @@ def _subprotocol_keys(subprotocols: Sequence[str], *, endpoint: str) -> list[str
 
 
 def _query_keys(values: Sequence[str]) -> list[str]:
-    return list(values) if settings.ALLOW_QUERY_API_KEY else []
+    return list(values) if getattr(settings, "ALLOW_QUERY_API_KEY", True) else []
 
 
 def _select_key(candidates: Sequence[str]) -> ParsedKey:
@@ -99,6 +99,7 @@ def _select_key(candidates: Sequence[str]) -> ParsedKey:
 
 
 def _scope_key(scope: Scope, *, endpoint: str) -> ParsedKey:
+    assert endpoint in Endpoint.values, endpoint
     headers = [
         (name.decode("latin-1").lower(), value.decode("latin-1"))
         for name, value in scope.get("headers", [])
@@ -111,22 +112,8 @@ def _scope_key(scope: Scope, *, endpoint: str) -> ParsedKey:
     )
 
 
-def principal_for_key(*, key: ParsedKey, endpoint: str) -> KeyPrincipal:
-    """Load and check the key by its hash (K5, A4); sync, one query."""
-    assert endpoint in Endpoint.values, endpoint
-    key_hash = hash_key(key.raw)
-    try:
-        api_key = ApiKey.objects.select_related("account__plan").get(key_hash=key_hash)
-    except ApiKey.DoesNotExist:
-        raise AdmissionDenied("invalid_api_key") from None
-    if not hmac.compare_digest(api_key.key_hash, key_hash):
-        raise AdmissionDenied("invalid_api_key")
-    if api_key.status != KeyStatus.ACTIVE or not api_key.account.is_active:
-        logger.info("api key %s refused: %s", api_key.id, api_key.status)
-        raise AdmissionDenied("invalid_api_key")
+def _principal(api_key: ApiKey) -> KeyPrincipal:
     plan = api_key.account.plan
-    if endpoint not in plan.allowed_endpoints:
-        raise AdmissionDenied("endpoint_not_allowed")
     return KeyPrincipal(
         key_id=api_key.id,
         account_id=api_key.account_id,
@@ -145,6 +132,27 @@ def principal_for_key(*, key: ParsedKey, endpoint: str) -> KeyPrincipal:
         monthly_asr_seconds=plan.monthly_asr_seconds,
         allowed_endpoints=tuple(plan.allowed_endpoints),
     )
+
+
+def principal_for_key(*, key: ParsedKey, endpoint: str) -> KeyPrincipal:
+    """Load and check the key by its hash (K5, A4); sync, one query."""
+    assert endpoint in Endpoint.values, endpoint
+    key_hash = hash_key(key.raw)
+    try:
+        api_key = ApiKey.objects.select_related("account__plan").get(key_hash=key_hash)
+    except ApiKey.DoesNotExist:
+        raise AdmissionDenied("invalid_api_key") from None
+    if not hmac.compare_digest(api_key.key_hash, key_hash):
+        raise AdmissionDenied("invalid_api_key")
+    if api_key.status != KeyStatus.ACTIVE:
+        logger.info("api key %s refused: %s", api_key.id, api_key.status)
+        raise AdmissionDenied("invalid_api_key")
+    if not api_key.account.is_active:
+        logger.info("api key %s refused: account inactive", api_key.id)
+        raise AdmissionDenied("invalid_api_key")
+    if endpoint not in api_key.account.plan.allowed_endpoints:
+        raise AdmissionDenied("endpoint_not_allowed")
+    return _principal(api_key)
 
 
 async def authenticate_websocket(scope: Scope, *, endpoint: str) -> KeyPrincipal:

@@ -67,6 +67,8 @@ class KeyStatus(models.TextChoices):
     REVOKED = "revoked"
 
 
+REVOKED_REASON_MAX_LENGTH = 200
+
 # Browsers omit these ports from Origin; stored entries omit them too (accounts S13).
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _ORIGIN_RE = re.compile(
@@ -224,7 +226,9 @@ class ApiKey(models.Model):
         related_name="+",
         editable=False,
     )
-    revoked_reason = models.CharField(max_length=200, blank=True, editable=False)
+    revoked_reason = models.CharField(
+        max_length=REVOKED_REASON_MAX_LENGTH, blank=True, editable=False
+    )
     rpm_limit = models.PositiveIntegerField(
         null=True,
         blank=True,

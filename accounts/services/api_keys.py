@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from accounts.exceptions import KeyAlreadyRevoked
 from accounts.keys import display_parts, generate_key, hash_key
-from accounts.models import Account, ApiKey, AuditAction
+from accounts.models import REVOKED_REASON_MAX_LENGTH, Account, ApiKey, AuditAction
 from accounts.services.audit import actor_label_for, apply_changes, audit_log_write
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def api_key_create(
     concurrency_limit: int | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with the raw key, which is never stored (K3, K4)."""
-    raw = generate_key(settings.API_KEY_PREFIX)
+    raw = generate_key(getattr(settings, "API_KEY_PREFIX", "vk_live_"))
     key_prefix, last4 = display_parts(raw)
     api_key = ApiKey(
         account=account,
@@ -79,7 +79,7 @@ def api_key_revoke(
     *, api_key: ApiKey, actor: User | None, reason: str, actor_label: str | None = None
 ) -> ApiKey:
     """Revoke a key for good and bump its version, or raise KeyAlreadyRevoked (K6)."""
-    if len(reason) > ApiKey._meta.get_field("revoked_reason").max_length:
+    if len(reason) > REVOKED_REASON_MAX_LENGTH:
         raise ValidationError({"revoked_reason": "The reason is too long."})
     with transaction.atomic():
         locked = ApiKey.objects.select_for_update().get(pk=api_key.pk)
@@ -122,8 +122,7 @@ def api_key_update(
     unknown = set(fields) - set(EDITABLE_FIELDS)
     assert not unknown, f"not editable: {sorted(unknown)}"
     with transaction.atomic():
-        locked = ApiKey.objects.select_for_update().select_related("account__plan")
-        locked_key = locked.get(pk=api_key.pk)
+        locked_key = ApiKey.objects.select_for_update().get(pk=api_key.pk)
         if locked_key.revoked_at is not None:
             raise KeyAlreadyRevoked(f"API key {locked_key.id} is revoked and read-only")
         changes = apply_changes(locked_key, fields)

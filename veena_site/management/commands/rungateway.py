@@ -6,6 +6,7 @@ message and frame limits are raised to ``WEBSOCKET_MAX_MESSAGE_BYTES`` (realtime
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -30,10 +31,11 @@ class Command(BaseCommand):
         from veena_site.asgi import application
 
         def ready() -> None:
+            # Called before the reactor's loop runs: schedule the worker for its first turn.
             if not settings.REDIS_URL:
                 from veena_site.embedded import start_embedded_worker
 
-                start_embedded_worker()
+                asyncio.get_event_loop().call_soon(start_embedded_worker)
             logger.info("gateway listening on %s:%d", host, port)
 
         server = Server(

@@ -42,20 +42,42 @@ from veena_site.logs import new_request_id
 logger = logging.getLogger(__name__)
 
 CHUNK_SAMPLES = MODEL_RATE // 5  # 200 ms per gpu message (realtime WK-4)
-DENIALS = {
-    "invalid_api_key": ("invalid_request_error", "Incorrect API key provided."),
-    "origin_not_allowed": ("invalid_request_error", "Origin not allowed."),
+DENIALS = {  # accounts E3 reason → (wire code, error type, message)
+    "invalid_api_key": (
+        "invalid_api_key",
+        "invalid_request_error",
+        "Incorrect API key provided.",
+    ),
+    "origin_not_allowed": (
+        "origin_not_allowed",
+        "invalid_request_error",
+        "Origin not allowed.",
+    ),
     "endpoint_not_allowed": (
+        "endpoint_not_allowed",
         "invalid_request_error",
         "Endpoint not allowed for this key.",
     ),
-    "too_many_sessions": (
+    "too_many_streams": (
+        "too_many_sessions",
         "rate_limit_exceeded",
         "Too many concurrent realtime sessions.",
     ),
-    "rate_limit_exceeded": ("rate_limit_exceeded", "Rate limit exceeded."),
-    "insufficient_quota": ("insufficient_quota", "You exceeded your current quota."),
-    "service_unavailable": ("server_error", "Service temporarily unavailable."),
+    "rate_limited": (
+        "rate_limit_exceeded",
+        "rate_limit_exceeded",
+        "Rate limit exceeded.",
+    ),
+    "quota_exceeded": (
+        "insufficient_quota",
+        "insufficient_quota",
+        "You exceeded your current quota.",
+    ),
+    "limits_unavailable": (
+        "service_unavailable",
+        "server_error",
+        "Service temporarily unavailable.",
+    ),
 }
 OUTCOME_ERRORS = {
     Outcome.OVERLOADED: ("rate_limit_exceeded", "too_many_sessions", 1013),
@@ -86,10 +108,8 @@ class RealtimeConsumer(WorkerClientConsumer):
         try:
             self.admission = await admit(self.scope, endpoint="asr")
         except AdmissionDenied as denied:
-            kind, message = DENIALS.get(denied.reason, DENIALS["invalid_api_key"])
-            await self.fail(
-                denied.reason, message, kind=kind, retry_after_ms=denied.retry_after_ms
-            )
+            code, kind, message = DENIALS.get(denied.reason, DENIALS["invalid_api_key"])
+            await self.fail(code, message, kind=kind, retry_after_ms=denied.retry_after_ms)
             return
         link = self.new_link(
             kind="asr",

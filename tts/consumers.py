@@ -37,10 +37,10 @@ DENIALS = {
     "invalid_api_key": ("AUTH_FAILED", "Invalid API key"),
     "origin_not_allowed": ("AUTH_FAILED", "Origin not allowed"),
     "endpoint_not_allowed": ("AUTH_FAILED", "Endpoint not allowed for this key"),
-    "rate_limit_exceeded": ("RATE_LIMIT_EXCEEDED", "Rate limit exceeded."),
-    "too_many_sessions": ("RATE_LIMIT_EXCEEDED", "Too many concurrent streams."),
-    "insufficient_quota": ("QUOTA_EXCEEDED", "Quota exceeded"),
-    "service_unavailable": (
+    "rate_limited": ("RATE_LIMIT_EXCEEDED", "Rate limit exceeded."),
+    "too_many_streams": ("RATE_LIMIT_EXCEEDED", "Too many concurrent streams."),
+    "quota_exceeded": ("QUOTA_EXCEEDED", "Quota exceeded"),
+    "limits_unavailable": (
         "STREAMING_OVERLOADED",
         "Streaming capacity exhausted. Retry shortly.",
     ),

@@ -222,3 +222,5 @@ ASR_UNFIXED_WORDS = env.int("ASR_UNFIXED_WORDS", default=3)
 GATEWAY_KINDS = env.list("GATEWAY_KINDS", default=["tts", "asr"])
 # Test-only knob: seconds the fake TTS engine waits per 100 ms chunk.
 FAKE_TTS_CHUNK_DELAY_S = env.float("FAKE_TTS_CHUNK_DELAY_S", default=0.0)
+USAGE_STALE_SECONDS = env.int("USAGE_STALE_SECONDS", default=15)
+ROLLUP_LOOKBACK_HOURS = env.int("ROLLUP_LOOKBACK_HOURS", default=3)

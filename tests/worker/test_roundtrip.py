@@ -164,3 +164,21 @@ async def test_asr_no_worker_is_engine_unavailable(api_key: str) -> None:
     event = json.loads(await comm.receive_from(timeout=5))
     assert event["error"]["code"] == "engine_unavailable"
     assert (await comm.receive_output())["code"] == 1011
+
+
+async def test_asr_bad_key_is_invalid_api_key_after_accept(
+    embedded_worker: object, transactional_db: None
+) -> None:
+    comm = WebsocketCommunicator(
+        application,
+        "/v1/realtime",
+        headers=bearer("vk_test_notakey"),
+        subprotocols=["realtime"],
+    )
+    connected, subprotocol = await comm.connect()
+    assert connected and subprotocol == "realtime"
+    event = json.loads(await comm.receive_from())
+    assert event["error"]["code"] == "invalid_api_key"
+    assert event["error"]["message"] == "Incorrect API key provided."
+    close = await comm.receive_output()
+    assert close["code"] == 1008

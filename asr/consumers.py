@@ -109,7 +109,9 @@ class RealtimeConsumer(WorkerClientConsumer):
             self.admission = await admit(self.scope, endpoint="asr")
         except AdmissionDenied as denied:
             code, kind, message = DENIALS.get(denied.reason, DENIALS["invalid_api_key"])
-            await self.fail(code, message, kind=kind, retry_after_ms=denied.retry_after_ms)
+            await self.fail(
+                code, message, kind=kind, retry_after_ms=denied.retry_after_ms
+            )
             return
         link = self.new_link(
             kind="asr",

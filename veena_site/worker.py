@@ -41,6 +41,22 @@ class GpuWorkerConsumer(AsyncConsumer):
         """Handle tts.job.ack: flow control for a running TTS job."""
         self._route(message)
 
+    async def tts_job_text(self, message: dict[str, Any]) -> None:
+        """Handle tts.job.text: more segments of an incremental request."""
+        self._route(message)
+
+    async def tts_job_flush(self, message: dict[str, Any]) -> None:
+        """Handle tts.job.flush: report when the audio of the text so far is sent."""
+        self._route(message)
+
+    async def tts_job_end(self, message: dict[str, Any]) -> None:
+        """Handle tts.job.end: no more text; finish the job."""
+        self._route(message)
+
+    async def tts_job_clear(self, message: dict[str, Any]) -> None:
+        """Handle tts.job.clear: drop pending text and audio, start a new epoch."""
+        self._route(message)
+
     async def tts_job_cancel(self, message: dict[str, Any]) -> None:
         """Handle tts.job.cancel: stop the job and free its slot now."""
         get_runtime().jobs.cancel(message["job_id"])

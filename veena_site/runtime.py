@@ -90,7 +90,7 @@ class WorkerRuntime:
                 k: self.accepting and s.engine is not None
                 for k, s in self.engines.items()
             },
-            slots=dict(self.jobs.slots),
+            slots={k: n for k, n in self.jobs.slots.items()},
             busy={k: self.jobs.busy(k) for k in self.kinds},
             model_versions={
                 k: s.engine.model_version for k, s in self.engines.items() if s.engine

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 import environ
 
@@ -84,7 +85,7 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env("DATABASE_URL", default="")
-DATABASES = {
+DATABASES: dict[str, dict[str, Any]] = {
     "default": env.db_url_config(DATABASE_URL)
     if DATABASE_URL
     else {"ENGINE": "django.db.backends.sqlite3", "NAME": str(DATA_DIR / "db.sqlite3")}
@@ -224,3 +225,57 @@ GATEWAY_KINDS = env.list("GATEWAY_KINDS", default=["tts", "asr"])
 FAKE_TTS_CHUNK_DELAY_S = env.float("FAKE_TTS_CHUNK_DELAY_S", default=0.0)
 USAGE_STALE_SECONDS = env.int("USAGE_STALE_SECONDS", default=15)
 ROLLUP_LOOKBACK_HOURS = env.int("ROLLUP_LOOKBACK_HOURS", default=3)
+# Realtime ASR settings named by specs/realtime-asr.md §2.2 that were still missing.
+ASR_DIALECT = env("ASR_DIALECT", default="auto")
+ASR_DEFAULT_TURN_DETECTION = env.json("ASR_DEFAULT_TURN_DETECTION", default=None)
+ASR_TRIM_NONSPEECH = env.bool("ASR_TRIM_NONSPEECH", default=True)
+ASR_PRECOMMIT_DELTAS = env.bool("ASR_PRECOMMIT_DELTAS", default=True)
+ASR_UNFIXED_CHUNKS = env.int("ASR_UNFIXED_CHUNKS", default=2)
+ASR_WINDOW_S = env.float("ASR_WINDOW_S", default=28.0)
+# TTS settings of specs/tts-ws.md §14 not listed above.
+TTS_DRAIN_S = env.float("TTS_DRAIN_S", default=30.0)
+TTS_SEGMENT_MIN_CHARS = env.int("TTS_SEGMENT_MIN_CHARS", default=20)
+TTS_SEGMENT_MAX_CHARS = env.int("TTS_SEGMENT_MAX_CHARS", default=200)
+# Unset: the engine's default (piper 0, vllm-snac 80).
+TTS_SEGMENT_PAUSE_MS = env.int("TTS_SEGMENT_PAUSE_MS", default=None)
+TTS_MAX_BUFFER_DELAY_MS = env.int("TTS_MAX_BUFFER_DELAY_MS", default=3000)
+TTS_INPUT_IDLE_S = env.float("TTS_INPUT_IDLE_S", default=30.0)
+TTS_CANCEL_DEADLINE_MS = env.int("TTS_CANCEL_DEADLINE_MS", default=200)
+TTS_REST_TIMEOUT_S = env.float("TTS_REST_TIMEOUT_S", default=300.0)
+# {"<engine>": {"<alias>": "<voice id>"}} merged over the S3 tables.
+TTS_SPEAKER_ALIASES = env.json("TTS_SPEAKER_ALIASES", default={})
+
+# Accounts limits, metering and periodic jobs (specs/accounts.md §5, §6, §8, §12).
+from celery.schedules import crontab  # noqa: E402  (this section is appended)
+
+REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="veena:")
+API_KEY_CACHE_SECONDS = env.float("API_KEY_CACHE_SECONDS", default=30.0)
+LEASE_TTL_SECONDS = env.float("LEASE_TTL_SECONDS", default=30.0)
+LEASE_RENEW_SECONDS = env.float("LEASE_RENEW_SECONDS", default=10.0)
+USAGE_CHECKPOINT_SECONDS = env.float("USAGE_CHECKPOINT_SECONDS", default=5.0)
+ASR_QUOTA_CHUNK_MS = env.int("ASR_QUOTA_CHUNK_MS", default=10_000)
+USAGE_RECORD_RETENTION_DAYS = env.int("USAGE_RECORD_RETENTION_DAYS", default=90)
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {
+    "accounts.reap_abandoned_usage": {
+        "task": "accounts.reap_abandoned_usage",
+        "schedule": 30.0,
+    },
+    "accounts.sweep_leases": {"task": "accounts.sweep_leases", "schedule": 60.0},
+    "accounts.rollup_usage_hourly": {
+        "task": "accounts.rollup_usage_hourly",
+        "schedule": 300.0,
+    },
+    "accounts.rollup_usage_daily": {
+        "task": "accounts.rollup_usage_daily",
+        "schedule": 900.0,
+    },
+    "accounts.reconcile_quota_mirror": {
+        "task": "accounts.reconcile_quota_mirror",
+        "schedule": 300.0,
+    },
+    "accounts.purge_usage_records": {
+        "task": "accounts.purge_usage_records",
+        "schedule": crontab(hour=3, minute=17),
+    },
+}

@@ -95,6 +95,10 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
         children = [subprocess.Popen(cmd) for cmd in commands]
+        names = {
+            child.pid: " ".join(cmd[2:4])
+            for child, cmd in zip(children, commands, strict=True)
+        }
         logger.info("distributed topology: %d processes started", len(children))
         status = 0
         while not stopping:
@@ -102,7 +106,7 @@ class Command(BaseCommand):
             if exited:
                 logger.error(
                     "child %s exited with %s; stopping all",
-                    exited[0].args[2:4],
+                    names[exited[0].pid],
                     exited[0].returncode,
                 )
                 status = 1

@@ -245,9 +245,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     ) -> bool:
         return False
 
-    def lookup_allowed(
-        self, lookup: str, value: str, request: HttpRequest | None = None
-    ) -> bool:
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
         if lookup.startswith("key_hash"):
             return False
         return super().lookup_allowed(lookup, value, request)
@@ -355,7 +353,13 @@ class UsageRecordAdmin(ReadOnlyAdmin):
         "tts_chars_in",
         "asr_audio_in_ms",
     )
-    list_filter = ("status", "endpoint", "model", "account", "api_key")
+    list_filter = (
+        "status",
+        "endpoint",
+        "model",
+        ("account", admin.RelatedOnlyFieldListFilter),
+        ("api_key", admin.RelatedOnlyFieldListFilter),
+    )
     list_select_related = ("account", "api_key")
     search_fields = ("=id", "request_id", "api_key__key_prefix")
     date_hierarchy = "started_at"
@@ -375,7 +379,13 @@ class UsageRollupAdmin(ReadOnlyAdmin):
         "requests",
         "computed_at",
     )
-    list_filter = ("granularity", "endpoint", "model", "account")
+    list_filter = (
+        "granularity",
+        "endpoint",
+        "model",
+        ("account", admin.RelatedOnlyFieldListFilter),
+        ("api_key", admin.RelatedOnlyFieldListFilter),
+    )
     list_select_related = ("account", "api_key")
     date_hierarchy = "bucket_start"
 

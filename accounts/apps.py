@@ -9,3 +9,6 @@ class AccountsConfig(AppConfig):
     name = "accounts"
     verbose_name = "Accounts and usage"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from accounts import checks  # noqa: F401  (registers the system checks)

@@ -1,8 +1,12 @@
-"""The only code that reads API credentials (accounts A1–A4).
+"""The only code that reads API credentials (accounts A1–A5).
 
 Sources, in order of precedence (A2): ``Authorization: Bearer``, ``X-API-Key``, the subprotocol
 ``veena-api-key.<key>`` (on ``asr`` also ``openai-insecure-api-key.<key>``), and ``?api_key=``
 while ``ALLOW_QUERY_API_KEY`` is on. All sources that carry a key must carry the same one.
+
+WebSocket principals are cached per process by key hash for ``API_KEY_CACHE_SECONDS`` and
+used only while their version equals the limits store's ``apikey:<id>:v`` (A5), which every
+key change writes on commit: a revocation reaches every process at its next lookup.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import hmac
 import logging
 import re
+import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,9 +26,11 @@ from uuid import UUID
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http import HttpRequest
+from django.utils import timezone
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
 from accounts.keys import ParsedKey, hash_key, parse_key
+from accounts.limits import get_limiter, in_store
 from accounts.models import ApiKey, Endpoint, KeyStatus, normalize_origin
 
 logger = logging.getLogger(__name__)
@@ -134,6 +142,28 @@ def _principal(api_key: ApiKey) -> KeyPrincipal:
     )
 
 
+def _checked(api_key: ApiKey) -> KeyPrincipal:
+    """A4 without the endpoint: the key is live and its account active."""
+    if api_key.status != KeyStatus.ACTIVE:
+        logger.info("api key %s refused: %s", api_key.id, api_key.status)
+        raise AdmissionDenied("invalid_api_key")
+    if not api_key.account.is_active:
+        logger.info("api key %s refused: account inactive", api_key.id)
+        raise AdmissionDenied("invalid_api_key")
+    return _principal(api_key)
+
+
+def check_endpoint(principal: KeyPrincipal, endpoint: str) -> None:
+    """A4: the endpoint must be in the plan's ``allowed_endpoints``."""
+    if endpoint not in principal.allowed_endpoints:
+        raise AdmissionDenied("endpoint_not_allowed")
+
+
+def is_live(principal: KeyPrincipal) -> bool:
+    """False once the key's ``expires_at`` has passed (K7, no grace)."""
+    return principal.expires_at is None or principal.expires_at > timezone.now()
+
+
 def principal_for_key(*, key: ParsedKey, endpoint: str) -> KeyPrincipal:
     """Load and check the key by its hash (K5, A4); sync, one query."""
     assert endpoint in Endpoint.values, endpoint
@@ -144,24 +174,88 @@ def principal_for_key(*, key: ParsedKey, endpoint: str) -> KeyPrincipal:
         raise AdmissionDenied("invalid_api_key") from None
     if not hmac.compare_digest(api_key.key_hash, key_hash):
         raise AdmissionDenied("invalid_api_key")
-    if api_key.status != KeyStatus.ACTIVE:
-        logger.info("api key %s refused: %s", api_key.id, api_key.status)
-        raise AdmissionDenied("invalid_api_key")
-    if not api_key.account.is_active:
-        logger.info("api key %s refused: account inactive", api_key.id)
-        raise AdmissionDenied("invalid_api_key")
-    if endpoint not in api_key.account.plan.allowed_endpoints:
-        raise AdmissionDenied("endpoint_not_allowed")
-    return _principal(api_key)
+    principal = _checked(api_key)
+    check_endpoint(principal, endpoint)
+    return principal
+
+
+def principal_for_id(*, key_id: UUID, endpoint: str) -> KeyPrincipal:
+    """Reload a known key by id and check it again (E6, E7); sync, one query."""
+    try:
+        api_key = ApiKey.objects.select_related("account__plan").get(pk=key_id)
+    except ApiKey.DoesNotExist:
+        raise AdmissionDenied("invalid_api_key") from None
+    principal = _checked(api_key)
+    check_endpoint(principal, endpoint)
+    return principal
+
+
+class PrincipalCache:
+    """Principals by key hash, each kept at most ``API_KEY_CACHE_SECONDS`` (A5).
+
+    An entry proves nothing by itself: the caller compares its version with the store's.
+    """
+
+    # Keys are few; the bound only stops a flood of distinct valid keys growing memory.
+    max_entries = 10_000
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[KeyPrincipal, float]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key_hash: str) -> KeyPrincipal | None:
+        """The cached principal, or None when absent or older than the cache time."""
+        with self._lock:
+            entry = self._entries.get(key_hash)
+            if entry is None:
+                return None
+            principal, loaded_at = entry
+            if time.monotonic() - loaded_at >= settings.API_KEY_CACHE_SECONDS:
+                del self._entries[key_hash]
+                return None
+            return principal
+
+    def put(self, key_hash: str, principal: KeyPrincipal) -> None:
+        """Remember a principal just loaded from the database."""
+        with self._lock:
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+            self._entries[key_hash] = (principal, time.monotonic())
+
+    def clear(self) -> None:
+        """Forget everything (tests)."""
+        with self._lock:
+            self._entries.clear()
+
+
+principal_cache = PrincipalCache()
 
 
 async def authenticate_websocket(scope: Scope, *, endpoint: str) -> KeyPrincipal:
-    """Authenticate a WebSocket scope, or raise AdmissionDenied (A1).
+    """Authenticate a WebSocket scope, or raise AdmissionDenied (A1, A5).
 
-    Shape and checksum are checked before any database access (K2).
+    Shape and checksum are checked before any cache or database access (K2). A cached
+    principal costs one store read; a miss or a stale version one query, then the version
+    is written to the store (set if higher, so it also seeds a missing value).
     """
     key = _scope_key(scope, endpoint=endpoint)
-    return await database_sync_to_async(principal_for_key)(key=key, endpoint=endpoint)
+    key_hash = hash_key(key.raw)
+    limiter = get_limiter()
+    cached = principal_cache.get(key_hash)
+    if cached is not None and is_live(cached):
+        if await in_store(limiter.key_version, cached.key_id) == cached.version:
+            check_endpoint(cached, endpoint)
+            return cached
+    principal = await database_sync_to_async(principal_for_key)(
+        key=key, endpoint=endpoint
+    )
+    stored = await in_store(
+        limiter.set_key_version, principal.key_id, principal.version
+    )
+    # A higher stored version means this read raced a change: use it once, cache it not.
+    if stored == principal.version:
+        principal_cache.put(key_hash, principal)
+    return principal
 
 
 def authenticate_http(request: HttpRequest, *, endpoint: str) -> KeyPrincipal:

@@ -6,7 +6,9 @@ from typing import Literal
 
 from veena_site.exceptions import VeenaError
 
-# The admission denial reasons of accounts E3; each consumer maps them to its wire codes.
+# Every reason of the accounts E3 table; each consumer maps them to its wire codes. The
+# first seven refuse a connection or a request; the last five (and quota_exceeded) stop a
+# running stream (E7).
 DenialReason = Literal[
     "invalid_api_key",
     "origin_not_allowed",
@@ -14,6 +16,19 @@ DenialReason = Literal[
     "too_many_streams",
     "rate_limited",
     "quota_exceeded",
+    "limits_unavailable",
+    "key_revoked",
+    "max_session_duration",
+    "lease_lost",
+    "usage_unavailable",
+]
+# The reasons a running stream is stopped with (accounts E7, Q8, U6, U7).
+StopReason = Literal[
+    "key_revoked",
+    "max_session_duration",
+    "lease_lost",
+    "quota_exceeded",
+    "usage_unavailable",
     "limits_unavailable",
 ]
 
@@ -44,6 +59,12 @@ class MissingApiKey(AdmissionDenied):
 
     def __init__(self) -> None:
         super().__init__("invalid_api_key")
+
+
+class LimitsUnavailable(AccountsError):
+    """The limits store could not be reached; admission fails closed (accounts E4)."""
+
+    code = "limits_unavailable"
 
 
 class KeyAlreadyRevoked(AccountsError):

@@ -1,415 +1,418 @@
-"""The ``/v1/realtime`` consumer: thin I/O between the client, accounts and a worker session."""
+"""The ``/v1/realtime`` consumer: thin I/O between the client, accounts and a worker job.
+
+Protocol state lives in ``asr.session.RealtimeSession``, which returns outputs; this consumer
+parses frames, runs the CPU-heavy audio steps off the loop (AR-2), performs the outputs (wire
+events, worker messages) and reacts to worker replies and timers as separate dispatched
+messages (AR-3). Usage metering is not wired yet: see the ``meter_*`` hook points
+of ``asr.wire.RealtimeSender``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from collections import deque
 from typing import Any
+from urllib.parse import parse_qs
 
 from django.conf import settings
 
-from accounts.admission import Admission, admit
+from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
-from asr.audio import InputDecoder
-from asr.engines.base import MODEL_RATE
-from asr.messages import (
-    AsrAudio,
-    AsrCommit,
-    AsrDelta,
-    AsrDrop,
-    AsrFinal,
-    AsrItemOpen,
-    AsrOpen,
+from asr import wire
+from asr.config import (
+    ConfigError,
+    default_config,
 )
-from asr.protocol import (
-    CLOSE_CODES,
-    ClientEvent,
-    ProtocolError,
-    decode_audio,
-    error_event,
-    input_format,
-    parse_client_event,
-    server_event,
-)
-from asr.session import AsrSession, AsrState
+from asr.handlers import RealtimeHandlers
+from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
+from asr.protocol import ClientEvent, ProtocolError, parse_client_event
+from asr.session import AsrState, Dialect, RealtimeSession, dialect_signal
+from asr.vad import AudioFrontEnd
 from veena_site import metrics
-from veena_site.consumers import WorkerClientConsumer
-from veena_site.contracts import JobFailed
+from veena_site.contracts import JobFailed, Message
 from veena_site.jobclient import Outcome
 from veena_site.logs import new_request_id
 
 logger = logging.getLogger(__name__)
 
-CHUNK_SAMPLES = MODEL_RATE // 5  # 200 ms per gpu message (realtime WK-4)
-DENIALS = {  # accounts E3 reason → (wire code, error type, message)
-    "invalid_api_key": (
-        "invalid_api_key",
-        "invalid_request_error",
-        "Incorrect API key provided.",
-    ),
-    "origin_not_allowed": (
-        "origin_not_allowed",
-        "invalid_request_error",
-        "Origin not allowed.",
-    ),
-    "endpoint_not_allowed": (
-        "endpoint_not_allowed",
-        "invalid_request_error",
-        "Endpoint not allowed for this key.",
-    ),
-    "too_many_streams": (
-        "too_many_sessions",
-        "rate_limit_exceeded",
-        "Too many concurrent realtime sessions.",
-    ),
-    "rate_limited": (
-        "rate_limit_exceeded",
-        "rate_limit_exceeded",
-        "Rate limit exceeded.",
-    ),
-    "quota_exceeded": (
-        "insufficient_quota",
-        "insufficient_quota",
-        "You exceeded your current quota.",
-    ),
-    "limits_unavailable": (
-        "service_unavailable",
-        "server_error",
-        "Service temporarily unavailable.",
-    ),
-}
-OUTCOME_ERRORS = {
-    Outcome.OVERLOADED: ("rate_limit_exceeded", "too_many_sessions", 1013),
-    Outcome.NOT_LOADED: ("server_error", "engine_unavailable", 1011),
-    Outcome.LOST: ("server_error", "engine_unavailable", 1011),
-}
+WATCH_S = 0.5  # worker liveness check period (WK-7)
+TICK_S = 1.0  # accounts E6: admission.tick() at least once a second
+EARLY_EVENTS_LIMIT = 64 * 1024 * 1024  # events received while admission runs
+SUBPROTOCOLS = ("realtime", "openai-beta.realtime-v1")  # CN-3, in preference order
 
 
-class RealtimeConsumer(WorkerClientConsumer):
-    """One realtime transcription session (OpenAI dialect)."""
-
-    admission: Admission | None = None
+class RealtimeConsumer(RealtimeHandlers):
+    """One realtime transcription session, OpenAI or vLLM dialect."""
 
     async def connect(self) -> None:
-        """Accept (realtime CN-3/CN-4), admit, then get a worker slot."""
+        """Accept (CN-3, CN-4), admit (AU-4), then ask a worker for a slot (WK-2)."""
         offered = self.scope.get("subprotocols") or []
-        chosen = next(
-            (p for p in ("realtime", "openai-beta.realtime-v1") if p in offered), None
+        await self.accept(
+            subprotocol=next((p for p in SUBPROTOCOLS if p in offered), None)
         )
-        await self.accept(subprotocol=chosen)
         new_request_id()
-        self.session = AsrSession(model=settings.ASR_MODEL)
-        self.pcm = (
-            bytearray()
-        )  # model-rate audio of the open item not yet sent to the worker
-        self.decoder = InputDecoder("audio/pcm", self.session.input_rate)
+        self.accepted_at = time.time()
+        self.session = self.build_session(offered)
+        self.front = AudioFrontEnd(self.session.config.format, self.session.config.rate)
+        self.early: list[tuple[str | None, bytes | None]] = []
+        self.early_bytes = 0
+        self.outbox: deque[Message] = deque()
+        self.full_since: float | None = None
+        self.timers: dict[str, asyncio.Task[None]] = {}
+        self.failing_over = False
+        self.released = False
+        self.worker_seen = self.link_started = time.monotonic()
+        self.stats = {"audio_messages": 0, "pcm_bytes": 0, "input_bytes": 0}
+        self.last_message_at = time.monotonic()
         metrics.ACTIVE_STREAMS.labels("asr").inc()
         try:
             self.admission = await admit(self.scope, endpoint="asr")
         except AdmissionDenied as denied:
-            code, kind, message = DENIALS.get(denied.reason, DENIALS["invalid_api_key"])
-            await self.fail(
-                code, message, kind=kind, retry_after_ms=denied.retry_after_ms
-            )
+            await self.deny(denied.reason, denied.retry_after_ms)
             return
+        await self.submit()
+
+    def build_session(self, offered: list[str]) -> RealtimeSession:
+        """Session state from the query string, headers and settings (CN-2, CN-6, DI-1)."""
+        query = parse_qs(bytes(self.scope.get("query_string", b"")).decode("latin-1"))
+        dialect = (query.get("dialect") or [settings.ASR_DIALECT])[-1]
+        fixed = {"openai": Dialect.OPENAI, "vllm": Dialect.VLLM}.get(dialect)
+        if fixed is None and settings.ASR_DIALECT in ("openai", "vllm"):
+            fixed = Dialect(settings.ASR_DIALECT)
+        headers = dict(self.scope.get("headers") or [])
+        beta = b"realtime=v1" in headers.get(b"openai-beta", b"") or (
+            "openai-beta.realtime-v1" in offered
+        )
+        models = self.models()
+        config = default_config(
+            models,
+            query_model=query["model"][-1] if query.get("model") else None,
+            turn=settings.ASR_DEFAULT_TURN_DETECTION,
+            vllm=fixed is Dialect.VLLM,
+        )
+        return RealtimeSession(
+            config=config,
+            dialect=fixed or Dialect.UNDETERMINED,
+            beta=beta and fixed is not Dialect.VLLM,
+            trim=settings.ASR_TRIM_NONSPEECH,
+            precommit_deltas=settings.ASR_PRECOMMIT_DELTAS,
+            max_samples=int(settings.ASR_MAX_BUFFER_S * 16000),
+        )
+
+    async def submit(self) -> None:
+        """Send asr.job.open through a fresh link; the answer arrives as a message."""
+        self.link_started = time.monotonic()
         link = self.new_link(
             kind="asr",
             answer_ms=settings.ASR_WORKER_ANSWER_MS,
             wait_ms=settings.ASR_ADMISSION_WAIT_MS,
             stall_s=settings.ASR_WORKER_STALL_S,
         )
-        self.idle_task = self.post_later(settings.ASR_IDLE_TIMEOUT_S, "idle")
-        self.last_message_at = time.monotonic()
 
         def build(job_id: str, deadline: float) -> AsrOpen:
             return AsrOpen(
                 job_id=job_id,
                 reply_channel=self.channel_name,
                 deadline=deadline,
-                model=self.session.model,
+                model=settings.ASR_MODEL,
             )
 
         await self.on_outcome(await link.submit(build))
 
     async def disconnect(self, code: int) -> None:
-        """Cancel the worker job and release the admission on every exit path."""
+        """LM-6: cancel the worker job, timers and admission on every exit path, once."""
+        if getattr(self, "session", None) is None:
+            return
+        if self.session.state is not AsrState.CLOSED:
+            self.session.state = AsrState.CLOSED
+            await asyncio.shield(self.meter_finish(status="cancelled", error_code=None))
+        await self.release()
+
+    async def release(self) -> None:
+        """Give back the worker slot, the timers and the admission (idempotent)."""
+        if self.released:
+            return
+        self.released = True
         metrics.ACTIVE_STREAMS.labels("asr").dec()
-        self.session.state = AsrState.CLOSED
-        if getattr(self, "idle_task", None) is not None:
-            self.idle_task.cancel()
+        for task in self.timers.values():
+            task.cancel()
+        self.timers.clear()
+        self.outbox.clear()
         if self.link is not None:
             await self.link.close()
         if self.admission is not None:
             await self.admission.release()
+        logger.info(
+            "asr session %s closed: %d audio messages, %d pcm bytes to the worker",
+            self.session.session_id,
+            self.stats["audio_messages"],
+            self.stats["pcm_bytes"],
+        )
 
     def closed(self) -> bool:
         """True once the session has ended."""
         return self.session.state is AsrState.CLOSED
 
+    # Client frames.
+
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
     ) -> None:
-        """Apply one client event; errors are reported and the session goes on."""
-        if self.session.state is not AsrState.OPEN:
+        """Handle one frame; frames received during admission wait for session.created."""
+        if self.session.state is AsrState.CLOSED:
             return
+        if self.session.state is AsrState.ADMITTING:
+            self.early.append((text_data, bytes_data))
+            self.early_bytes += len(text_data or bytes_data or "")
+            if self.early_bytes > EARLY_EVENTS_LIMIT:
+                await self.fail("buffer_overflow")
+            return
+        await self.handle_frame(text_data, bytes_data)
+
+    async def handle_frame(self, text: str | None, data: bytes | None) -> None:
+        """LM-1, parse, dialect detection (DI-2), dispatch; errors are one event each."""
         self.last_message_at = time.monotonic()
-        if text_data is not None and len(text_data) > settings.ASR_MAX_MESSAGE_BYTES:
-            await self.fail("message_too_large", "Message too large.")
+        if len(text or data or "") > settings.ASR_MAX_MESSAGE_BYTES:
+            await self.fail("message_too_large")
             return
         event: ClientEvent | None = None
         try:
-            event = parse_client_event(text_data, bytes_data)
-            await self.apply(event)
-        except ProtocolError as exc:
-            await self.send_json(
-                error_event(
-                    exc.code,
-                    exc.message,
-                    param=exc.param,
-                    client_event_id=event.event_id if event else None,
-                )
+            event = parse_client_event(text, data, vllm=self.vllm)
+            signal = dialect_signal(event)
+            if signal is not None and self.session.dialect is Dialect.UNDETERMINED:
+                await self.set_dialect(signal)
+            await self.handlers()[event.type](event)
+        except (ProtocolError, ConfigError) as exc:
+            own = event.event_id if event is not None else None
+            event_id: str | None = getattr(exc, "event_id", None) or own
+            await self.send_error(
+                exc.code, exc.message, param=exc.param, event_id=event_id
             )
+        except Exception:  # boundary: one client event
+            logger.exception("asr session %s: event failed", self.session.session_id)
+            code = "processing_error" if self.vllm else "internal_error"
+            own = event.event_id if event is not None else None
+            await self.send_error(code, wire.message(code), event_id=own)
 
-    async def apply(self, event: ClientEvent) -> None:
-        """Dispatch a parsed client event."""
-        if event.type in ("session.update", "transcription_session.update"):
-            await self.update_session(event)
-        elif event.type == "input_audio_buffer.append":
-            await self.append(event)
-        elif event.type == "input_audio_buffer.commit":
-            await self.commit()
-        else:
-            await self.clear()
-
-    async def update_session(self, event: ClientEvent) -> None:
-        """Validate first, then change the input format (STYLE 18)."""
-        fmt = input_format(event)
-        if fmt is not None and fmt != (
-            self.session.input_format,
-            self.session.input_rate,
-        ):
-            self.session.input_format, self.session.input_rate = fmt
-            self.decoder = InputDecoder(fmt[0], fmt[1])  # type: ignore[arg-type]
-        expires = int(self.session.created_at) + settings.ASR_MAX_SESSION_S
-        await self.send_json(
-            server_event(
-                "session.updated", session=self.session.session_object(expires)
-            )
-        )
-
-    async def append(self, event: ClientEvent) -> None:
-        """Decode and resample off the loop (realtime AR-2), then forward to the worker."""
-        payload = decode_audio(event)
-        if not payload:
-            return
-        if self.session.input_format == "audio/pcm" and len(payload) % 2:
-            raise ProtocolError(
-                "invalid_audio_format", "Odd PCM16 byte count.", "audio"
-            )
-        pcm16 = await asyncio.to_thread(self.decoder.decode, payload)
-        limit = settings.ASR_MAX_BUFFER_S * MODEL_RATE
-        if self.session.item_samples + len(pcm16) > limit:
-            await self.fail(
-                "buffer_overflow",
-                "Input audio buffer exceeds the limit; commit more often.",
-                kind="server_error",
-            )
-            return
-        self.pcm.extend(pcm16.tobytes())
-        await self.flush_audio(final=False)
-
-    async def flush_audio(self, *, final: bool) -> None:
-        """Send whole 200 ms chunks (all of it when ``final``) to the worker."""
-        assert self.link is not None
-        session = self.session
-        if not session.item_opened and (self.pcm or final):
-            await self.link.send(
-                AsrItemOpen(
-                    job_id=self.link.job_id,
-                    item_seq=session.item_seq,
-                    language=session.language,
-                    prompt=session.prompt,
-                )
-            )
-            session.item_opened = True
-        step = 2 * CHUNK_SAMPLES
-        while len(self.pcm) >= step or (final and self.pcm):
-            chunk = bytes(self.pcm[:step])
-            del self.pcm[:step]
-            await self.link.send(
-                AsrAudio(
-                    job_id=self.link.job_id,
-                    item_seq=session.item_seq,
-                    offset=session.item_samples,
-                    pcm=chunk,
-                )
-            )
-            session.item_samples += len(chunk) // 2
-
-    async def commit(self) -> None:
-        """Commit the buffer: committed now, transcript when the worker answers."""
-        assert self.link is not None
-        buffered = self.session.item_samples + len(self.pcm) // 2
-        buffered_ms = buffered * 1000 / MODEL_RATE
-        if buffered_ms < settings.ASR_MIN_COMMIT_MS:
-            raise ProtocolError(
-                "input_audio_buffer_commit_empty",
-                "Error committing input audio buffer: buffer too small. Expected at least "
-                f"{settings.ASR_MIN_COMMIT_MS}ms of audio, but buffer only has {buffered_ms:.2f}ms of audio.",
-            )
-        await self.flush_audio(final=True)
-        total = self.session.item_samples
-        seq, item = self.session.commit()
-        await self.link.send(
-            AsrCommit(job_id=self.link.job_id, item_seq=seq, total_samples=total)
-        )
-        await self.send_json(
-            server_event(
-                "input_audio_buffer.committed",
-                item_id=item.item_id,
-                previous_item_id=self.session.pending.get(seq - 1, None)
-                and self.session.pending[seq - 1].item_id,
-            )
-        )
-
-    async def clear(self) -> None:
-        """Drop the open item's audio."""
-        assert self.link is not None
-        self.pcm.clear()
-        if self.session.item_opened:
-            await self.link.send(
-                AsrDrop(job_id=self.link.job_id, item_seq=self.session.item_seq)
-            )
-        self.session.clear()
-        await self.send_json(server_event("input_audio_buffer.cleared"))
-
-    # Worker replies.
+    # Worker replies (AR-3: each is its own dispatched message).
 
     async def gpu_asr_delta(self, message: dict[str, Any]) -> None:
-        """Handle gpu.asr.delta: forward confirmed words of a committed item."""
-        if self.link is None or not self.link.touch(message):
-            return
-        delta = AsrDelta.from_message(message)
-        item = self.session.pending.get(delta.item_seq)
-        if item is not None:
-            item.emitted += delta.text
-            await self.send_delta(item.item_id, delta.text)
+        """Handle gpu.asr.delta: confirmed words of an item."""
+        if self.alive(message):
+            delta = AsrDelta.from_message(message)
+            item = self.session.find(delta.item_seq)
+            if item is not None:
+                await self.perform(self.session.delta(item, delta.text, delta.logprobs))
 
     async def gpu_asr_final(self, message: dict[str, Any]) -> None:
-        """Handle gpu.asr.final: the remainder as a delta, then completed."""
-        if self.link is None or not self.link.touch(message):
-            return
-        final = AsrFinal.from_message(message)
-        item = self.session.pending.pop(final.item_seq, None)
-        if item is None:
-            return
-        if final.text:
-            await self.send_delta(item.item_id, final.text)
-        transcript = item.emitted + final.text
-        metrics.TTFB.labels("asr").observe(time.monotonic() - item.committed_at)
-        await self.send_json(
-            server_event(
-                "conversation.item.input_audio_transcription.completed",
-                item_id=item.item_id,
-                content_index=0,
-                transcript=transcript,
-                usage={"type": "duration", "seconds": round(final.audio_ms / 1000, 3)},
-            )
-        )
+        """Handle gpu.asr.final: the remainder, completed, item done."""
+        if self.alive(message):
+            final = AsrFinal.from_message(message)
+            item = self.session.find(final.item_seq)
+            if item is not None and item.commit_point is not None:
+                outs = self.session.final(
+                    item,
+                    final.text,
+                    final.logprobs,
+                    final.prompt_tokens,
+                    final.completion_tokens,
+                )
+                await self.perform(outs)
+
+    async def gpu_asr_resync(self, message: dict[str, Any]) -> None:
+        """Handle gpu.asr.resync: resend an item's audio from what the worker has (WK-6)."""
+        if self.alive(message):
+            resync = AsrResync.from_message(message)
+            item = self.session.find(resync.item_seq)
+            if item is not None:
+                await self.perform(self.session.resend(item, resync.have_samples))
 
     async def gpu_job_failed(self, message: dict[str, Any]) -> None:
-        """Handle gpu.job.failed: an item fails alone; a job failure ends the session."""
-        if self.link is None or not self.link.touch(message):
+        """Handle gpu.job.failed: a final failure fails the item; others end the session."""
+        if not self.alive(message):
             return
         failed = JobFailed.from_message(message)
         item = (
-            self.session.pending.pop(failed.item_seq, None)
-            if failed.item_seq is not None
-            else None
+            self.session.find(failed.item_seq) if failed.item_seq is not None else None
         )
-        if item is not None:
-            await self.send_json(
-                server_event(
-                    "conversation.item.input_audio_transcription.failed",
-                    item_id=item.item_id,
-                    content_index=0,
-                    error={
-                        "type": "server_error",
-                        "code": "inference_failed",
-                        "message": "Transcription failed.",
-                        "param": None,
-                    },
-                )
-            )
-            return
-        await self.fail(
-            "inference_failed", "Transcription failed.", kind="server_error"
-        )
+        if failed.stage == "final" and item is not None:
+            await self.perform(self.session.failed(item))
+        elif failed.code == "worker_shutdown":
+            await self.failover()
+        else:
+            await self.fail("inference_failed")
 
-    async def send_delta(self, item_id: str, text: str) -> None:
-        """One transcription delta event."""
-        await self.send_json(
-            server_event(
-                "conversation.item.input_audio_transcription.delta",
-                item_id=item_id,
-                content_index=0,
-                delta=text,
-            )
-        )
+    def alive(self, message: dict[str, Any]) -> bool:
+        """The reply is from the pinned worker of an open session."""
+        if self.closed() or self.link is None or not self.link.touch(message):
+            return False
+        self.worker_seen = time.monotonic()
+        return True
+
+    async def gpu_job_heartbeat(self, message: dict[str, Any]) -> None:
+        """Handle gpu.job.heartbeat: the pinned worker is alive."""
+        self.alive(message)
+
+    async def timer_fire(self, message: dict[str, Any]) -> None:
+        """Handle timer.fire, dropping link timers left over from a replaced link."""
+        if message.get("link") and self.stale_link_timer(message["name"]):
+            return
+        await super().timer_fire(message)
+
+    def stale_link_timer(self, name: str) -> bool:
+        """An answer/give-up timer that cannot belong to the current link (it is too early).
+
+        Timer messages do not name their link, and a handler that ran for seconds (a 15 MiB
+        append) leaves the first link's timers queued until after a failover.
+        """
+        answer = settings.ASR_WORKER_ANSWER_MS / 1000
+        due = {
+            "answer": answer,
+            "give_up": answer + settings.ASR_ADMISSION_WAIT_MS / 1000,
+        }
+        return name in due and time.monotonic() - self.link_started < due[name] - 0.01
+
+    # Admission, failover, timers.
 
     async def on_outcome(self, outcome: Outcome | None) -> None:
-        """Session created when a worker accepts; admission failures end the session."""
+        """Accepted → session.created (or replay after failover); else deny or fail."""
         if outcome is None or self.closed():
             return
         if outcome is Outcome.ACCEPTED:
-            self.session.state = AsrState.OPEN
-            metrics.REQUESTS.labels("asr").inc()
-            expires = int(self.session.created_at) + settings.ASR_MAX_SESSION_S
-            await self.send_json(
-                server_event(
-                    "session.created", session=self.session.session_object(expires)
+            self.worker_seen = time.monotonic()
+            if "watch" not in self.timers:
+                self.timers["watch"] = self.post_later(WATCH_S, "watch")
+            if self.failing_over:
+                self.failing_over = False
+                logger.info(
+                    "asr session %s: replaying to a new worker", self.session.session_id
                 )
-            )
+                await self.perform(self.session.replay())
+            else:
+                await self.open_session()
             return
-        kind, code, close_code = OUTCOME_ERRORS[outcome]
-        message = (
-            "Transcription engine unavailable."
-            if kind == "server_error"
-            else ("Too many concurrent realtime sessions. Retry after 1.0 s.")
+        if outcome is Outcome.LOST:
+            self.confirm_lost()
+        elif self.failing_over or outcome is Outcome.NOT_LOADED:
+            await self.fail("engine_unavailable", admission=not self.failing_over)
+        else:
+            await self.fail(
+                "too_many_sessions",
+                close_code=1013,
+                retry_after_ms=1000,
+                admission=True,
+            )
+
+    async def open_session(self) -> None:
+        """CN-7: session.created, timers, then the frames that arrived meanwhile."""
+        await self.meter_open()
+        self.session.state = AsrState.OPEN
+        metrics.REQUESTS.labels("asr").inc()
+        await self.send_json(self.session_created())
+        if settings.ASR_IDLE_TIMEOUT_S:
+            self.timers["idle"] = self.post_later(settings.ASR_IDLE_TIMEOUT_S, "idle")
+        self.timers["expire"] = self.post_later(
+            max(0.0, self.expires_at - time.time()), "expire"
         )
-        retry = 1000 if kind == "rate_limit_exceeded" else None
-        await self.fail(
-            code, message, kind=kind, close_code=close_code, retry_after_ms=retry
+        self.timers["tick"] = self.post_later(TICK_S, "tick")
+        early, self.early = self.early, []
+        for text, data in early:
+            if self.closed():
+                return
+            await self.handle_frame(text, data)
+
+    def confirm_lost(self) -> None:
+        """Re-check after the queue: heartbeats may be waiting behind a stale check (WK-7)."""
+        if "confirm_lost" not in self.timers:
+            self.timers["confirm_lost"] = self.post_later(0, "confirm_lost")
+
+    def worker_silent(self) -> bool:
+        """No message from the pinned worker for ASR_WORKER_STALL_S."""
+        return time.monotonic() - self.worker_seen > settings.ASR_WORKER_STALL_S
+
+    async def failover(self) -> None:
+        """WK-7: the worker is lost; re-run admission and replay unfinished items."""
+        if self.failing_over or self.closed():
+            return
+        logger.warning(
+            "asr session %s: worker lost, failing over", self.session.session_id
         )
+        self.failing_over = True
+        self.outbox.clear()
+        self.full_since = None
+        if self.link is not None:
+            await self.link.close()
+        await self.submit()
 
     async def on_timer(self, name: str) -> None:
-        """Idle timeout (realtime LM-3)."""
-        if name != "idle":
-            return
-        idle = time.monotonic() - self.last_message_at
-        if idle >= settings.ASR_IDLE_TIMEOUT_S:
-            await self.fail("idle_timeout", "Session closed after inactivity.")
-        else:
-            self.idle_task = self.post_later(settings.ASR_IDLE_TIMEOUT_S - idle, "idle")
+        """Idle (LM-3), expiry (LM-4) and the outbox retry."""
+        self.timers.pop(name, None)
+        if name == "pump":
+            await self.pump()
+        elif name == "watch":
+            if not self.failing_over and self.worker_silent():
+                self.confirm_lost()
+            self.timers["watch"] = self.post_later(WATCH_S, "watch")
+        elif name == "confirm_lost":
+            if not self.failing_over and self.worker_silent():
+                await self.failover()
+        elif name == "tick":
+            await self.tick()
+        elif name == "expire":
+            await self.fail("session_expired")
+        elif name == "idle":
+            idle = time.monotonic() - self.last_message_at
+            if idle >= settings.ASR_IDLE_TIMEOUT_S:
+                await self.fail("idle_timeout")
+            else:
+                self.timers["idle"] = self.post_later(
+                    settings.ASR_IDLE_TIMEOUT_S - idle, "idle"
+                )
+
+    async def tick(self) -> None:
+        """Every second: the accounts E6 checks; a stop reason ends the session (LM-5)."""
+        reason = await self.admission.tick() if self.admission is not None else None
+        await self.meter_checkpoint()
+        if reason is not None:
+            code = wire.STOPS.get(reason, "service_unavailable")
+            await self.fail(code, close_code=wire.close_code(code))
+        elif not self.closed():
+            self.timers["tick"] = self.post_later(TICK_S, "tick")
+
+    # Termination.
+
+    async def deny(self, reason: str, retry_after_ms: int | None) -> None:
+        """AU-4: one admission error in the OpenAI envelope, then close."""
+        code, message = wire.denial(reason, retry_after_ms)
+        retry = (
+            (retry_after_ms or 1000)
+            if code in ("too_many_sessions", "rate_limit_exceeded")
+            else None
+        )
+        await self.fail(code, message=message, retry_after_ms=retry, admission=True)
 
     async def fail(
         self,
         code: str,
-        message: str,
         *,
-        kind: str = "invalid_request_error",
+        message: str | None = None,
         close_code: int | None = None,
         retry_after_ms: int | None = None,
+        admission: bool = False,
     ) -> None:
-        """Send one error event and close; the close reason is the code (realtime LM-7)."""
+        """One error event, then close with the code as reason (ER-2, LM-7)."""
         if self.closed():
             return
         self.session.state = AsrState.CLOSED
         metrics.ERRORS.labels("asr", code).inc()
-        if self.link is not None:
-            await self.link.close()
-        await self.send_json(
-            error_event(code, message, kind=kind, retry_after_ms=retry_after_ms)
+        await self.send_error(
+            code,
+            message or wire.message(code),
+            retry_after_ms=retry_after_ms,
+            openai=admission,
         )
-        await self.close(code=close_code or CLOSE_CODES.get(code, 1011), reason=code)
+        await asyncio.shield(self.meter_finish(status="failed", error_code=code))
+        await self.release()
+        await self.close(code=close_code or wire.close_code(code), reason=code)

@@ -1,37 +1,96 @@
-"""The worker side of a realtime ASR session: per-item PCM buffers and decodes.
+"""The worker side of a realtime ASR session: per-item PCM buffers and decodes (realtime §13–§14).
 
-The gateway sends each new 16 kHz sample once (realtime WK-5); the worker keeps the item's PCM and
-re-decodes it locally. With ``stream`` set, a chunk decode runs after every ``ASR_CHUNK_S`` of new
-audio and confirmed words go out as ``gpu.asr.delta``; at commit the final decode's remainder goes
-out as ``gpu.asr.final``. Decodes run one at a time per session, in item order.
+The gateway sends each new 16 kHz sample once (WK-5); ``receive`` appends it at once and wakes the
+item's task (WK-6). With ``stream`` set, the task runs a chunk decode whenever ``ASR_CHUNK_S`` of
+new audio arrived since the last decode started, at most one at a time per item, so a slow engine
+skips intermediate states instead of queueing them (SA-2). At commit the in-flight chunk decode is
+cancelled and the final decode runs with priority over every chunk decode of the process (SA-7).
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import time
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from django.conf import settings
 
-from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrEngine
+from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrEngine, AsrHypothesis
 from asr.messages import (
     AsrAudio,
     AsrCommit,
     AsrDelta,
+    AsrDrop,
     AsrFinal,
     AsrItemOpen,
     AsrOpen,
     AsrResync,
 )
-from asr.streaming import confirm, remainder
+from asr.streaming import DecodePlan, StreamState
 from veena_site.contracts import JobFailed, Kind
-from veena_site.jobs import Sender
+from veena_site.jobs import ReplyLost, Sender
 
 logger = logging.getLogger(__name__)
+
+FINAL_ATTEMPTS = 2  # WK-8: a failed final decode is retried once
+STALE_JOB_GRACE_S = 60  # WK-9: a job older than ASR_MAX_SESSION_S + this is dropped
+
+
+class DecodeGate:
+    """Decode slots shared by every job of a process; final decodes go first (WK-6)."""
+
+    def __init__(self, slots: int) -> None:
+        self.free = slots
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    @asynccontextmanager
+    async def slot(self, *, final: bool) -> AsyncIterator[None]:
+        """Hold one decode slot; finals are served before chunk decodes."""
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+        else:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            heapq.heappush(
+                self._waiters, (0 if final else 1, next(self._order), waiter)
+            )
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._release()
+                raise
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            _, _, waiter = heapq.heappop(self._waiters)
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.free += 1
+
+
+_gates: weakref.WeakKeyDictionary[Any, DecodeGate] = weakref.WeakKeyDictionary()
+
+
+def decode_gate(engine: AsrEngine) -> DecodeGate:
+    """The gate of ``engine``: one per loaded engine, ``ENGINE_THREADS`` slots."""
+    gate = _gates.get(engine)
+    if gate is None:
+        gate = _gates[engine] = DecodeGate(max(1, settings.ENGINE_THREADS))
+    return gate
 
 
 @dataclass
@@ -40,24 +99,28 @@ class Item:
 
     seq: int
     options: AsrItemOpen
+    state: StreamState
     pcm: bytearray = field(default_factory=bytearray)
-    emitted: str = ""
-    previous: str = ""
-    decoded_samples: int = 0
-    committed: bool = False
+    commit_total: int | None = None
+    decoded_at: int = 0  # samples when the last chunk decode started
+    resync_pending: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    chunk: asyncio.Task[AsrHypothesis] | None = None
+    task: asyncio.Task[None] | None = None
 
     @property
     def samples(self) -> int:
         """Samples buffered so far."""
         return len(self.pcm) // 2
 
-    def audio(self) -> np.ndarray:
-        """The item's audio as float32 in [-1, 1)."""
-        return np.frombuffer(bytes(self.pcm), dtype="<i2").astype(np.float32) / 32768.0
+    def audio(self, start: int) -> np.ndarray:
+        """The item's audio from sample ``start`` as float32 in [-1, 1)."""
+        pcm = np.frombuffer(self.pcm, dtype="<i2")[start:]
+        return pcm.astype(np.float32) / 32768.0
 
 
 class AsrJob:
-    """One realtime session in a worker slot; messages are queued and handled in order."""
+    """One realtime session in a worker slot: items keyed by ``item_seq``."""
 
     kind: Kind = "asr"
 
@@ -67,77 +130,182 @@ class AsrJob:
         self.engine = engine
         self.send = send
         self.items: dict[int, Item] = {}
-        self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.chunk_samples = int(settings.ASR_CHUNK_S * MODEL_RATE)
-        self.max_samples = settings.ASR_MAX_BUFFER_S * MODEL_RATE
+        self.gate = decode_gate(engine)
+        self.max_samples = int(settings.ASR_MAX_BUFFER_S * MODEL_RATE)
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def receive(self, message: dict[str, Any]) -> None:
-        """Queue a pinned message; ``run`` handles it in arrival order."""
-        self.inbox.put_nowait(message)
+        """Apply a pinned message now; decoding happens in the item's task."""
+        kind = message["type"]
+        if kind == AsrItemOpen.TYPE:
+            self._open(AsrItemOpen.from_message(message))
+        elif kind == AsrAudio.TYPE:
+            self._append(AsrAudio.from_message(message))
+        elif kind == AsrCommit.TYPE:
+            self._commit(AsrCommit.from_message(message))
+        elif kind == AsrDrop.TYPE:
+            self._drop(AsrDrop.from_message(message).item_seq)
 
     async def run(self) -> None:
-        """Handle messages until the session is cancelled."""
-        while True:
-            message = await self.inbox.get()
-            kind = message["type"]
-            if kind == AsrItemOpen.TYPE:
-                opened = AsrItemOpen.from_message(message)
-                item = Item(
-                    seq=opened.item_seq, options=opened, emitted=opened.prefix_text
-                )
-                self.items[opened.item_seq] = item
-            elif kind == AsrAudio.TYPE:
-                await self._append(AsrAudio.from_message(message))
-            elif kind == AsrCommit.TYPE:
-                await self._commit(AsrCommit.from_message(message))
-            else:
-                self.items.pop(message["item_seq"], None)
+        """Live until cancelled (or stale, WK-9); cancel every item task on the way out."""
+        limit = settings.ASR_MAX_SESSION_S + STALE_JOB_GRACE_S
+        try:
+            await asyncio.sleep(limit)
+            logger.warning("asr job %s dropped: older than %d s", self.job_id, limit)
+        finally:
+            for seq in list(self.items):
+                self._drop(seq)
+            for task in self._tasks:
+                task.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _append(self, audio: AsrAudio) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        """Start a task the job owns; ``run`` cancels and awaits it (STYLE 22)."""
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _open(self, opened: AsrItemOpen) -> None:
+        item = self.items.get(opened.item_seq)
+        if item is not None:
+            item.options = opened
+            item.state.logprobs = opened.logprobs
+            item.wake.set()
+            return
+        state = StreamState.resumed(
+            opened.prefix_text,
+            prompt=opened.prompt,
+            chunk_samples=int(settings.ASR_CHUNK_S * MODEL_RATE),
+            window_samples=int(settings.ASR_WINDOW_S * MODEL_RATE),
+            unfixed_words=settings.ASR_UNFIXED_WORDS,
+            unfixed_chunks=settings.ASR_UNFIXED_CHUNKS,
+            logprobs=opened.logprobs,
+        )
+        item = Item(seq=opened.item_seq, options=opened, state=state)
+        self.items[item.seq] = item
+        item.task = self._spawn(self._drive(item))
+
+    def _append(self, audio: AsrAudio) -> None:
         item = self.items.get(audio.item_seq)
         if item is None:
             return
         if audio.offset != item.samples:
-            await self.send(
-                AsrResync(
-                    job_id=self.job_id, item_seq=item.seq, have_samples=item.samples
-                )
-            )
+            self._resync(item)
             return
-        item.pcm.extend(audio.pcm[: max(0, 2 * (self.max_samples - item.samples))])
-        if item.options.stream and self.inbox.empty():
-            if item.samples - item.decoded_samples >= self.chunk_samples:
-                await self._chunk_decode(item)
+        item.resync_pending = False
+        room = max(0, self.max_samples - item.samples)
+        item.pcm.extend(audio.pcm[: 2 * room])
+        item.wake.set()
 
-    async def _chunk_decode(self, item: Item) -> None:
-        item.decoded_samples = item.samples
-        hyp = await self.engine.decode(self._request(item, final=False))
-        update = confirm(
-            emitted=item.emitted,
-            hypothesis=hyp.text,
-            previous=item.previous,
-            unfixed_words=settings.ASR_UNFIXED_WORDS,
-        )
-        item.previous = hyp.text
-        if update.confirmed:
-            item.emitted += update.confirmed
-            await self.send(
-                AsrDelta(job_id=self.job_id, item_seq=item.seq, text=update.confirmed)
-            )
-
-    async def _commit(self, commit: AsrCommit) -> None:
-        item = self.items.pop(commit.item_seq, None)
+    def _commit(self, commit: AsrCommit) -> None:
+        item = self.items.get(commit.item_seq)
         if item is None:
             return
-        started = time.monotonic()
+        item.commit_total = min(commit.total_samples, self.max_samples)
+        if item.samples < item.commit_total:
+            self._resync(item)
+        if item.chunk is not None:
+            item.chunk.cancel()  # SA-7: the final decode replaces it
+        item.wake.set()
+
+    def _drop(self, seq: int) -> None:
+        item = self.items.pop(seq, None)
+        if item is None:
+            return
+        for task in (item.chunk, item.task):
+            if task is not None:
+                task.cancel()
+
+    def _resync(self, item: Item) -> None:
+        if item.resync_pending:
+            return
+        item.resync_pending = True
+        resync = AsrResync(
+            job_id=self.job_id, item_seq=item.seq, have_samples=item.samples
+        )
+        self._spawn(self._send_quietly(resync))
+
+    async def _drive(self, item: Item) -> None:
+        """The item's loop: chunk decodes while audio arrives, then the final decode."""
         try:
-            hyp = await self.engine.decode(self._request(item, final=True))
+            while True:
+                await item.wake.wait()
+                item.wake.clear()
+                total = item.commit_total
+                if total is not None and item.samples >= total:
+                    await self._final(item, total)
+                    return
+                if total is None and item.options.stream and self._chunk_due(item):
+                    if not await self._chunk(item):
+                        return
+        except ReplyLost:
+            logger.warning("asr job %s: gateway gone", self.job_id)
+        finally:
+            if self.items.get(item.seq) is item:
+                del self.items[item.seq]
+
+    def _chunk_due(self, item: Item) -> bool:
+        return item.samples - item.decoded_at >= item.state.chunk_samples
+
+    async def _chunk(self, item: Item) -> bool:
+        """One chunk decode; False when it failed and the job must end (IT-13)."""
+        item.decoded_at = item.samples
+        plan = item.state.plan(item.samples, final=False)
+        item.chunk = self._spawn(self._decode(item, plan, item.samples))
+        try:
+            await asyncio.wait({item.chunk})
+            if item.chunk.cancelled():
+                return True
+            hyp = item.chunk.result()
         except asyncio.CancelledError:
+            item.chunk.cancel()
             raise
-        except Exception:  # boundary: one item's final decode
+        except Exception:  # boundary: one chunk decode
             logger.exception(
-                "asr job %s item %d: final decode failed", self.job_id, item.seq
+                "asr job %s item %d: chunk decode failed", self.job_id, item.seq
             )
+            await self.send(
+                JobFailed(
+                    job_id=self.job_id,
+                    code="inference_failed",
+                    stage="chunk",
+                    item_seq=item.seq,
+                )
+            )
+            return False
+        finally:
+            item.chunk = None
+        emission = item.state.on_chunk(hyp, plan)
+        if emission is not None and emission.text:
+            await self.send(
+                AsrDelta(
+                    job_id=self.job_id,
+                    item_seq=item.seq,
+                    text=emission.text,
+                    logprobs=emission.logprobs,
+                )
+            )
+        if self._chunk_due(item):
+            item.wake.set()  # audio arrived while decoding: decode the latest state
+        return True
+
+    async def _final(self, item: Item, total: int) -> None:
+        started = time.monotonic()
+        plan = item.state.plan(total, final=True)
+        for attempt in range(1, FINAL_ATTEMPTS + 1):
+            try:
+                hyp = await self._decode(item, plan, total)
+                break
+            except Exception:  # boundary: one final decode
+                logger.exception(
+                    "asr job %s item %d: final decode failed (attempt %d)",
+                    self.job_id,
+                    item.seq,
+                    attempt,
+                )
+        else:
             await self.send(
                 JobFailed(
                     job_id=self.job_id,
@@ -147,20 +315,33 @@ class AsrJob:
                 )
             )
             return
+        emission = item.state.on_final(hyp)
         await self.send(
             AsrFinal(
                 job_id=self.job_id,
                 item_seq=item.seq,
-                text=remainder(emitted=item.emitted, final=hyp.text),
-                audio_ms=item.samples * 1000 // MODEL_RATE,
+                text=emission.text,
+                prompt_tokens=hyp.prompt_tokens,
+                completion_tokens=hyp.completion_tokens,
+                logprobs=emission.logprobs,
+                audio_ms=total * 1000 // MODEL_RATE,
                 decode_ms=int((time.monotonic() - started) * 1000),
             )
         )
 
-    def _request(self, item: Item, *, final: bool) -> AsrDecodeRequest:
-        return AsrDecodeRequest(
-            audio=item.audio(),
-            prompt=item.options.prompt,
-            prefix=item.emitted if final or item.emitted else "",
+    async def _decode(self, item: Item, plan: DecodePlan, total: int) -> AsrHypothesis:
+        request = AsrDecodeRequest(
+            audio=item.audio(plan.start)[: total - plan.start],
+            prompt=plan.prompt,
+            prefix=plan.prefix,
             language=item.options.language,
+            word_timestamps=plan.words,
         )
+        async with self.gate.slot(final=plan.final):
+            return await self.engine.decode(request)
+
+    async def _send_quietly(self, message: AsrResync) -> None:
+        try:
+            await self.send(message)
+        except Exception:  # boundary: a resync that cannot be delivered
+            logger.warning("asr job %s: resync not delivered", self.job_id)

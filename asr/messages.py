@@ -1,10 +1,17 @@
-"""Gateway ↔ worker contracts of a realtime ASR job (specs/realtime-asr.md §13)."""
+"""Gateway ↔ worker contracts of a realtime ASR job (specs/realtime-asr.md §13).
+
+The channel types keep this project's backbone names (``asr.job.*`` to the worker, ``gpu.asr.*``
+and ``gpu.job.*`` back); the fields are the spec's. PCM is int16 little-endian at 16 kHz.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from veena_site.contracts import Message
+
+LogProbs = list[dict[str, Any]] | None
 
 
 @dataclass(frozen=True)
@@ -19,14 +26,15 @@ class AsrOpen(Message):
 
 @dataclass(frozen=True)
 class AsrItemOpen(Message):
-    """Start (or restart) an item: decoding options and text already emitted for it."""
+    """Start an item, or update its options (``stream``, ``logprobs``) if it exists (WK-3)."""
 
     TYPE = "asr.job.item_open"
     item_seq: int
-    language: str | None = "en"
+    language: str | None = None
     prompt: str = field(default="", repr=False)
     stream: bool = False
     prefix_text: str = field(default="", repr=False)
+    logprobs: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,7 +49,7 @@ class AsrAudio(Message):
 
 @dataclass(frozen=True)
 class AsrCommit(Message):
-    """The item is complete; decode it in full."""
+    """The item is complete at ``total_samples``; decode it in full."""
 
     TYPE = "asr.job.commit"
     item_seq: int
@@ -58,11 +66,12 @@ class AsrDrop(Message):
 
 @dataclass(frozen=True)
 class AsrDelta(Message):
-    """Confirmed text of an item before its commit; never retracted."""
+    """Confirmed text of an item; never retracted."""
 
     TYPE = "gpu.asr.delta"
     item_seq: int
     text: str = field(repr=False)
+    logprobs: LogProbs = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,9 @@ class AsrFinal(Message):
     TYPE = "gpu.asr.final"
     item_seq: int
     text: str = field(repr=False)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    logprobs: LogProbs = field(default=None, repr=False)
     audio_ms: int = 0
     decode_ms: int = 0
 

@@ -1,165 +1,360 @@
-"""Wire schema of ``/v1/realtime`` (specs/realtime-asr.md), OpenAI dialect subset.
+"""Wire schema of ``/v1/realtime`` (specs/realtime-asr.md): client and server events.
 
-Supported so far: ``session.update`` / ``transcription_session.update`` (input format and
-transcription language/prompt), ``input_audio_buffer.append`` / ``commit`` / ``clear``, and the
-server events ``session.created``, ``session.updated``, ``input_audio_buffer.committed`` /
-``cleared``, ``conversation.item.input_audio_transcription.delta`` / ``completed`` / ``failed``
-and ``error``. Not yet: the vLLM dialect, server VAD, beta item announcements; their events are
-answered with ``unknown_event``.
+Supported: the OpenAI Realtime transcription-session subset in its GA shape
+(``openai.types.realtime``) and its beta shape (``openai.types.beta.realtime``), and vLLM's
+realtime dialect. Client events: ``session.update``, ``transcription_session.update`` (beta),
+``input_audio_buffer.append`` / ``commit`` / ``clear`` (vLLM: no ``clear``, and ``commit`` may carry
+``final``). Server events are built here only, and every OpenAI-dialect event is validated
+against the SDK's pydantic model before it is sent; the one deviation is ``format.rate`` 16000 or
+48000 where the SDK pins 24000 (validated with 24000 substituted, realtime T-V1), and in beta
+echoes ``client_secret`` (absent: sessions are not created over REST) and a served model name
+that is not one of the SDK's literals. Never emitted: ``rate_limits.updated``, ``response.*``,
+``…transcription.segment``, ``input_audio_buffer.timeout_triggered``.
 """
 
 from __future__ import annotations
 
-import binascii
+import copy
 import json
 import secrets
 import string
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-import pybase64
-
-from asr.audio import INPUT_RATES
+from openai.types.beta.realtime import (
+    ConversationItemCreatedEvent as BetaItemCreated,
+)
+from openai.types.beta.realtime import (
+    TranscriptionSessionUpdatedEvent as BetaSessionUpdated,
+)
+from openai.types.realtime import (
+    ConversationItemAdded,
+    ConversationItemDone,
+    ConversationItemInputAudioTranscriptionCompletedEvent,
+    ConversationItemInputAudioTranscriptionDeltaEvent,
+    ConversationItemInputAudioTranscriptionFailedEvent,
+    InputAudioBufferClearedEvent,
+    InputAudioBufferCommittedEvent,
+    InputAudioBufferSpeechStartedEvent,
+    InputAudioBufferSpeechStoppedEvent,
+    RealtimeErrorEvent,
+    SessionCreatedEvent,
+    SessionUpdatedEvent,
+)
+from pydantic import BaseModel, ConfigDict, Field
 
 _ALPHABET = string.ascii_letters + string.digits
-FORMATS = {"audio/pcm": None, "audio/pcmu": 8000, "audio/pcma": 8000}
-BETA_FORMATS = {
-    "pcm16": "audio/pcm",
-    "g711_ulaw": "audio/pcmu",
-    "g711_alaw": "audio/pcma",
-}
+SDK_RATE = 24_000  # openai-python's AudioPCM pins rate to 24000
+BETA_MODELS = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe")
 CLOSE_CODES = {
     "invalid_api_key": 1008,
     "origin_not_allowed": 1008,
     "endpoint_not_allowed": 1008,
     "rate_limit_exceeded": 1008,
     "insufficient_quota": 1008,
+    "too_many_sessions": 1008,
     "service_unavailable": 1013,
     "engine_unavailable": 1011,
     "inference_failed": 1011,
+    "lease_lost": 1011,
+    "usage_unavailable": 1011,
     "message_too_large": 1009,
     "buffer_overflow": 1009,
     "idle_timeout": 1000,
     "session_expired": 1000,
 }
+ERROR_TYPES = {  # ER-5, ER-6: everything else is an invalid_request_error
+    "internal_error": "server_error",
+    "buffer_overflow": "server_error",
+    "inference_failed": "server_error",
+    "engine_unavailable": "server_error",
+    "service_unavailable": "server_error",
+    "lease_lost": "server_error",
+    "usage_unavailable": "server_error",
+    "rate_limit_exceeded": "rate_limit_exceeded",
+    "too_many_sessions": "rate_limit_exceeded",
+    "insufficient_quota": "insufficient_quota",
+}
+MESSAGES = {  # ER-3: fixed templates
+    "invalid_json": "Invalid JSON",
+    "invalid_payload": "Invalid JSON payload.",
+    "binary_frame": "Binary frames are not supported; send input_audio_buffer.append with base64 audio.",
+    "not_object": "Event must be a JSON object.",
+    "no_type": "Event 'type' must be a string.",
+    "invalid_audio_value": "'audio' must be a base64 string.",
+    "invalid_audio": "Invalid base64 audio.",
+    "invalid_audio_format": "PCM16 audio must have an even number of bytes.",
+    "internal_error": "Internal server error.",
+    "processing_error": "Error processing the event.",
+    "buffer_overflow": "Input audio buffer exceeds {cap} s; commit more often.",
+    "message_too_large": "Message exceeds the maximum size of {limit} bytes.",
+    "inference_failed": "Transcription failed",
+    "engine_unavailable": "Transcription engine unavailable.",
+    "idle_timeout": "Session closed after {s} s without client events.",
+    "session_expired": "Session reached its maximum duration.",
+    "invalid_api_key": "Incorrect API key provided.",
+    "insufficient_quota": "You exceeded your current quota.",
+    "lease_lost": "Session lease lost.",
+    "usage_unavailable": "Usage recording unavailable.",
+    "service_unavailable": "Service temporarily unavailable.",
+    "model_not_validated": "Model not validated. Make sure to validate the model by sending a session.update event.",
+    "commit_empty": "Error committing input audio buffer: buffer too small. Expected at least {min}ms of audio, but buffer only has {ms:.2f}ms of audio.",
+}
+FAILED_ERROR = {
+    "type": "server_error",
+    "code": "inference_failed",
+    "message": "Transcription failed",
+    "param": None,
+}
 
 
 def new_id(prefix: str) -> str:
-    """A random id such as ``event_Ab3cD4eF5gH6iJ7k``."""
+    """A random id such as ``event_Ab3cD4eF5gH6iJ7k`` (IT-1)."""
     return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(16))
 
 
 class ProtocolError(Exception):
     """A client event that cannot be applied: ``code``, fixed ``message`` and ``param``."""
 
-    def __init__(self, code: str, message: str, param: str | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        param: str | None = None,
+        event_id: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.code, self.message, self.param = code, message, param
+        self.event_id = event_id  # the client's, when the frame had a string one
 
 
-@dataclass(frozen=True)
-class ClientEvent:
-    """A parsed client event: its type, its event_id and its raw fields."""
+# Client events (STYLE 14–15).
 
+
+class ClientEvent(BaseModel):
+    """A parsed client event: its type, its string ``event_id`` and its raw fields."""
+
+    model_config = ConfigDict(frozen=True)
     type: str
-    event_id: str | None
-    data: dict[str, Any]
+    event_id: str | None = None
+    body: dict[str, Any] = Field(default_factory=dict, repr=False)
 
 
-KNOWN_EVENTS = frozenset(
-    {
-        "session.update",
-        "transcription_session.update",
-        "input_audio_buffer.append",
-        "input_audio_buffer.commit",
-        "input_audio_buffer.clear",
-    }
-)
+class SessionUpdate(ClientEvent):
+    """``session.update``: GA ``session`` object, or vLLM's top-level ``model``."""
+
+    type: Literal["session.update"]
 
 
-def parse_client_event(text: str | None, data: bytes | None) -> ClientEvent:
-    """Parse one frame; raise ProtocolError for bad JSON, bad shape or unknown types."""
+class TranscriptionSessionUpdate(ClientEvent):
+    """Beta ``transcription_session.update``."""
+
+    type: Literal["transcription_session.update"]
+
+
+class AudioAppend(ClientEvent):
+    """``input_audio_buffer.append`` with base64 ``audio``."""
+
+    type: Literal["input_audio_buffer.append"]
+
+
+class AudioCommit(ClientEvent):
+    """``input_audio_buffer.commit``; vLLM adds ``final``."""
+
+    type: Literal["input_audio_buffer.commit"]
+
+
+class AudioClear(ClientEvent):
+    """``input_audio_buffer.clear`` (OpenAI dialect only)."""
+
+    type: Literal["input_audio_buffer.clear"]
+
+
+OPENAI_EVENTS: dict[str, type[ClientEvent]] = {
+    "session.update": SessionUpdate,
+    "transcription_session.update": TranscriptionSessionUpdate,
+    "input_audio_buffer.append": AudioAppend,
+    "input_audio_buffer.commit": AudioCommit,
+    "input_audio_buffer.clear": AudioClear,
+}
+VLLM_EVENTS: dict[str, type[ClientEvent]] = {
+    "session.update": SessionUpdate,
+    "input_audio_buffer.append": AudioAppend,
+    "input_audio_buffer.commit": AudioCommit,
+}
+
+
+def parse_client_event(
+    text: str | None, data: bytes | None, *, vllm: bool = False
+) -> ClientEvent:
+    """Parse one frame with the dialect's table; ProtocolError for anything else."""
     if text is None:
-        raise ProtocolError("invalid_payload", "Binary frames are not supported.")
+        raise ProtocolError("invalid_payload", MESSAGES["binary_frame"])
     try:
         body = json.loads(text)
-    except json.JSONDecodeError:
-        raise ProtocolError("invalid_payload", "Invalid JSON payload.") from None
+    except (json.JSONDecodeError, RecursionError):
+        if vllm:
+            raise ProtocolError("invalid_json", MESSAGES["invalid_json"]) from None
+        raise ProtocolError("invalid_payload", MESSAGES["invalid_payload"]) from None
     if not isinstance(body, dict):
-        raise ProtocolError("invalid_payload", "Event must be a JSON object.")
+        code = "invalid_event" if vllm else "invalid_payload"
+        raise ProtocolError(code, MESSAGES["not_object"])
     kind = body.get("type")
+    event_id = body.get("event_id")
+    event_id = event_id if isinstance(event_id, str) else None
     if not isinstance(kind, str):
-        raise ProtocolError("invalid_payload", "Event 'type' must be a string.", "type")
-    event_id = body.get("event_id") if isinstance(body.get("event_id"), str) else None
-    if kind not in KNOWN_EVENTS:
-        raise ProtocolError("unknown_event", f"Unknown event type: '{kind[:64]}'.")
-    return ClientEvent(type=kind, event_id=event_id, data=body)
-
-
-def decode_audio(event: ClientEvent) -> bytes:
-    """The base64 payload of an append event."""
-    audio = event.data.get("audio")
-    if not isinstance(audio, str):
-        raise ProtocolError(
-            "invalid_value", "'audio' must be a base64 string.", "audio"
+        code = "invalid_event" if vllm else "invalid_payload"
+        raise ProtocolError(code, MESSAGES["no_type"], "type", event_id)
+    table = VLLM_EVENTS if vllm else OPENAI_EVENTS
+    model = table.get(kind)
+    if model is None:
+        shown = kind if len(kind) <= 64 else kind[:61] + "..."
+        message = (
+            f"Unknown event type: {shown}"
+            if vllm
+            else f"Unknown event type: '{shown}'."
         )
-    try:
-        return pybase64.b64decode(audio, validate=True)
-    except (binascii.Error, ValueError):
-        raise ProtocolError("invalid_audio", "Invalid base64 audio.", "audio") from None
+        raise ProtocolError("unknown_event", message, None, event_id)
+    return model(type=kind, event_id=event_id, body=body)
 
 
-def input_format(event: ClientEvent) -> tuple[str, int] | None:
-    """The (format, rate) an update asks for, or None when it leaves the format alone."""
-    session = event.data.get("session")
-    if not isinstance(session, dict):
-        raise ProtocolError("invalid_value", "'session' must be an object.", "session")
-    beta = session.get("input_audio_format")
-    if isinstance(beta, str):
-        if beta not in BETA_FORMATS:
-            raise ProtocolError(
-                "invalid_value",
-                "Unsupported input_audio_format.",
-                "session.input_audio_format",
-            )
-        fmt = BETA_FORMATS[beta]
-        return fmt, FORMATS[fmt] or 24_000
-    spec = ((session.get("audio") or {}).get("input") or {}).get("format")
-    if spec is None:
-        return None
-    param = "session.audio.input.format"
-    if not isinstance(spec, dict) or spec.get("type") not in FORMATS:
-        raise ProtocolError("invalid_value", "Unsupported audio input format.", param)
-    fixed = FORMATS[spec["type"]]
-    rate = spec.get("rate", fixed or 24_000)
-    if (fixed and rate != fixed) or (not fixed and rate not in INPUT_RATES):
-        raise ProtocolError(
-            "invalid_value", "Unsupported audio input rate.", param + ".rate"
-        )
-    return spec["type"], rate
+# Server events: the OpenAI dialect's table, validated against openai-python.
+
+SERVER_EVENTS: dict[str, type[BaseModel]] = {
+    "session.created": SessionCreatedEvent,
+    "session.updated": SessionUpdatedEvent,
+    "input_audio_buffer.committed": InputAudioBufferCommittedEvent,
+    "input_audio_buffer.cleared": InputAudioBufferClearedEvent,
+    "input_audio_buffer.speech_started": InputAudioBufferSpeechStartedEvent,
+    "input_audio_buffer.speech_stopped": InputAudioBufferSpeechStoppedEvent,
+    "conversation.item.added": ConversationItemAdded,
+    "conversation.item.done": ConversationItemDone,
+    "conversation.item.input_audio_transcription.delta": ConversationItemInputAudioTranscriptionDeltaEvent,
+    "conversation.item.input_audio_transcription.completed": ConversationItemInputAudioTranscriptionCompletedEvent,
+    "conversation.item.input_audio_transcription.failed": ConversationItemInputAudioTranscriptionFailedEvent,
+    "error": RealtimeErrorEvent,
+}
+BETA_EVENTS: dict[str, type[BaseModel]] = {
+    "conversation.item.created": BetaItemCreated,
+    "transcription_session.updated": BetaSessionUpdated,
+}
+
+
+def sdk_view(event: dict[str, Any]) -> dict[str, Any]:
+    """The event as openai-python can validate it: the documented deviations replaced."""
+    view = copy.deepcopy(event)
+    session = view.get("session")
+    if isinstance(session, dict):
+        fmt = (session.get("audio") or {}).get("input", {}).get("format") or {}
+        if fmt.get("rate") not in (None, SDK_RATE):
+            fmt["rate"] = SDK_RATE
+        if view["type"] == "transcription_session.updated":
+            session.setdefault("client_secret", {"value": "", "expires_at": 0})
+            transcription = session.get("input_audio_transcription") or {}
+            if transcription.get("model") not in (None, *BETA_MODELS):
+                transcription["model"] = BETA_MODELS[0]
+    return view
 
 
 def server_event(kind: str, **fields: Any) -> dict[str, Any]:
-    """A server event with a fresh event_id."""
-    return {"type": kind, "event_id": new_id("event_"), **fields}
+    """An OpenAI-dialect server event with a fresh ``event_id``, checked against the SDK."""
+    event = {"type": kind, "event_id": new_id("event_"), **fields}
+    model = SERVER_EVENTS.get(kind) or BETA_EVENTS[kind]
+    model.model_validate(sdk_view(event))
+    return event
+
+
+def user_item(item_id: str, transcript: str | None) -> dict[str, Any]:
+    """The conversation item of a committed input-audio item (IT-3)."""
+    return {
+        "id": item_id,
+        "object": "realtime.item",
+        "type": "message",
+        "status": "completed",
+        "role": "user",
+        "content": [{"type": "input_audio", "transcript": transcript}],
+    }
 
 
 def error_event(
     code: str,
     message: str,
     *,
-    kind: str = "invalid_request_error",
     param: str | None = None,
     client_event_id: str | None = None,
-    **extra: Any,
+    retry_after_ms: int | None = None,
 ) -> dict[str, Any]:
-    """The OpenAI error envelope (realtime ER-1)."""
-    error = {
-        "type": kind,
+    """The OpenAI error envelope (ER-1), with the retry hint of AU-5 when given."""
+    error: dict[str, Any] = {
+        "type": ERROR_TYPES.get(code, "invalid_request_error"),
         "code": code,
         "message": message,
         "param": param,
         "event_id": client_event_id,
     }
-    error.update({k: v for k, v in extra.items() if v is not None})
+    if retry_after_ms is not None:
+        error["retry_after_ms"] = retry_after_ms
     return server_event("error", error=error)
+
+
+# vLLM dialect (VL-1): exact keys, no event_id.
+
+
+class VllmEvent(BaseModel):
+    """Base of vLLM server events: no extra keys."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class VllmSessionUpdated(VllmEvent):
+    """The model is validated (VL-2)."""
+
+    type: Literal["session.updated"] = "session.updated"
+    model: str
+
+
+class VllmDelta(VllmEvent):
+    """Confirmed text (VL-6)."""
+
+    type: Literal["transcription.delta"] = "transcription.delta"
+    delta: str = Field(min_length=1)
+    logprobs: list[dict[str, Any]] | None = None
+
+
+class VllmUsage(VllmEvent):
+    """Token usage of an item (VL-7)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: None = None
+
+
+class VllmDone(VllmEvent):
+    """The item's full text (VL-7)."""
+
+    type: Literal["transcription.done"] = "transcription.done"
+    text: str
+    usage: VllmUsage
+
+
+class VllmError(VllmEvent):
+    """The flat error envelope (VL-1)."""
+
+    type: Literal["error"] = "error"
+    error: str
+    code: str
+
+
+def vllm_done(text: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    """``transcription.done`` with its usage."""
+    usage = VllmUsage(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        total_tokens=prompt_tokens + completion_tokens,
+    )
+    return VllmDone(text=text, usage=usage).model_dump()
+
+
+def vllm_error(code: str, message: str) -> dict[str, Any]:
+    """The flat vLLM error."""
+    return VllmError(error=message, code=code).model_dump()

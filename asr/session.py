@@ -1,92 +1,510 @@
-"""State of one realtime session: pure dataclasses, no I/O (STYLE 6)."""
+"""State of one realtime session in the gateway: pure dataclasses, no I/O (STYLE 6).
+
+``RealtimeSession`` owns the protocol state of AR-1: dialect, configuration, the session clock,
+item ids and boundaries, non-speech trimming and server-VAD turns, the retained audio of every
+unfinished item (the WK-7 copy) and the IT-5 order of transcription events. Its methods return
+plain *outputs* (what to tell the worker, what to tell the client) that the consumer performs.
+"""
 
 from __future__ import annotations
 
 import enum
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from asr.protocol import new_id
+from asr.config import SessionConfig
+from asr.engines.base import MODEL_RATE
+from asr.protocol import ClientEvent, new_id
+from asr.vad import (
+    FRAME,
+    START_FRAMES,
+    SpeechStart,
+    SpeechStop,
+    TurnDetector,
+    TurnParams,
+)
+
+SAMPLES_PER_MS = MODEL_RATE // 1000
+MIN_FORWARD = MODEL_RATE // 5  # WK-4: audio goes to the worker in 200–500 ms chunks
+MAX_FORWARD = MODEL_RATE // 2
 
 
 class AsrState(enum.Enum):
-    """Lifecycle of a session; CLOSED is terminal."""
+    """Lifecycle of a connection; CLOSED is terminal."""
 
     ADMITTING = enum.auto()
     OPEN = enum.auto()
     CLOSED = enum.auto()
 
 
-@dataclass
-class PendingItem:
-    """A committed item waiting for its transcript."""
+class Dialect(enum.Enum):
+    """Wire dialect of a connection (§4); fixed once determined."""
 
+    UNDETERMINED = "auto"
+    OPENAI = "openai"
+    VLLM = "vllm"
+
+
+def dialect_signal(event: ClientEvent) -> Dialect | None:
+    """The dialect a client event selects while undetermined (DI-2), if any."""
+    body = event.body
+    if event.type == "session.update":
+        if "session" in body:
+            return Dialect.OPENAI
+        return Dialect.VLLM if "model" in body else None
+    if event.type == "transcription_session.update":
+        return Dialect.OPENAI
+    if event.type == "input_audio_buffer.commit" and "final" in body:
+        return Dialect.VLLM
+    if event.type == "input_audio_buffer.append":
+        audio = body.get("audio")
+        return Dialect.OPENAI if isinstance(audio, str) and audio else None
+    return None
+
+
+@dataclass(frozen=True)
+class ItemOptions:
+    """Decoding options an item keeps from its first audio on (SE-8)."""
+
+    language: str | None
+    prompt: str
+    logprobs: bool
+
+
+@dataclass(eq=False)
+class Item:
+    """One item as the gateway sees it."""
+
+    seq: int
     item_id: str
-    committed_at: float
-    emitted: str = ""
+    boundary: int  # session clock at the item's start
+    buf: bytearray = field(default_factory=bytearray, repr=False)
+    buf_start: int = (
+        0  # clock of buf[0]; from speech start on, buf is the retained audio
+    )
+    speech: bool = False
+    sent: int = 0  # retained samples forwarded to the worker
+    opened: bool = False
+    options: ItemOptions | None = None
+    input_ms: float = 0.0  # audio accepted since the boundary, in input terms (IT-4)
+    emitted: str = field(default="", repr=False)
+    logprobs: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    previous_item_id: str | None = None
+    commit_point: int | None = None
+    committed_at: float = 0.0
+    finished: bool = False
+    held: list[Out] = field(default_factory=list, repr=False)
+
+    @property
+    def retained(self) -> int:
+        """Retained samples (0 before speech when trimming)."""
+        return len(self.buf) // 2 if self.speech else 0
+
+    @property
+    def usage_seconds(self) -> float:
+        """IT-11: commit point minus boundary, in seconds."""
+        assert self.commit_point is not None
+        return round((self.commit_point - self.boundary) / MODEL_RATE, 3)
+
+
+# Outputs.
+
+
+@dataclass(frozen=True)
+class OpenItem:
+    """Send asr.job.item_open (first audio, option change, or replay)."""
+
+    item: Item
+    stream: bool
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Send retained PCM from ``offset`` (samples from the retained start)."""
+
+    item: Item
+    offset: int
+    pcm: bytes
+
+
+@dataclass(frozen=True)
+class WorkerCommit:
+    """Send asr.job.commit."""
+
+    item: Item
+    total: int
+
+
+@dataclass(frozen=True)
+class Drop:
+    """Send asr.job.drop."""
+
+    item: Item
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    """server_vad: speech started in ``item`` at ``ms`` (VD-4)."""
+
+    item: Item
+    ms: int
+
+
+@dataclass(frozen=True)
+class SpeechStopped:
+    """server_vad: speech stopped at ``ms`` (VD-5)."""
+
+    item: Item
+    ms: int
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The item is committed: committed + added/created now (IT-3)."""
+
+    item: Item
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Transcript text of an item (IT-7, IT-8)."""
+
+    item: Item
+    text: str
+    logprobs: list[dict[str, Any]] | None
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The item's transcript (IT-11), then item.done."""
+
+    item: Item
+    transcript: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The final decode failed (IT-12), then item.done with a null transcript."""
+
+    item: Item
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """An item's retained audio passed ``ASR_MAX_BUFFER_S`` (AI-1 step 6)."""
+
+
+Out = (
+    OpenItem
+    | Forward
+    | WorkerCommit
+    | Drop
+    | SpeechStarted
+    | SpeechStopped
+    | Committed
+    | Delta
+    | Completed
+    | Failed
+    | Overflow
+)
 
 
 @dataclass
-class AsrSession:
-    """Input format, the open item and the committed items of one connection."""
+class RealtimeSession:
+    """Everything the gateway knows about one connection."""
 
+    config: SessionConfig
+    dialect: Dialect = Dialect.UNDETERMINED
+    beta: bool = False
+    trim: bool = True
+    precommit_deltas: bool = True
+    max_samples: int = 60 * MODEL_RATE
     session_id: str = field(default_factory=lambda: new_id("sess_"))
     state: AsrState = AsrState.ADMITTING
-    input_format: str = "audio/pcm"
-    input_rate: int = 24_000
-    language: str | None = "en"
-    prompt: str = ""
-    model: str = ""
-    item_seq: int = 0
-    item_id: str = field(default_factory=lambda: new_id("item_"))
-    item_samples: int = 0
-    item_opened: bool = False
+    model_validated: bool = False  # vLLM: a session.update succeeded (VL-3)
+    generating: bool = False  # vLLM: a non-final commit started the item (VL-4)
+    clock: int = 0  # AI-10: model-rate samples of all accepted audio
     previous_item_id: str | None = None
-    pending: dict[int, PendingItem] = field(default_factory=dict)
+    pending: deque[Item] = field(default_factory=deque)
     created_at: float = field(default_factory=time.time)
 
-    def commit(self) -> tuple[int, PendingItem]:
-        """Close the open item; the next audio starts a fresh one."""
-        seq, item = self.item_seq, PendingItem(self.item_id, time.monotonic())
-        self.pending[seq] = item
-        self.previous_item_id = self.item_id
-        self.item_seq += 1
-        self.item_id = new_id("item_")
-        self.item_samples = 0
-        self.item_opened = False
-        return seq, item
+    def __post_init__(self) -> None:
+        self._seq = 0
+        self.current = self._new_item(0)
+        self.detector = TurnDetector(self._turn_params())
 
-    def clear(self) -> int:
-        """Drop the open item's audio; returns the dropped item's seq."""
-        seq = self.item_seq
-        self.item_seq += 1
-        self.item_id = new_id("item_")
-        self.item_samples = 0
-        self.item_opened = False
-        return seq
+    # Configuration.
 
-    def session_object(self, expires_at: int) -> dict[str, Any]:
-        """The GA transcription session object."""
-        fmt: dict[str, Any] = {"type": self.input_format}
-        if self.input_format == "audio/pcm":
-            fmt["rate"] = self.input_rate
-        return {
-            "type": "transcription",
-            "id": self.session_id,
-            "object": "realtime.transcription_session",
-            "expires_at": expires_at,
-            "include": [],
-            "audio": {
-                "input": {
-                    "format": fmt,
-                    "transcription": {
-                        "model": self.model,
-                        "language": self.language,
-                        "prompt": self.prompt,
-                    },
-                    "turn_detection": None,
-                    "noise_reduction": None,
-                }
-            },
-        }
+    @property
+    def server_vad(self) -> bool:
+        """True when server VAD ends turns (VD-3); never in vLLM dialect."""
+        return (
+            self.config.turn_detection is not None and self.dialect is not Dialect.VLLM
+        )
+
+    @property
+    def needs_vad(self) -> bool:
+        """Whether appends must be scored by Silero (AI-7, §7)."""
+        return self.trim or self.server_vad
+
+    @property
+    def stream(self) -> bool:
+        """Whether the worker should stream pre-commit deltas (WK-3)."""
+        if self.dialect is Dialect.VLLM:
+            return self.generating
+        return self.precommit_deltas
+
+    def configure(self, config: SessionConfig) -> list[Out]:
+        """Apply a validated configuration (SE-8); options of open items may change."""
+        old_logprobs = self.config.logprobs
+        self.config = config
+        self.detector.params = self._turn_params()
+        if self.server_vad is False and self.detector.in_speech:
+            self.detector.idle()
+        if config.logprobs != old_logprobs:
+            return self._reopen(logprobs=config.logprobs)
+        return []
+
+    def start_generation(self) -> list[Out]:
+        """vLLM non-final commit: stream the current item from now on (VL-4)."""
+        if self.generating:
+            return []
+        self.generating = True
+        return self._reopen()
+
+    def _reopen(self, logprobs: bool | None = None) -> list[Out]:
+        item = self.current
+        if item.options is not None and logprobs is not None:
+            item.options = ItemOptions(
+                item.options.language, item.options.prompt, logprobs
+            )
+        return [OpenItem(item, self.stream)] if item.opened else []
+
+    def _turn_params(self) -> TurnParams:
+        td = self.config.turn_detection
+        if td is None or self.dialect is Dialect.VLLM:
+            return TurnParams()
+        return TurnParams(td.threshold, td.prefix_padding_ms, td.silence_duration_ms)
+
+    # Audio.
+
+    def ingest(self, pcm: bytes, probs: list[float], input_ms: float) -> list[Out]:
+        """Accept model-rate audio and the VAD probabilities of the frames it completed."""
+        item = self.current
+        if item.options is None:
+            item.options = self._options()
+        if not self.trim and not item.speech:
+            item.speech, item.buf_start = True, item.boundary
+        item.input_ms += input_ms
+        item.buf.extend(pcm)
+        self.clock += len(pcm) // 2
+        outs: list[Out] = []
+        if self.needs_vad:
+            for turn in self.detector.feed(probs):
+                outs += self._turn(turn)
+        item = self.current
+        if not item.speech:
+            self._trim(item)
+        outs += self._forward(item, final=False)
+        if item.retained > self.max_samples:
+            outs.append(Overflow())
+        return outs
+
+    def _options(self) -> ItemOptions:
+        c = self.config
+        return ItemOptions(c.language, c.prompt or "", c.logprobs)
+
+    def _turn(self, turn: SpeechStart | SpeechStop) -> list[Out]:
+        item = self.current
+        pad = self.detector.params.prefix_padding_ms * SAMPLES_PER_MS
+        if isinstance(turn, SpeechStart):
+            start = max(turn.at - pad, item.boundary, item.buf_start)
+            if not item.speech:
+                del item.buf[: 2 * (start - item.buf_start)]
+                item.buf_start, item.speech = start, True
+            return (
+                [SpeechStarted(item, start // SAMPLES_PER_MS)]
+                if self.server_vad
+                else []
+            )
+        if not self.server_vad:
+            return []
+        outs: list[Out] = [SpeechStopped(item, turn.at // SAMPLES_PER_MS)]
+        keep = 2 * (turn.at - item.buf_start)
+        rest = bytes(item.buf[keep:])
+        del item.buf[keep:]
+        if item.retained > self.max_samples:
+            return [*outs, Overflow()]
+        outs += self._commit_at(turn.at)
+        new = self.current
+        new.options = self._options()
+        new.buf.extend(rest)
+        new.buf_start = turn.at
+        new.input_ms = (self.clock - turn.at) / SAMPLES_PER_MS
+        if not self.trim:
+            new.speech = True
+        return outs
+
+    def _trim(self, item: Item) -> None:
+        """Before speech keep only the padding plus the undecided frames (AI-7, VD-7)."""
+        pad = self.detector.params.prefix_padding_ms * SAMPLES_PER_MS
+        undecided = self.clock - self.detector.next_frame
+        keep = pad + (START_FRAMES + 1) * FRAME + max(0, undecided)
+        excess = len(item.buf) // 2 - keep
+        if excess > 0:
+            del item.buf[: 2 * excess]
+            item.buf_start += excess
+        if item.buf_start < item.boundary:
+            item.buf_start = item.boundary
+
+    def _forward(self, item: Item, *, final: bool) -> list[Out]:
+        """Chunks of retained audio not yet sent, 200–500 ms each (WK-4)."""
+        if not item.speech:
+            return []
+        outs: list[Out] = []
+        if not item.opened and (item.retained > item.sent or final):
+            item.opened = True
+            outs.append(OpenItem(item, self.stream))
+        while True:
+            pending = item.retained - item.sent
+            if pending <= 0 or (pending < MIN_FORWARD and not final):
+                return outs
+            n = min(pending, MAX_FORWARD)
+            pcm = bytes(item.buf[2 * item.sent : 2 * (item.sent + n)])
+            outs.append(Forward(item, item.sent, pcm))
+            item.sent += n
+
+    # Commit and clear.
+
+    def commit_ready(self, min_ms: int) -> float | None:
+        """The accepted ms of the current item when below ``min_ms`` (IT-4), else None."""
+        ms = self.current.input_ms
+        return ms if ms < min_ms else None
+
+    def commit(self) -> list[Out]:
+        """Commit the current item at the clock (IT-2, VD-6, VL-5)."""
+        outs = self._commit_at(self.clock)
+        self.detector.idle()
+        return outs
+
+    def _commit_at(self, point: int) -> list[Out]:
+        item = self.current
+        outs = self._forward(item, final=True) if item.retained else []
+        item.commit_point, item.committed_at = point, time.monotonic()
+        item.previous_item_id = self.previous_item_id
+        self.previous_item_id = item.item_id
+        self.pending.append(item)
+        self.current = self._new_item(point)
+        self.generating = False
+        outs.append(Committed(item))
+        if item.opened:
+            outs.append(WorkerCommit(item, item.retained))
+            return outs
+        return outs + self._finish(item, Completed(item, ""))
+
+    def clear(self) -> list[Out]:
+        """Drop the current item (IT-14); the VAD restarts at the clock."""
+        item = self.current
+        self.current = self._new_item(self.clock)
+        self.detector.reset(self.clock)
+        return [Drop(item)] if item.opened else []
+
+    def _new_item(self, boundary: int) -> Item:
+        self._seq += 1
+        return Item(
+            seq=self._seq,
+            item_id=new_id("item_"),
+            boundary=boundary,
+            buf_start=boundary,
+        )
+
+    # Worker replies.
+
+    def find(self, seq: int) -> Item | None:
+        """The unfinished item with this seq (committed or current)."""
+        if self.current.seq == seq:
+            return self.current
+        return next((i for i in self.pending if i.seq == seq and not i.finished), None)
+
+    def delta(
+        self, item: Item, text: str, logprobs: list[dict[str, Any]] | None
+    ) -> list[Out]:
+        """Text the worker confirmed; delivered in IT-5 order."""
+        if not text:
+            return []
+        item.emitted += text
+        item.logprobs += logprobs or []
+        return self._deliver(item, [Delta(item, text, logprobs)])
+
+    def final(
+        self,
+        item: Item,
+        text: str,
+        logprobs: list[dict[str, Any]] | None,
+        prompt_tokens: int,
+        completion_tokens: int,
+    ) -> list[Out]:
+        """The remainder and completion of a committed item (SA-7)."""
+        outs = self.delta(item, text, logprobs)
+        return outs + self._finish(
+            item, Completed(item, item.emitted, prompt_tokens, completion_tokens)
+        )
+
+    def failed(self, item: Item) -> list[Out]:
+        """The final decode failed (IT-12)."""
+        return self._finish(item, Failed(item))
+
+    def _finish(self, item: Item, out: Completed | Failed) -> list[Out]:
+        item.finished = True
+        item.buf = bytearray()
+        return self._deliver(item, [out])
+
+    def _head(self) -> Item:
+        return self.pending[0] if self.pending else self.current
+
+    def _deliver(self, item: Item, outs: list[Out]) -> list[Out]:
+        """IT-5: events of an item wait until every earlier item is done."""
+        item.held += outs
+        ready: list[Out] = []
+        while True:
+            head = self._head()
+            ready += head.held
+            head.held = []
+            if not (head.finished and self.pending and head is self.pending[0]):
+                return ready
+            self.pending.popleft()
+
+    # Failover (WK-7) and resync (WK-6).
+
+    def replay(self) -> list[Out]:
+        """Rebuild a new worker's state: every unfinished opened item, from the start."""
+        outs: list[Out] = []
+        for item in [*self.pending, self.current]:
+            if item.finished or not item.opened:
+                continue
+            item.sent = 0
+            outs.append(OpenItem(item, self.stream if item is self.current else False))
+            outs += self._forward(item, final=True)
+            if item.commit_point is not None:
+                outs.append(WorkerCommit(item, item.retained))
+        return outs
+
+    def resend(self, item: Item, have: int) -> list[Out]:
+        """Resend an item's audio from ``have`` (gpu.asr.resync)."""
+        sent, item.sent = item.sent, min(have, item.sent)
+        outs: list[Out] = []
+        while item.sent < sent:
+            n = min(sent - item.sent, MAX_FORWARD)
+            outs.append(
+                Forward(
+                    item,
+                    item.sent,
+                    bytes(item.buf[2 * item.sent : 2 * (item.sent + n)]),
+                )
+            )
+            item.sent += n
+        return outs

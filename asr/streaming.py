@@ -1,62 +1,211 @@
-"""Confirmed-word streaming (realtime SA-4/SA-5): pure functions, no I/O.
+"""Confirmed-word streaming of one item (realtime §14, SA-1 to SA-7): pure state, no I/O.
 
-A chunk decode gives a hypothesis for the whole item so far. A piece (a word with its leading
-whitespace) is confirmed when two successive hypotheses agree on it at the same position and it
-is not among the last ``unfixed_words`` pieces. Confirmed text is never retracted; what is left
-is the unconfirmed tail.
+A chunk decode gives a hypothesis ``H`` of the item's audio from the window start ``W``. A piece
+(a word with its leading whitespace, SA-4) is confirmed when it follows the already confirmed
+window text ``Ew``, is not among the last ``unfixed_words`` pieces, and the previous hypothesis
+agrees with it at the same position (SA-5). Confirmed text is appended to ``E`` and never
+retracted; the final decode's remainder completes it (SA-7), so ``E + R`` is the transcript.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+from asr.engines.base import MODEL_RATE, AsrHypothesis
 
 _PIECE = re.compile(r"\s*\S+")
+PROMPT_CONTEXT_CHARS = 200  # SA-3: emitted text before the window, as prompt context
+MIN_PROBABILITY = 1e-10  # ln(0) is -inf; JSON has no infinities
+
+LogProb = dict[str, object]  # {"token", "logprob", "bytes"} (realtime IT-10)
 
 
 def pieces(text: str) -> list[str]:
-    """Split ``text`` into pieces that keep their leading whitespace."""
+    """Split ``text`` into pieces that keep their leading whitespace (SA-4)."""
     return _PIECE.findall(text)
 
 
-def _norm(piece: str) -> str:
+def normalized(piece: str) -> str:
+    """A piece compared for agreement: casefolded, without whitespace or punctuation."""
     folded = piece.strip().casefold()
     return "".join(c for c in folded if not unicodedata.category(c).startswith("P"))
 
 
+def starts_with(hyp: list[str], done: list[str]) -> bool:
+    """True when ``hyp`` begins with the pieces ``done`` (normalised)."""
+    return len(hyp) >= len(done) and all(
+        normalized(a) == normalized(b) for a, b in zip(hyp, done, strict=False)
+    )
+
+
+def logprob_entry(token: str, probability: float) -> LogProb:
+    """One logprob entry covering ``token`` exactly (IT-10)."""
+    return {
+        "token": token,
+        "logprob": math.log(max(probability, MIN_PROBABILITY)),
+        "bytes": list(token.encode("utf-8")),
+    }
+
+
+def piece_probabilities(hyp: AsrHypothesis) -> list[float] | None:
+    """The probability of each piece of ``hyp.text`` from its words, or None if unknown."""
+    owners = _piece_words(hyp)
+    if owners is None:
+        return None
+    return [1.0 if w is None else hyp.words[w].probability for w in owners]
+
+
+def _piece_words(hyp: AsrHypothesis) -> list[int | None] | None:
+    """Word index of every piece of ``hyp.text``; words may omit a leading prefix."""
+    if not hyp.words:
+        return None
+    owners: list[int | None] = []
+    for index, word in enumerate(hyp.words):
+        owners.extend([index] * max(1, len(pieces(word.text))))
+    missing = len(pieces(hyp.text)) - len(owners)
+    if missing < 0:
+        return None
+    return [None] * missing + owners
+
+
 @dataclass(frozen=True)
-class TranscriptUpdate:
-    """What one decode adds: newly confirmed text and the current unconfirmed tail."""
+class DecodePlan:
+    """What to decode next: audio from ``start``, prompt, forced prefix, word times."""
 
-    confirmed: str
-    unconfirmed: str
-
-
-def confirm(
-    *, emitted: str, hypothesis: str, previous: str, unfixed_words: int
-) -> TranscriptUpdate:
-    """Return the text of ``hypothesis`` beyond ``emitted`` that ``previous`` agrees on."""
-    done = pieces(emitted)
-    hyp, prev = pieces(hypothesis), pieces(previous)
-    if [_norm(p) for p in hyp[: len(done)]] != [_norm(p) for p in done]:
-        return TranscriptUpdate(confirmed="", unconfirmed="")
-    candidates = hyp[len(done) : max(len(done), len(hyp) - unfixed_words)]
-    agreed: list[str] = []
-    for offset, piece in enumerate(candidates):
-        index = len(done) + offset
-        if index >= len(prev) or _norm(prev[index]) != _norm(piece):
-            break
-        agreed.append(piece)
-    text = "".join(agreed)
-    if not emitted:
-        text = text.lstrip()
-    tail = "".join(hyp[len(done) + len(agreed) :])
-    return TranscriptUpdate(confirmed=text, unconfirmed=tail)
+    start: int
+    prompt: str = field(repr=False)
+    prefix: str = field(repr=False)
+    words: bool
+    final: bool
 
 
-def remainder(*, emitted: str, final: str) -> str:
-    """The part of the final hypothesis after what was already emitted (realtime SA-7)."""
-    done, hyp = pieces(emitted), pieces(final)
-    rest = "".join(hyp[len(done) :])
-    return rest.lstrip() if not emitted else rest
+@dataclass(frozen=True)
+class Emission:
+    """Text to send for an item (a confirmed delta or the final remainder)."""
+
+    text: str = field(repr=False)
+    logprobs: list[LogProb] | None = None
+
+
+@dataclass
+class StreamState:
+    """SA-1 state of one item in the worker."""
+
+    prompt: str = ""
+    emitted: str = ""  # E
+    window_start: int = 0  # W, samples
+    window_text: str = ""  # Ew, the part of E decoded from audio >= W
+    previous: str = ""  # Hprev
+    chunks: int = 0  # k
+    confirmed_end: int | None = None  # end sample of the last confirmed word
+    chunk_samples: int = MODEL_RATE
+    window_samples: int = 28 * MODEL_RATE
+    unfixed_words: int = 3
+    unfixed_chunks: int = 2
+    logprobs: bool = False
+
+    @classmethod
+    def resumed(cls, prefix_text: str, **options: Any) -> StreamState:
+        """State for an item whose ``prefix_text`` was already emitted (WK-7 failover)."""
+        state = cls(emitted=prefix_text, window_text=prefix_text, **options)
+        if prefix_text:
+            state.chunks = state.unfixed_chunks
+        return state
+
+    def plan(self, total: int, *, final: bool) -> DecodePlan:
+        """The next decode of an item holding ``total`` samples (SA-3, SA-6, SA-7)."""
+        if not final and total - self.window_start > self.window_samples:
+            self._slide(total)
+        before = self.emitted[: len(self.emitted) - len(self.window_text)]
+        context = before[-PROMPT_CONTEXT_CHARS:].strip()
+        prompt = " ".join(p for p in (self.prompt.strip(), context) if p)
+        force = final or self.chunks >= self.unfixed_chunks
+        prefix = " " + self.window_text.lstrip() if force and self.window_text else ""
+        near_edge = total - self.window_start > (
+            self.window_samples - 2 * self.chunk_samples
+        )
+        return DecodePlan(
+            start=self.window_start,
+            prompt=prompt,
+            prefix=prefix,
+            words=self.logprobs or near_edge,
+            final=final,
+        )
+
+    def on_chunk(self, hyp: AsrHypothesis, plan: DecodePlan) -> Emission | None:
+        """Confirm what two hypotheses agree on (SA-5); None when nothing new."""
+        hyp_pieces = pieces(hyp.text)
+        done = pieces(self.window_text)
+        self.chunks += 1
+        if not starts_with(hyp_pieces, done):
+            self.previous = hyp.text
+            return None
+        prev = pieces(self.previous)
+        self.previous = hyp.text
+        stop = max(len(done), len(hyp_pieces) - self.unfixed_words)
+        count = 0
+        for index in range(len(done), stop):
+            if index >= len(prev) or normalized(prev[index]) != normalized(
+                hyp_pieces[index]
+            ):
+                break
+            count += 1
+        self._note_confirmed_end(hyp, plan, len(done) + count)
+        if not count:
+            return None
+        return self._emit(hyp, hyp_pieces, len(done), len(done) + count)
+
+    def on_final(self, hyp: AsrHypothesis) -> Emission:
+        """The remainder ``R`` after ``Ew`` of the final hypothesis (SA-7)."""
+        hyp_pieces = pieces(hyp.text)
+        skip = len(pieces(self.window_text))
+        return self._emit(hyp, hyp_pieces, skip, len(hyp_pieces))
+
+    def _emit(
+        self, hyp: AsrHypothesis, hyp_pieces: list[str], first: int, stop: int
+    ) -> Emission:
+        chosen = hyp_pieces[first:stop]
+        if chosen:
+            chosen[0] = self._joinable(chosen[0])
+        text = "".join(chosen)
+        self.emitted += text
+        self.window_text += text
+        if not self.logprobs:
+            return Emission(text=text)
+        probs = piece_probabilities(hyp) or [1.0] * len(hyp_pieces)
+        entries = [
+            logprob_entry(piece, probs[first + i]) for i, piece in enumerate(chosen)
+        ]
+        return Emission(text=text, logprobs=entries)
+
+    def _joinable(self, piece: str) -> str:
+        """The first new piece: no leading space at item start, a space after text."""
+        if not self.emitted:
+            return piece.lstrip()
+        if piece[:1].isspace() or self.emitted[-1:].isspace():
+            return piece
+        return " " + piece
+
+    def _note_confirmed_end(
+        self, hyp: AsrHypothesis, plan: DecodePlan, confirmed: int
+    ) -> None:
+        owners = _piece_words(hyp)
+        if not confirmed or owners is None or confirmed > len(owners):
+            return
+        word = owners[confirmed - 1]
+        if word is not None:
+            end = plan.start + int(hyp.words[word].end * MODEL_RATE)
+            self.confirmed_end = max(end, self.confirmed_end or 0)
+
+    def _slide(self, total: int) -> None:
+        """Move ``W`` to the end of the last confirmed word; ``Ew`` restarts (SA-6)."""
+        end = self.confirmed_end
+        if end is None or end <= self.window_start or end > total:
+            end = total - self.window_samples
+        self.window_start = end
+        self.window_text = ""
+        self.previous = ""

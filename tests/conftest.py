@@ -85,14 +85,22 @@ def manage(
 
 @pytest.fixture(autouse=True)
 def fresh_layers_and_runtime() -> Iterator[None]:
-    """Each test gets a fresh channel layer, runtime and liveness store."""
-    channel_layers.backends.clear()
-    reset_runtime()
-    get_liveness.cache_clear()
+    """Each test gets a fresh channel layer, runtime, liveness store, limiter and key cache."""
+    _reset_process_state()
     yield
+    _reset_process_state()
+
+
+def _reset_process_state() -> None:
+    from accounts.auth import principal_cache
+    from accounts.limits import reset_limiters
+
     channel_layers.backends.clear()
     reset_runtime()
     get_liveness.cache_clear()
+    reset_limiters()
+    principal_cache.clear()
+
 
 
 @pytest.fixture

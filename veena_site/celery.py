@@ -1,4 +1,9 @@
-"""The Celery app: Redis broker when ``REDIS_URL`` is set; eager tasks in the embedded default."""
+"""The Celery app: Redis broker when ``REDIS_URL`` is set; eager tasks in the embedded default.
+
+Beat (``celery -A veena_site beat``) runs ``CELERY_BEAT_SCHEDULE`` from settings: the accounts
+reaper, lease sweep, rollups, quota reconciliation and purge. Without Redis there is no beat;
+the gateway runs the same tasks in-process with ``accounts.scheduler``.
+"""
 
 import os
 

@@ -75,6 +75,8 @@ class WorkerLink:
         self._saw_busy = False
         self._last_seen = 0.0
         self._timers: set[asyncio.Task[None]] = set()
+        # Names this link's timers, so one left over from a replaced link is ignored.
+        self.token = uuid.uuid4().hex[:12]
 
     async def submit(self, build: Callable[[str, float], Message]) -> Outcome | None:
         """Send the job's first message to the shared channel; ``build(job_id, deadline)``."""
@@ -101,7 +103,9 @@ class WorkerLink:
         return None
 
     async def on_timer(self, message: dict[str, Any]) -> Outcome | None:
-        """Handle a ``timer.fire`` posted by this link."""
+        """Handle a ``timer.fire`` posted by this link (others are ignored)."""
+        if message.get("token") != self.token:
+            return None
         name = message["name"]
         if name == "retry" and self.phase is Phase.SUBMITTING:
             return await self._attempt()
@@ -110,6 +114,14 @@ class WorkerLink:
         if name == "give_up" and self.phase is Phase.SUBMITTING:
             return Outcome.OVERLOADED if self._saw_busy else Outcome.NOT_LOADED
         if name == "stall" and self.phase is Phase.ACCEPTED:
+            # A stall check can wait in the consumer's queue behind a long handler, ahead of
+            # heartbeats that already arrived: confirm only after everything queued before
+            # the confirmation has been dispatched.
+            stalled = time.monotonic() - self._last_seen > self.stall_s
+            self._later(
+                0 if stalled else STALL_CHECK_S, "stall_confirm" if stalled else "stall"
+            )
+        if name == "stall_confirm" and self.phase is Phase.ACCEPTED:
             if time.monotonic() - self._last_seen > self.stall_s:
                 return Outcome.LOST
             self._later(STALL_CHECK_S, "stall")
@@ -135,16 +147,24 @@ class WorkerLink:
         return True
 
     async def close(self) -> None:
-        """Cancel the job at its worker (if any) and stop every timer; idempotent."""
+        """Cancel the job at its worker and stop every timer; idempotent.
+
+        A job still being admitted has no pinned worker yet: its cancel goes to the shared
+        channel, and a worker that accepts it anyway is answered with a cancel on arrival
+        of its late ``gpu.job.accepted`` only while this consumer lives; the worker's own
+        acceptance-confirmation timeout covers a consumer that is gone.
+        """
         if self.phase is Phase.CLOSED:
             return
-        pinned = self.phase is Phase.ACCEPTED
+        previous = self.phase
         self.phase = Phase.CLOSED
         for task in self._timers:
             task.cancel()
         self._timers.clear()
-        if pinned:
+        if previous is Phase.ACCEPTED:
             await self._cancel_at(self.worker_channel, self.job_id)
+        elif previous is Phase.SUBMITTING:
+            await self._cancel_at(WORKER_CHANNELS[self.kind], self.job_id)
 
     async def _attempt(self) -> Outcome | None:
         assert self._build is not None
@@ -186,6 +206,5 @@ class WorkerLink:
 
     async def _post(self, delay: float, name: str) -> None:
         await asyncio.sleep(delay)
-        await self.layer.send(
-            self.own_channel, {"type": TIMER, "name": name, "link": self.kind}
-        )
+        message = {"type": TIMER, "name": name, "link": self.kind, "token": self.token}
+        await self.layer.send(self.own_channel, message)

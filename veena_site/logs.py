@@ -7,8 +7,10 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar(
@@ -81,20 +83,39 @@ def new_request_id() -> str:
     return rid
 
 
+def _request_id_for(request: HttpRequest) -> str:
+    given = request.headers.get("X-Request-Id", "")
+    valid = re.fullmatch(r"[A-Za-z0-9._:-]{1,64}", given)
+    rid = given if valid else str(uuid.uuid4())
+    request_id_var.set(rid)
+    return rid
+
+
 class RequestIdMiddleware:
-    """Give each HTTP request an id (``X-Request-Id`` if valid) and echo it back."""
+    """Give each HTTP request an id (``X-Request-Id`` if valid) and echo it back.
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    Sync and async capable, so async views (REST TTS, probes) stay on the event loop.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        given = request.headers.get("X-Request-Id", "")
-        rid = (
-            given
-            if re.fullmatch(r"[A-Za-z0-9._:-]{1,64}", given)
-            else str(uuid.uuid4())
-        )
-        request_id_var.set(rid)
-        response = self.get_response(request)
+    def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        if self.is_async:
+            return self._acall(request)
+        rid = _request_id_for(request)
+        response: HttpResponse = self.get_response(request)
+        response.headers.setdefault("X-Request-Id", rid)
+        return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        rid = _request_id_for(request)
+        response: HttpResponse = await self.get_response(request)
         response.headers.setdefault("X-Request-Id", rid)
         return response

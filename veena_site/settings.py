@@ -215,6 +215,7 @@ LOGGING = {
     "loggers": {
         "django.channels.server": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
+        "faster_whisper": {"level": "WARNING"},
     },
 }
 ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=1.0)
@@ -279,3 +280,5 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": crontab(hour=3, minute=17),
     },
 }
+# Idle limit of a keep-alive TTS stream between requests (accounts §12, tts K5).
+WS_IDLE_TIMEOUT_SECONDS = env.float("WS_IDLE_TIMEOUT_SECONDS", default=30.0)

@@ -18,6 +18,7 @@ from accounts.models import (
     Plan,
     default_allowed_endpoints,
 )
+from accounts.services.api_keys import publish_key_versions
 from accounts.services.audit import apply_changes, audit_log_write
 
 if TYPE_CHECKING:
@@ -122,7 +123,9 @@ def account_update(
             return locked
         locked.save(update_fields=list(changes))
         if any(name in ACCOUNT_KEY_FIELDS for name in changes):
-            ApiKey.objects.filter(account=locked).update(version=F("version") + 1)
+            keys = ApiKey.objects.filter(account=locked)
+            keys.update(version=F("version") + 1)
+            publish_key_versions(keys.values_list("id", "version"))
         audit_log_write(
             actor=actor,
             actor_label=actor_label,

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
-from accounts.exceptions import KeyAlreadyRevoked
+from accounts.exceptions import KeyAlreadyRevoked, LimitsUnavailable
 from accounts.keys import display_parts, generate_key, hash_key
+from accounts.limits import get_limiter
 from accounts.models import REVOKED_REASON_MAX_LENGTH, Account, ApiKey, AuditAction
 from accounts.services.audit import actor_label_for, apply_changes, audit_log_write
 
@@ -26,6 +28,29 @@ logger = logging.getLogger(__name__)
 # Fields a key's owner may change after creation (K8); the first two are its limits.
 LIMIT_FIELDS = ("rpm_limit", "concurrency_limit")
 EDITABLE_FIELDS = ("name", "expires_at", "allowed_origins", *LIMIT_FIELDS)
+# K9: at most one last_used_at write per key and minute.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+ANONYMOUS_SLUG = "anonymous"
+
+
+def publish_key_versions(versions: Iterable[tuple[uuid.UUID, int]]) -> None:
+    """On commit, write each key's new version to the limits store (A5, A6, K6).
+
+    A store that is down then misses the write; every process reloads the key within
+    ``API_KEY_CACHE_SECONDS`` and raises the stored version itself.
+    """
+    pending = list(versions)
+
+    def write() -> None:
+        limiter = get_limiter()
+        for key_id, version in pending:
+            try:
+                limiter.set_key_version(key_id, version)
+            except LimitsUnavailable:
+                logger.warning("api key %s: version %d not published", key_id, version)
+
+    if pending:
+        transaction.on_commit(write)
 
 
 def api_key_create(
@@ -94,6 +119,7 @@ def api_key_revoke(
             update_fields=["revoked_at", "revoked_by", "revoked_reason", "version"]
         )
         locked.refresh_from_db(fields=["version"])
+        publish_key_versions([(locked.id, locked.version)])
         audit_log_write(
             actor=actor,
             actor_label=actor_label or actor_label_for(actor, default="system"),
@@ -132,6 +158,7 @@ def api_key_update(
         locked_key.version = F("version") + 1
         locked_key.save(update_fields=[*changes, "version"])
         locked_key.refresh_from_db(fields=["version"])
+        publish_key_versions([(locked_key.id, locked_key.version)])
         limits_changed = any(name in LIMIT_FIELDS for name in changes)
         audit_log_write(
             actor=actor,
@@ -145,3 +172,45 @@ def api_key_update(
             changes={**changes, "version": (before_version, locked_key.version)},
         )
     return locked_key
+
+
+def api_key_touch(*, key_id: uuid.UUID, now: datetime) -> bool:
+    """Record a use with one conditional UPDATE, at most once a minute per key (K9)."""
+    stale = Q(last_used_at__isnull=True) | Q(
+        last_used_at__lt=now - LAST_USED_RESOLUTION
+    )
+    return bool(ApiKey.objects.filter(stale, pk=key_id).update(last_used_at=now))
+
+
+def anonymous_api_key() -> ApiKey:
+    """The built-in ``anonymous`` key that unauthenticated usage is metered to (tts W7).
+
+    Created on first use on the default plan, from a random key that is thrown away.
+    """
+    from accounts.services.accounts import plan_get_or_create_default
+
+    existing = (
+        ApiKey.objects.filter(account__slug=ANONYMOUS_SLUG, revoked_at__isnull=True)
+        .order_by("created_at")
+        .first()
+    )
+    if existing is not None:
+        return existing
+    with transaction.atomic():
+        account, _ = Account.objects.get_or_create(
+            slug=ANONYMOUS_SLUG,
+            defaults={"name": ANONYMOUS_SLUG, "plan": plan_get_or_create_default()},
+        )
+        account = Account.objects.select_for_update().get(pk=account.pk)
+        existing = ApiKey.objects.filter(
+            account=account, revoked_at__isnull=True
+        ).first()
+        if existing is not None:
+            return existing
+        api_key, _raw = api_key_create(
+            account=account,
+            name=ANONYMOUS_SLUG,
+            actor=None,
+            actor_label="accounts.metering",
+        )
+    return api_key

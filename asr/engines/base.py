@@ -19,6 +19,7 @@ class Word:
     text: str = field(repr=False)
     start: float
     end: float
+    probability: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class AsrHypothesis:
 
     text: str = field(repr=False)
     words: tuple[Word, ...] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class AsrEngine(Protocol):

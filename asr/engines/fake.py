@@ -7,33 +7,55 @@ import asyncio
 from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrHypothesis, Word
 
 FAKE_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+FAKE_PROBABILITY = 0.9
 
 
-def fake_transcript(seconds: int) -> str:
+def fake_transcript(seconds: int, first: int = 0) -> str:
     """Return the transcript the fake engine gives for ``seconds`` of audio."""
-    return " ".join(FAKE_WORDS[i % len(FAKE_WORDS)] for i in range(seconds))
+    return " ".join(
+        FAKE_WORDS[i % len(FAKE_WORDS)] for i in range(first, first + seconds)
+    )
 
 
 class FakeAsr:
-    """Transcribes N whole seconds of audio as the first N words of ``FAKE_WORDS``."""
+    """Transcribes N whole seconds of audio as the first N words of ``FAKE_WORDS``.
+
+    ``failures`` makes the next decodes raise (fault injection); ``calls`` records every
+    request, so tests can check prompts and prefixes (realtime T-C8).
+    """
 
     name = "fake"
-    model_version = "fake/words"
+    model_version = "fake/words.en"
 
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
+        self.failures = 0
+        self.failure_text = "fake engine failure"
+        self.calls: list[AsrDecodeRequest] = []
 
     async def decode(self, req: AsrDecodeRequest) -> AsrHypothesis:
         """Return the known transcript for the length of ``req.audio``."""
+        self.calls.append(req)
         await asyncio.sleep(self.delay_s)
+        if self.failures > 0:
+            self.failures -= 1
+            raise RuntimeError(self.failure_text)
         seconds = len(req.audio) // MODEL_RATE
         words = tuple(
             Word(
-                text=" " + FAKE_WORDS[i % len(FAKE_WORDS)], start=float(i), end=i + 1.0
+                text=" " + FAKE_WORDS[i % len(FAKE_WORDS)],
+                start=float(i),
+                end=i + 1.0,
+                probability=FAKE_PROBABILITY,
             )
             for i in range(seconds)
         )
-        return AsrHypothesis(text="".join(w.text for w in words).strip(), words=words)
+        return AsrHypothesis(
+            text="".join(w.text for w in words).strip(),
+            words=words if req.word_timestamps else (),
+            prompt_tokens=2 + len(req.prefix.split()),
+            completion_tokens=seconds,
+        )
 
     def close(self) -> None:
         """Nothing to release."""

@@ -47,7 +47,12 @@ def load_model() -> WhisperModel:
 def to_words(segments: list[Segment]) -> tuple[Word, ...]:
     """Flatten the segments' word timings into engine words."""
     return tuple(
-        Word(text=w.word, start=float(w.start), end=float(w.end))
+        Word(
+            text=w.word,
+            start=float(w.start),
+            end=float(w.end),
+            probability=float(w.probability),
+        )
         for segment in segments
         for w in segment.words or ()
     )
@@ -122,4 +127,20 @@ class FasterWhisperAsr:
         return AsrHypothesis(
             text=with_prefix(prefix, "".join(segment.text for segment in segments)),
             words=to_words(segments) if req.word_timestamps else (),
+            prompt_tokens=self._prompt_tokens(req, prefix),
+            completion_tokens=sum(len(segment.tokens) for segment in segments),
         )
+
+    def _prompt_tokens(self, req: AsrDecodeRequest, prefix: str) -> int:
+        """Length of the decoder prompt of the first window (realtime VL-7 usage)."""
+        from faster_whisper.tokenizer import Tokenizer
+
+        model = self._model
+        tokenizer = Tokenizer(
+            model.hf_tokenizer, model.model.is_multilingual, "transcribe", "en"
+        )
+        previous = tokenizer.encode(" " + req.prompt.strip()) if req.prompt else []
+        prompt = model.get_prompt(
+            tokenizer, previous, not req.word_timestamps, prefix or None
+        )
+        return len(prompt)

@@ -2,17 +2,86 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import redis
+from channels.db import database_sync_to_async
 from django.db import connection
 
+from accounts import admission as admission_module
+from accounts.auth import principal_cache
+from accounts.limits import MemoryLimiter, RedisLimiter, reset_limiters
 from accounts.models import Account, ApiKey, Plan
 from accounts.services.accounts import account_get_or_create, plan_get_or_create_default
 from accounts.services.api_keys import api_key_create
 
 MakeKey = Callable[..., tuple[ApiKey, str]]
+
+
+@pytest.fixture(autouse=True)
+def fresh_limits() -> Iterator[None]:
+    """Each test starts with an empty in-process store, principal cache and K9 memory."""
+    reset_limiters()
+    principal_cache.clear()
+    admission_module._touched.clear()
+    yield
+    reset_limiters()
+    principal_cache.clear()
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def backend(request: pytest.FixtureRequest, settings: Any) -> str:
+    """Run the test once on MemoryLimiter and once on RedisLimiter (accounts B5)."""
+    if request.param == "redis":
+        settings.REDIS_URL = request.getfixturevalue("redis_url")
+        settings.REDIS_KEY_PREFIX = f"t{uuid.uuid4().hex[:8]}:"
+    else:
+        settings.REDIS_URL = ""
+    return str(request.param)
+
+
+class FakeClock:
+    """Milliseconds that only move when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def store(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A bare limiter with a short RPM window, plus ``store.advance(ms)`` to move time.
+
+    Memory moves an injected clock; Redis (whose clock is its own ``TIME``) sleeps, so the
+    durations used with it stay small.
+    """
+    if request.param == "memory":
+        clock = FakeClock()
+        limiter: Any = MemoryLimiter(clock=clock, rpm_window_ms=300)
+
+        def advance(ms: int) -> None:
+            clock.now += ms
+
+    else:
+        client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+        limiter = RedisLimiter(
+            client, prefix=f"t{uuid.uuid4().hex[:8]}:", rpm_window_ms=300
+        )
+
+        def advance(ms: int) -> None:
+            time.sleep(ms / 1000)
+
+    limiter.advance = advance
+    limiter.backend = request.param
+    yield limiter
+    if request.param == "redis":
+        client.close()
 
 
 @pytest.fixture
@@ -47,3 +116,45 @@ def dump_database() -> str:
             cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
             chunks.extend(repr(row) for row in cursor.fetchall())
     return "\n".join(chunks)
+
+
+def bearer_scope(raw: str, *, origin: str | None = None) -> dict[str, Any]:
+    """A WebSocket scope that carries ``raw`` as a bearer token."""
+    headers = [(b"authorization", f"Bearer {raw}".encode())]
+    if origin is not None:
+        headers.append((b"origin", origin.encode()))
+    return {
+        "type": "websocket",
+        "query_string": b"",
+        "headers": headers,
+        "subprotocols": [],
+    }
+
+
+@pytest.fixture
+def keyed(transactional_db: None):
+    """``await keyed(plan_values, **key_fields)``: a key on a fresh account and plan."""
+
+    def make_sync(plan: dict[str, Any] | None = None, **key: Any) -> tuple[ApiKey, str]:
+        values = {
+            "requests_per_minute": 100,
+            "max_concurrent_streams": 10,
+            "monthly_tts_characters": None,
+            "monthly_asr_seconds": None,
+            "max_session_seconds": 600,
+            **(plan or {}),
+        }
+        name = f"p-{uuid.uuid4().hex[:8]}"
+        account = Account.objects.create(
+            name=name, slug=name, plan=Plan.objects.create(name=name, **values)
+        )
+        return api_key_create(
+            account=account, name="k", actor=None, actor_label="pytest", **key
+        )
+
+    async def make(
+        plan: dict[str, Any] | None = None, **key: Any
+    ) -> tuple[ApiKey, str]:
+        return await database_sync_to_async(make_sync)(plan, **key)
+
+    return make

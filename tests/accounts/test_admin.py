@@ -203,3 +203,42 @@ def test_ad2_plan_admin_edit_is_audited(staff, plan) -> None:
     assert response.status_code == 302, response.content.decode()[:2000]
     entry = AuditLog.objects.get(action="plan.changed")
     assert entry.changes == {"requests_per_minute": [600, 60]}
+
+
+def test_ad6_usage_records_filter_and_search(staff, make_key) -> None:
+    """AD6: filters by status, endpoint, model, account and key; search by key prefix."""
+    import uuid
+
+    from django.utils import timezone
+
+    from accounts.services.usage import NewRecord, UsageCounters, usage_open
+
+    api_key, _ = make_key()
+    record = NewRecord(
+        id=uuid.uuid4(),
+        stream_id=uuid.uuid4(),
+        request_id="req-42",
+        account_id=api_key.account_id,
+        api_key_id=api_key.id,
+        endpoint="tts",
+        model="fake/tone",
+        started_at=timezone.now(),
+        instance="test:1",
+    )
+    usage_open(record=record, counters=UsageCounters(tts_chars_in=3))
+    url = reverse("admin:accounts_usagerecord_changelist")
+    for query in (
+        {"status__exact": "started", "endpoint__exact": "tts"},
+        {"api_key__id__exact": str(api_key.id)},
+        {"account__id__exact": api_key.account_id},
+        {"q": api_key.key_prefix},
+        {"q": "req-42"},
+    ):
+        response = staff.get(url, query)
+        assert response.status_code == 200
+        assert "req-42" in response.content.decode() or str(record.id) in (
+            response.content.decode()
+        ), query
+    assert staff.get(url, {"status__exact": "failed"}).context["cl"].result_count == 0
+    change = reverse("admin:accounts_usagerecord_change", args=[record.id])
+    assert staff.post(change, {"status": "completed"}).status_code == 403

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -131,7 +132,12 @@ def pcm_b64(seconds: float, rate: int = 24000) -> str:
     return base64.b64encode(pcm.tobytes()).decode()
 
 
-async def test_asr_round_trip_in_process(embedded_worker: object, api_key: str) -> None:
+async def test_asr_round_trip_in_process(
+    embedded_worker: object, api_key: str, settings: Any
+) -> None:
+    settings.ASR_TRIM_NONSPEECH = (
+        False  # a sine is not speech to Silero (realtime §6.3)
+    )
     comm = WebsocketCommunicator(
         application, "/v1/realtime", headers=bearer(api_key), subprotocols=["realtime"]
     )

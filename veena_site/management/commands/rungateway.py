@@ -28,14 +28,21 @@ class Command(BaseCommand):
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
         from daphne.server import Server  # installs the asyncio reactor first
 
+        from veena_site import daphne_compat
         from veena_site.asgi import application
 
+        daphne_compat.install()
+
         def ready() -> None:
-            # Called before the reactor's loop runs: schedule the worker for its first turn.
+            # Called before the reactor's loop runs: schedule the embedded worker and the
+            # in-process beat (accounts' periodic jobs) for the loop's first turn.
             if not settings.REDIS_URL:
+                from accounts.scheduler import start_embedded_scheduler
                 from veena_site.embedded import start_embedded_worker
 
-                asyncio.get_event_loop().call_soon(start_embedded_worker)
+                loop = asyncio.get_event_loop()
+                loop.call_soon(start_embedded_worker)
+                loop.call_soon(start_embedded_scheduler)
             logger.info("gateway listening on %s:%d", host, port)
 
         server = Server(

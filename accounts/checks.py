@@ -1,0 +1,48 @@
+"""System checks for the accounts settings (accounts §12), registered in ``ready()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning, register
+
+
+@register()
+def lease_renewal_fits_ttl(**kwargs: Any) -> list[CheckMessage]:
+    """E002: a lease is renewed at least three times per TTL (C2, C4)."""
+    if settings.LEASE_RENEW_SECONDS > settings.LEASE_TTL_SECONDS / 3:
+        return [
+            Error(
+                "LEASE_RENEW_SECONDS must be at most LEASE_TTL_SECONDS / 3",
+                id="accounts.E002",
+            )
+        ]
+    return []
+
+
+@register()
+def retention_outlives_rollups(**kwargs: Any) -> list[CheckMessage]:
+    """E003: records outlive the rollup lookback window that rebuilds from them (G4)."""
+    if settings.USAGE_RECORD_RETENTION_DAYS * 24 <= settings.ROLLUP_LOOKBACK_HOURS:
+        return [
+            Error(
+                "USAGE_RECORD_RETENTION_DAYS must exceed ROLLUP_LOOKBACK_HOURS",
+                id="accounts.E003",
+            )
+        ]
+    return []
+
+
+@register()
+def memory_limiter_in_production(**kwargs: Any) -> list[CheckMessage]:
+    """W001: without REDIS_URL, limits hold for this process only (B2)."""
+    if not settings.REDIS_URL and not settings.DEBUG:
+        return [
+            Warning(
+                "REDIS_URL is unset: rate, concurrency and quota limits are enforced per "
+                "process (MemoryLimiter). Set REDIS_URL when running more than one.",
+                id="accounts.W001",
+            )
+        ]
+    return []

@@ -1,0 +1,179 @@
+"""The one interface to the limits store (accounts B1), and its key layout (B3).
+
+Every operation is atomic in the store and sync: tasks, services and commands call it
+directly, async code through ``asyncio.to_thread``. An unreachable store raises
+``LimitsUnavailable`` (E4). Times are the store's clock in milliseconds: Redis ``TIME`` for
+``RedisLimiter``, an injectable clock for ``MemoryLimiter``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+from uuid import UUID
+
+# R3: the sliding log's window.
+RPM_WINDOW_MS = 60_000
+# Q5: a quota mirror outlives its month by one more.
+QUOTA_MIRROR_TTL_MS = 62 * 24 * 3600 * 1000
+# A5: the version of a key is reloaded from the database when this has passed.
+KEY_VERSION_TTL_MS = 7 * 24 * 3600 * 1000
+# Q11: the generation counter lives as long as a mirror does.
+GENERATION_TTL_MS = QUOTA_MIRROR_TTL_MS
+
+
+class Decision(NamedTuple):
+    """The answer of a take or acquire: allowed, else how long until a retry may pass."""
+
+    allowed: bool
+    retry_after_ms: int = 0
+
+
+class QuotaGrant(NamedTuple):
+    """A reservation: what was granted and what remains (None: no limit)."""
+
+    granted: int
+    remaining: int | None
+
+
+class Limiter(Protocol):
+    """Rate logs, leases, quota mirrors and key versions shared by all gateway processes.
+
+    ``key_id`` names the key's own log or lease set; pass it only when the key has its own
+    cap (E9). Release and refund take the same ``key_id`` that the take or acquire did.
+    """
+
+    def take_request(
+        self,
+        *,
+        member: str,
+        account_id: int,
+        account_limit: int,
+        key_id: UUID | None = None,
+        key_limit: int | None = None,
+    ) -> Decision:
+        """Take one request token from the account's log and the key's, both or neither (R1)."""
+        ...
+
+    def refund_request(
+        self, *, member: str, account_id: int, key_id: UUID | None = None
+    ) -> None:
+        """Give a token back (R5); harmless when it is gone."""
+        ...
+
+    def acquire_lease(
+        self,
+        *,
+        member: str,
+        account_id: int,
+        account_limit: int,
+        ttl_ms: int,
+        key_id: UUID | None = None,
+        key_limit: int | None = None,
+    ) -> Decision:
+        """Add a lease expiring in ``ttl_ms`` to every set, or to none (C1)."""
+        ...
+
+    def renew_lease(
+        self, *, member: str, account_id: int, ttl_ms: int, key_id: UUID | None = None
+    ) -> bool:
+        """Push the lease's expiry out; False when it is missing from any set (C2)."""
+        ...
+
+    def release_lease(
+        self, *, member: str, account_id: int, key_id: UUID | None = None
+    ) -> None:
+        """Remove the lease (C3); releasing twice is harmless."""
+        ...
+
+    def lease_generation(self, account_id: int) -> int:
+        """How many leases the account has acquired, as far as the store remembers (Q11)."""
+        ...
+
+    def reserve_quota(
+        self,
+        *,
+        account_id: int,
+        metric: str,
+        period: str,
+        amount: int,
+        limit: int | None,
+        partial: bool,
+    ) -> QuotaGrant | None:
+        """Add a grant to the mirror; None when the mirror is not seeded (Q5–Q8).
+
+        All-or-nothing unless ``partial``, where the grant is ``min(amount, remaining)``.
+        ``amount=0`` only reads what remains (Q6).
+        """
+        ...
+
+    def adjust_quota(
+        self, *, account_id: int, metric: str, period: str, delta: int
+    ) -> None:
+        """Add ``delta`` to a seeded mirror; a missing mirror stays missing (Q5, Q9)."""
+        ...
+
+    def seed_quota(
+        self, *, account_id: int, metric: str, period: str, used: int
+    ) -> int:
+        """Set the mirror to ``used`` unless it exists (``SET NX``); return its value (Q5)."""
+        ...
+
+    def reconcile_quota(
+        self,
+        *,
+        account_id: int,
+        metric: str,
+        period: str,
+        used: int,
+        generation: int,
+    ) -> bool:
+        """Set an existing mirror to ``used`` only if no lease is live and ``generation``
+        is unchanged (Q11)."""
+        ...
+
+    def key_version(self, key_id: UUID) -> int | None:
+        """The key's version in the store, or None when it is not there (A5)."""
+        ...
+
+    def set_key_version(self, key_id: UUID, version: int) -> int:
+        """Store ``version`` unless a higher one is there; return the stored value (A5, K6)."""
+        ...
+
+    def sweep(self) -> int:
+        """Drop expired leases from every set; return how many went."""
+        ...
+
+    def try_lock(self, name: str, ttl_ms: int) -> str | None:
+        """Take a named lock for ``ttl_ms`` (``SET NX PX``); its token, or None (G7)."""
+        ...
+
+    def unlock(self, name: str, token: str) -> None:
+        """Release a lock if ``token`` still holds it."""
+        ...
+
+
+class Keys:
+    """Store key names (B3): one hash tag per account, so scripts stay cluster-safe."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def rate(self, account_id: int, key_id: UUID | None = None) -> str:
+        base = f"{self.prefix}rl:{{a:{account_id}}}"
+        return base if key_id is None else f"{base}:k:{key_id}"
+
+    def leases(self, account_id: int, key_id: UUID | None = None) -> str:
+        base = f"{self.prefix}cc:{{a:{account_id}}}"
+        return base if key_id is None else f"{base}:k:{key_id}"
+
+    def generation(self, account_id: int) -> str:
+        return f"{self.prefix}cg:{{a:{account_id}}}"
+
+    def quota(self, account_id: int, metric: str, period: str) -> str:
+        return f"{self.prefix}q:{{a:{account_id}}}:{metric}:{period}"
+
+    def key_version(self, key_id: UUID) -> str:
+        return f"{self.prefix}apikey:{key_id}:v"
+
+    def lock(self, name: str) -> str:
+        return f"{self.prefix}lock:{name}"

@@ -1,0 +1,311 @@
+"""``MemoryLimiter``: the limits store of the embedded single-process default (accounts B1, B2).
+
+The same semantics as the Lua scripts, under one lock, so the scheduler's threads and the
+event loop can share it. The clock is injectable (milliseconds), which lets the contract
+tests move time instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from uuid import UUID
+
+from accounts.limits.base import (
+    GENERATION_TTL_MS,
+    KEY_VERSION_TTL_MS,
+    QUOTA_MIRROR_TTL_MS,
+    RPM_WINDOW_MS,
+    Decision,
+    Keys,
+    QuotaGrant,
+)
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch, like Redis ``TIME``."""
+    return time.time_ns() // 1_000_000
+
+
+class MemoryLimiter:
+    """The Limiter in process memory; one instance serves one process."""
+
+    def __init__(
+        self, *, clock: Clock = wall_clock_ms, rpm_window_ms: int = RPM_WINDOW_MS
+    ) -> None:
+        self.clock = clock
+        self.rpm_window_ms = rpm_window_ms
+        self.keys = Keys("")
+        self._lock = threading.Lock()
+        # Sorted sets: member -> score. Strings: key -> (value, expires_at_ms or None).
+        self._sets: dict[str, dict[str, int]] = {}
+        self._values: dict[str, tuple[int | str, int | None]] = {}
+
+    # Primitives, called with the lock held.
+
+    def _prune(self, key: str, *, upto: int) -> int:
+        members = self._sets.get(key)
+        if not members:
+            return 0
+        expired = [m for m, score in members.items() if score <= upto]
+        for member in expired:
+            del members[member]
+        if not members:
+            del self._sets[key]
+        return len(expired)
+
+    def _get(self, key: str, now: int) -> int | str | None:
+        item = self._values.get(key)
+        if item is None:
+            return None
+        value, expires_at = item
+        if expires_at is not None and expires_at <= now:
+            del self._values[key]
+            return None
+        return value
+
+    def _set(self, key: str, value: int | str, *, ttl_ms: int | None, now: int) -> None:
+        self._values[key] = (value, None if ttl_ms is None else now + ttl_ms)
+
+    def _ttl_of(self, key: str) -> int | None:
+        item = self._values.get(key)
+        return None if item is None else item[1]
+
+    # Requests per minute (R1-R5).
+
+    def take_request(
+        self,
+        *,
+        member: str,
+        account_id: int,
+        account_limit: int,
+        key_id: UUID | None = None,
+        key_limit: int | None = None,
+    ) -> Decision:
+        logs = [(self.keys.rate(account_id), account_limit)]
+        if key_id is not None:
+            assert key_limit is not None, "a key-scoped take needs the key's limit"
+            logs.append((self.keys.rate(account_id, key_id), key_limit))
+        with self._lock:
+            now = self.clock()
+            retry = 0
+            for key, limit in logs:
+                self._prune(key, upto=now - self.rpm_window_ms)
+                scores = sorted(self._sets.get(key, {}).values())
+                if len(scores) >= limit:
+                    wait = scores[len(scores) - limit] + self.rpm_window_ms - now
+                    retry = max(retry, wait, 1)
+            if retry:
+                return Decision(False, retry)
+            for key, _ in logs:
+                self._sets.setdefault(key, {})[member] = now
+            return Decision(True)
+
+    def refund_request(
+        self, *, member: str, account_id: int, key_id: UUID | None = None
+    ) -> None:
+        keys = [self.keys.rate(account_id)]
+        if key_id is not None:
+            keys.append(self.keys.rate(account_id, key_id))
+        with self._lock:
+            self._remove(keys, member)
+
+    def _remove(self, keys: list[str], member: str) -> None:
+        for key in keys:
+            members = self._sets.get(key)
+            if members is not None:
+                members.pop(member, None)
+                if not members:
+                    del self._sets[key]
+
+    # Concurrency leases (C1-C4).
+
+    def _lease_sets(self, account_id: int, key_id: UUID | None) -> list[str]:
+        keys = [self.keys.leases(account_id)]
+        if key_id is not None:
+            keys.append(self.keys.leases(account_id, key_id))
+        return keys
+
+    def acquire_lease(
+        self,
+        *,
+        member: str,
+        account_id: int,
+        account_limit: int,
+        ttl_ms: int,
+        key_id: UUID | None = None,
+        key_limit: int | None = None,
+    ) -> Decision:
+        limits = [account_limit]
+        if key_id is not None:
+            assert key_limit is not None, "a key-scoped lease needs the key's limit"
+            limits.append(key_limit)
+        sets = self._lease_sets(account_id, key_id)
+        with self._lock:
+            now = self.clock()
+            for key, limit in zip(sets, limits, strict=True):
+                self._prune(key, upto=now)
+                members = self._sets.get(key, {})
+                if len(members) - (member in members) >= limit:
+                    return Decision(False)
+            for key in sets:
+                self._sets.setdefault(key, {})[member] = now + ttl_ms
+            generation = self.keys.generation(account_id)
+            current = int(self._get(generation, now) or 0)
+            self._set(generation, current + 1, ttl_ms=GENERATION_TTL_MS, now=now)
+            return Decision(True)
+
+    def renew_lease(
+        self, *, member: str, account_id: int, ttl_ms: int, key_id: UUID | None = None
+    ) -> bool:
+        sets = self._lease_sets(account_id, key_id)
+        with self._lock:
+            now = self.clock()
+            for key in sets:
+                score = self._sets.get(key, {}).get(member)
+                if score is None or score <= now:
+                    self._remove(sets, member)
+                    return False
+            for key in sets:
+                self._sets[key][member] = now + ttl_ms
+            return True
+
+    def release_lease(
+        self, *, member: str, account_id: int, key_id: UUID | None = None
+    ) -> None:
+        with self._lock:
+            self._remove(self._lease_sets(account_id, key_id), member)
+
+    def lease_generation(self, account_id: int) -> int:
+        with self._lock:
+            return int(self._get(self.keys.generation(account_id), self.clock()) or 0)
+
+    # Quota mirrors (Q5-Q11).
+
+    def reserve_quota(
+        self,
+        *,
+        account_id: int,
+        metric: str,
+        period: str,
+        amount: int,
+        limit: int | None,
+        partial: bool,
+    ) -> QuotaGrant | None:
+        assert amount >= 0, amount
+        key = self.keys.quota(account_id, metric, period)
+        with self._lock:
+            now = self.clock()
+            value = self._get(key, now)
+            if value is None:
+                return None
+            used = int(value)
+            if limit is None:
+                grant, remaining = amount, None
+            else:
+                left = max(limit - used, 0)
+                grant = (
+                    min(amount, left) if partial else (amount if amount <= left else 0)
+                )
+                remaining = left - grant
+            if grant:
+                self._values[key] = (used + grant, self._ttl_of(key))
+            return QuotaGrant(grant, remaining)
+
+    def adjust_quota(
+        self, *, account_id: int, metric: str, period: str, delta: int
+    ) -> None:
+        key = self.keys.quota(account_id, metric, period)
+        with self._lock:
+            value = self._get(key, self.clock())
+            if value is not None:
+                self._values[key] = (int(value) + delta, self._ttl_of(key))
+
+    def seed_quota(
+        self, *, account_id: int, metric: str, period: str, used: int
+    ) -> int:
+        key = self.keys.quota(account_id, metric, period)
+        with self._lock:
+            now = self.clock()
+            value = self._get(key, now)
+            if value is None:
+                self._set(key, used, ttl_ms=QUOTA_MIRROR_TTL_MS, now=now)
+                return used
+            return int(value)
+
+    def reconcile_quota(
+        self,
+        *,
+        account_id: int,
+        metric: str,
+        period: str,
+        used: int,
+        generation: int,
+    ) -> bool:
+        key = self.keys.quota(account_id, metric, period)
+        with self._lock:
+            now = self.clock()
+            if self._get(key, now) is None:
+                return False
+            leases = self.keys.leases(account_id)
+            self._prune(leases, upto=now)
+            if self._sets.get(leases):
+                return False
+            if int(self._get(self.keys.generation(account_id), now) or 0) != generation:
+                return False
+            self._values[key] = (used, self._ttl_of(key))
+            return True
+
+    # Key versions (A5).
+
+    def key_version(self, key_id: UUID) -> int | None:
+        with self._lock:
+            value = self._get(self.keys.key_version(key_id), self.clock())
+            return None if value is None else int(value)
+
+    def set_key_version(self, key_id: UUID, version: int) -> int:
+        key = self.keys.key_version(key_id)
+        with self._lock:
+            now = self.clock()
+            current = self._get(key, now)
+            if current is not None and int(current) >= version:
+                return int(current)
+            self._set(key, version, ttl_ms=KEY_VERSION_TTL_MS, now=now)
+            return version
+
+    # Housekeeping and locks.
+
+    def sweep(self) -> int:
+        with self._lock:
+            now = self.clock()
+            removed = 0
+            for key in list(self._sets):
+                if key.startswith("cc:"):
+                    removed += self._prune(key, upto=now)
+                else:  # a request log: Redis lets it expire after the window
+                    self._prune(key, upto=now - self.rpm_window_ms)
+            for key in [
+                k for k, (_, exp) in self._values.items() if exp and exp <= now
+            ]:
+                del self._values[key]
+            return removed
+
+    def try_lock(self, name: str, ttl_ms: int) -> str | None:
+        key = self.keys.lock(name)
+        with self._lock:
+            now = self.clock()
+            if self._get(key, now) is not None:
+                return None
+            token = secrets.token_hex(16)
+            self._set(key, token, ttl_ms=ttl_ms, now=now)
+            return token
+
+    def unlock(self, name: str, token: str) -> None:
+        key = self.keys.lock(name)
+        with self._lock:
+            if self._get(key, self.clock()) == token:
+                del self._values[key]

@@ -1,0 +1,279 @@
+"""``RedisLimiter``: the limits store shared by every gateway process (accounts B1–B4).
+
+Each atomic operation is one Lua script in ``lua/``, registered once with
+``register_script`` (EVALSHA, falling back to EVAL). Every timestamp comes from Redis
+``TIME``, so all processes share one clock (R3).
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+from uuid import UUID
+
+import redis
+
+from accounts.exceptions import LimitsUnavailable
+from accounts.limits.base import (
+    GENERATION_TTL_MS,
+    KEY_VERSION_TTL_MS,
+    QUOTA_MIRROR_TTL_MS,
+    RPM_WINDOW_MS,
+    Decision,
+    Keys,
+    QuotaGrant,
+)
+
+LUA_DIR = Path(__file__).resolve().parent / "lua"
+SCRIPTS = (
+    "take_request",
+    "refund_request",
+    "acquire_lease",
+    "renew_lease",
+    "release_lease",
+    "reserve_quota",
+    "adjust_quota",
+    "seed_quota",
+    "reconcile_quota",
+    "set_key_version",
+    "sweep_leases",
+    "unlock",
+)
+# A limits call blocks admission; an unreachable store must fail fast (E4).
+SOCKET_TIMEOUT_S = 1.0
+SWEEP_BATCH = 100
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _store_call(method: Callable[P, R]) -> Callable[P, R]:
+    """Turn any Redis failure into LimitsUnavailable."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except (redis.RedisError, OSError) as exc:
+            raise LimitsUnavailable("limits store unreachable") from exc
+
+    return wrapper
+
+
+def _both(
+    account_key: str, key_key: str | None, account_limit: int, key_limit: int | None
+) -> tuple[list[str], list[int]]:
+    if key_key is None:
+        return [account_key], [account_limit]
+    assert key_limit is not None, "a key-scoped take needs the key's limit"
+    return [account_key, key_key], [account_limit, key_limit]
+
+
+class RedisLimiter:
+    """The Limiter on Redis ≥ 7 with ``maxmemory-policy noeviction`` (B4)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        prefix: str = "veena:",
+        rpm_window_ms: int = RPM_WINDOW_MS,
+    ) -> None:
+        self.client = client
+        self.keys = Keys(prefix)
+        self.rpm_window_ms = rpm_window_ms
+        self._scripts = {
+            name: client.register_script((LUA_DIR / f"{name}.lua").read_text())
+            for name in SCRIPTS
+        }
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> RedisLimiter:
+        """A limiter on its own connection pool with short timeouts."""
+        client = redis.Redis.from_url(
+            url,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+            health_check_interval=30,
+        )
+        return cls(client, **kwargs)
+
+    def _run(self, name: str, keys: list[str], args: list[str | int]) -> Any:
+        return self._scripts[name](keys=keys, args=args)
+
+    @_store_call
+    def take_request(
+        self,
+        *,
+        member: str,
+        account_id: int,
+        account_limit: int,
+        key_id: UUID | None = None,
+        key_limit: int | None = None,
+    ) -> Decision:
+        key_log = None if key_id is None else self.keys.rate(account_id, key_id)
+        keys, limits = _both(
+            self.keys.rate(account_id), key_log, account_limit, key_limit
+        )
+        allowed, retry = self._run(
+            "take_request", keys, [member, self.rpm_window_ms, *limits]
+        )
+        return Decision(bool(allowed), int(retry))
+
+    @_store_call
+    def refund_request(
+        self, *, member: str, account_id: int, key_id: UUID | None = None
+    ) -> None:
+        keys = [self.keys.rate(account_id)]
+        if key_id is not None:
+            keys.append(self.keys.rate(account_id, key_id))
+        self._run("refund_request", keys, [member])
+
+    @_store_call
+    def acquire_lease(
+        self,
+        *,
+        member: str,
+        account_id: int,
+        account_limit: int,
+        ttl_ms: int,
+        key_id: UUID | None = None,
+        key_limit: int | None = None,
+    ) -> Decision:
+        key_set = None if key_id is None else self.keys.leases(account_id, key_id)
+        keys, limits = _both(
+            self.keys.leases(account_id), key_set, account_limit, key_limit
+        )
+        acquired = self._run(
+            "acquire_lease",
+            [self.keys.generation(account_id), *keys],
+            [member, ttl_ms, GENERATION_TTL_MS, *limits],
+        )
+        return Decision(bool(acquired))
+
+    def _lease_sets(self, account_id: int, key_id: UUID | None) -> list[str]:
+        keys = [self.keys.leases(account_id)]
+        if key_id is not None:
+            keys.append(self.keys.leases(account_id, key_id))
+        return keys
+
+    @_store_call
+    def renew_lease(
+        self, *, member: str, account_id: int, ttl_ms: int, key_id: UUID | None = None
+    ) -> bool:
+        keys = self._lease_sets(account_id, key_id)
+        return bool(self._run("renew_lease", keys, [member, ttl_ms]))
+
+    @_store_call
+    def release_lease(
+        self, *, member: str, account_id: int, key_id: UUID | None = None
+    ) -> None:
+        self._run("release_lease", self._lease_sets(account_id, key_id), [member])
+
+    @_store_call
+    def lease_generation(self, account_id: int) -> int:
+        value = self.client.get(self.keys.generation(account_id))
+        return int(value) if value is not None else 0
+
+    @_store_call
+    def reserve_quota(
+        self,
+        *,
+        account_id: int,
+        metric: str,
+        period: str,
+        amount: int,
+        limit: int | None,
+        partial: bool,
+    ) -> QuotaGrant | None:
+        assert amount >= 0, amount
+        granted, remaining = self._run(
+            "reserve_quota",
+            [self.keys.quota(account_id, metric, period)],
+            [amount, -1 if limit is None else limit, int(partial)],
+        )
+        if granted < 0:
+            return None
+        return QuotaGrant(int(granted), None if remaining < 0 else int(remaining))
+
+    @_store_call
+    def adjust_quota(
+        self, *, account_id: int, metric: str, period: str, delta: int
+    ) -> None:
+        self._run(
+            "adjust_quota", [self.keys.quota(account_id, metric, period)], [delta]
+        )
+
+    @_store_call
+    def seed_quota(
+        self, *, account_id: int, metric: str, period: str, used: int
+    ) -> int:
+        return int(
+            self._run(
+                "seed_quota",
+                [self.keys.quota(account_id, metric, period)],
+                [used, QUOTA_MIRROR_TTL_MS],
+            )
+        )
+
+    @_store_call
+    def reconcile_quota(
+        self,
+        *,
+        account_id: int,
+        metric: str,
+        period: str,
+        used: int,
+        generation: int,
+    ) -> bool:
+        keys = [
+            self.keys.quota(account_id, metric, period),
+            self.keys.leases(account_id),
+            self.keys.generation(account_id),
+        ]
+        return bool(self._run("reconcile_quota", keys, [used, generation]))
+
+    @_store_call
+    def key_version(self, key_id: UUID) -> int | None:
+        value = self.client.get(self.keys.key_version(key_id))
+        return int(value) if value is not None else None
+
+    @_store_call
+    def set_key_version(self, key_id: UUID, version: int) -> int:
+        return int(
+            self._run(
+                "set_key_version",
+                [self.keys.key_version(key_id)],
+                [version, KEY_VERSION_TTL_MS],
+            )
+        )
+
+    @_store_call
+    def sweep(self) -> int:
+        removed = 0
+        batch: list[str] = []
+        for key in self.client.scan_iter(
+            match=f"{self.keys.prefix}cc:*", count=SWEEP_BATCH
+        ):
+            batch.append(key.decode() if isinstance(key, bytes) else key)
+            if len(batch) == SWEEP_BATCH:
+                removed += self._sweep(batch)
+                batch = []
+        return removed + (self._sweep(batch) if batch else 0)
+
+    def _sweep(self, keys: list[str]) -> int:
+        # One call per key: keys of different accounts may live on different cluster slots.
+        return sum(int(self._run("sweep_leases", [key], [])) for key in keys)
+
+    @_store_call
+    def try_lock(self, name: str, ttl_ms: int) -> str | None:
+        token = secrets.token_hex(16)
+        taken = self.client.set(self.keys.lock(name), token, nx=True, px=ttl_ms)
+        return token if taken else None
+
+    @_store_call
+    def unlock(self, name: str, token: str) -> None:
+        self._run("unlock", [self.keys.lock(name)], [token])

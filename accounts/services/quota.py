@@ -1,0 +1,164 @@
+"""Quota counters (accounts §5.4): the database authority and its limits-store mirror.
+
+``QuotaCounter.used`` changes only inside the transaction that writes a UsageRecord, by that
+record's delta (Q3). The mirror in the limits store is seeded from it (Q5), pre-debited by
+reservations (Q7, Q8) and reconciled by the beat task while the account is idle (Q11).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F, Sum
+from django.utils import timezone
+
+from accounts.limits import get_limiter
+from accounts.models import Account, QuotaCounter, QuotaMetric, UsageRecord
+
+logger = logging.getLogger(__name__)
+
+# The UsageRecord counter behind each quota metric (Q1).
+METRIC_FIELDS: dict[str, str] = {
+    QuotaMetric.TTS_CHARACTERS: "tts_chars_in",
+    QuotaMetric.ASR_AUDIO_MS: "asr_audio_in_ms",
+}
+
+
+def period_of(moment: datetime) -> str:
+    """The UTC month ``YYYY-MM`` that contains ``moment`` (Q4)."""
+    return moment.astimezone(UTC).strftime("%Y-%m")
+
+
+def previous_period(period: str) -> str:
+    """The month before ``period``."""
+    year, month = (int(part) for part in period.split("-"))
+    return f"{year - 1}-12" if month == 1 else f"{year}-{month - 1:02d}"
+
+
+def period_start(period: str) -> datetime:
+    """The first instant of ``period`` (UTC)."""
+    year, month = (int(part) for part in period.split("-"))
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
+def quota_add(
+    *, account_id: int, period: str, deltas: Mapping[str, int], now: datetime
+) -> None:
+    """Add per-metric deltas to the counters; call inside the record's transaction (Q3)."""
+    for metric, delta in deltas.items():
+        if not delta:
+            continue
+        counter, created = QuotaCounter.objects.get_or_create(
+            account_id=account_id,
+            period=period,
+            metric=metric,
+            defaults={"used": delta, "updated_at": now},
+        )
+        if not created:
+            QuotaCounter.objects.filter(pk=counter.pk).update(
+                used=F("used") + delta, updated_at=now
+            )
+
+
+def quota_used(*, account_id: int, metric: str, period: str) -> int:
+    """The authoritative use of one metric in one period (0 when nothing is counted)."""
+    counter = QuotaCounter.objects.filter(
+        account_id=account_id, metric=metric, period=period
+    ).first()
+    return counter.used if counter is not None else 0
+
+
+def quota_recount(*, periods: Iterable[str]) -> int:
+    """Recompute ``used`` from the records of ``periods``; return how many rows changed.
+
+    Nothing changes while the Q3 invariant holds. The counter rows are locked first, so a
+    concurrent checkpoint either is in the sum and the counter, or in neither yet.
+    """
+    changed = 0
+    now = timezone.now()
+    for period in periods:
+        with transaction.atomic():
+            counters = {
+                (c.account_id, c.metric): c
+                for c in QuotaCounter.objects.select_for_update().filter(period=period)
+            }
+            sums = (
+                UsageRecord.objects.filter(period=period)
+                .values("account_id")
+                .annotate(
+                    **{metric: Sum(field) for metric, field in METRIC_FIELDS.items()}
+                )
+                .values_list("account_id", *METRIC_FIELDS)
+            )
+            totals: dict[tuple[int, str], int] = {}
+            for account_id, *used_by_metric in sums:
+                for metric, used in zip(METRIC_FIELDS, used_by_metric, strict=True):
+                    totals[(account_id, metric)] = used or 0
+            for key in counters.keys() | totals.keys():
+                used = totals.get(key, 0)
+                counter = counters.get(key)
+                if counter is None and used:
+                    QuotaCounter.objects.create(
+                        account_id=key[0],
+                        period=period,
+                        metric=key[1],
+                        used=used,
+                        updated_at=now,
+                    )
+                    changed += 1
+                elif counter is not None and counter.used != used:
+                    logger.warning(
+                        "quota %s %s %s: counter %d, records %d",
+                        key[0],
+                        period,
+                        key[1],
+                        counter.used,
+                        used,
+                    )
+                    QuotaCounter.objects.filter(pk=counter.pk).update(
+                        used=used, updated_at=now
+                    )
+                    changed += 1
+    return changed
+
+
+def quota_reconcile(*, periods: Iterable[str]) -> int:
+    """Set each existing mirror of ``periods`` to the database value (Q11).
+
+    The lease generations are read before the database, and the store sets a mirror only
+    while its account holds no live lease and no lease was acquired since.
+    """
+    limiter = get_limiter()
+    periods = list(periods)
+    account_ids = list(Account.objects.values_list("pk", flat=True))
+    generations = {pk: limiter.lease_generation(pk) for pk in account_ids}
+    used = {
+        (c.account_id, c.metric, c.period): c.used
+        for c in QuotaCounter.objects.filter(period__in=periods)
+    }
+    reconciled = 0
+    for account_id in account_ids:
+        for period in periods:
+            for metric in METRIC_FIELDS:
+                reconciled += limiter.reconcile_quota(
+                    account_id=account_id,
+                    metric=metric,
+                    period=period,
+                    used=used.get((account_id, metric, period), 0),
+                    generation=generations[account_id],
+                )
+    return reconciled
+
+
+def current_periods(now: datetime | None = None) -> list[str]:
+    """This month and the one before: a record counts in the month it started (Q4)."""
+    current = period_of(now or timezone.now())
+    return [current, previous_period(current)]
+
+
+def retention_start(now: datetime, retention_days: int) -> datetime:
+    """The oldest ``started_at`` that retention keeps (U12)."""
+    return now - timedelta(days=retention_days)

@@ -1,0 +1,244 @@
+"""UsageRecord writes (accounts §6): open, checkpoint, finish, reap and purge.
+
+Each write is one transaction that also adds the record's delta to its QuotaCounter rows, so
+``QuotaCounter.used`` always equals the sum of the records' counters (Q3). Every update is
+conditional on ``status='started'``: replays change nothing and a record is finalized once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timedelta
+from typing import Literal
+from uuid import UUID
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from accounts.models import UsageRecord, UsageStatus
+from accounts.services.quota import METRIC_FIELDS, period_of, quota_add
+
+logger = logging.getLogger(__name__)
+
+TerminalStatus = Literal["completed", "cancelled", "failed"]
+TERMINAL_STATUSES = (UsageStatus.COMPLETED, UsageStatus.CANCELLED, UsageStatus.FAILED)
+
+
+@dataclass(frozen=True)
+class UsageCounters:
+    """The absolute counters of one record (U4); all integers, milliseconds or characters."""
+
+    tts_chars_in: int = 0
+    tts_audio_out_ms: int = 0
+    asr_audio_in_ms: int = 0
+    asr_chars_out: int = 0
+    asr_items: int = 0
+    asr_latency_ms_sum: int = 0
+    asr_latency_ms_max: int = 0
+
+    def quota(self) -> dict[str, int]:
+        """The amount of each quota metric these counters use (Q1)."""
+        return {metric: getattr(self, field) for metric, field in METRIC_FIELDS.items()}
+
+    def as_fields(self) -> dict[str, int]:
+        """The counters as UsageRecord field values."""
+        return asdict(self)
+
+
+COUNTER_FIELDS = tuple(f.name for f in fields(UsageCounters))
+
+
+@dataclass(frozen=True)
+class NewRecord:
+    """What a UsageRecord is created with (U1, U3)."""
+
+    id: UUID
+    stream_id: UUID
+    request_id: str
+    account_id: int
+    api_key_id: UUID
+    endpoint: str
+    model: str
+    started_at: datetime
+    instance: str
+
+
+def this_instance() -> str:
+    """``host:pid`` of this process, for ``UsageRecord.instance``."""
+    return f"{socket.gethostname()}:{os.getpid()}"[:255]
+
+
+def _quota_deltas(before: dict[str, int], after: UsageCounters) -> dict[str, int]:
+    return {
+        metric: getattr(after, field) - before[field]
+        for metric, field in METRIC_FIELDS.items()
+    }
+
+
+def _create(record: NewRecord, counters: UsageCounters, now: datetime) -> UsageRecord:
+    period = period_of(record.started_at)
+    created = UsageRecord.objects.create(
+        id=record.id,
+        stream_id=record.stream_id,
+        request_id=record.request_id[:64],
+        account_id=record.account_id,
+        api_key_id=record.api_key_id,
+        endpoint=record.endpoint,
+        model=record.model[:100],
+        status=UsageStatus.STARTED,
+        started_at=record.started_at,
+        last_checkpoint_at=now,
+        period=period,
+        instance=record.instance,
+        **counters.as_fields(),
+    )
+    quota_add(
+        account_id=record.account_id, period=period, deltas=counters.quota(), now=now
+    )
+    return created
+
+
+def usage_open(
+    *, record: NewRecord, counters: UsageCounters, now: datetime | None = None
+) -> bool:
+    """Commit the record with ``status=started`` (U2); False if it already exists."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        if UsageRecord.objects.filter(pk=record.id).exists():
+            return False
+        _create(record, counters, now)
+    return True
+
+
+def _update_started(
+    record_id: UUID, counters: UsageCounters, now: datetime, **changes: object
+) -> bool:
+    """The conditional UPDATE shared by checkpoint and finish, plus its quota delta."""
+    before = (
+        UsageRecord.objects.select_for_update()
+        .filter(pk=record_id, status=UsageStatus.STARTED)
+        .values("account_id", "period", *COUNTER_FIELDS)
+        .first()
+    )
+    if before is None:
+        return False
+    updated = UsageRecord.objects.filter(
+        pk=record_id, status=UsageStatus.STARTED
+    ).update(**counters.as_fields(), **changes)
+    if not updated:
+        return False
+    quota_add(
+        account_id=before["account_id"],
+        period=before["period"],
+        deltas=_quota_deltas(before, counters),
+        now=now,
+    )
+    return True
+
+
+def usage_checkpoint(
+    *, record_id: UUID, counters: UsageCounters, now: datetime | None = None
+) -> bool:
+    """Write the absolute counters of a started record (U5); False if it is no longer
+    started (U6)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        return _update_started(
+            record_id,
+            counters,
+            now,
+            checkpoint_seq=F("checkpoint_seq") + 1,
+            last_checkpoint_at=now,
+        )
+
+
+def usage_finish(
+    *,
+    record_id: UUID,
+    counters: UsageCounters,
+    status: TerminalStatus,
+    error_code: str = "",
+    close_code: int | None = None,
+    ttfb_ms: int | None = None,
+    rtf: float | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """Finalize a started record once (U8); a second call returns False."""
+    assert status in TERMINAL_STATUSES, status
+    now = now or timezone.now()
+    with transaction.atomic():
+        return _update_started(
+            record_id,
+            counters,
+            now,
+            status=status,
+            ended_at=now,
+            last_checkpoint_at=now,
+            error_code=error_code[:40],
+            close_code=close_code,
+            ttfb_ms=ttfb_ms,
+            rtf=rtf,
+        )
+
+
+def usage_record_finished(
+    *,
+    record: NewRecord,
+    counters: UsageCounters,
+    status: TerminalStatus,
+    error_code: str = "",
+    close_code: int | None = None,
+    ttfb_ms: int | None = None,
+    rtf: float | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """Create and finalize a record in one transaction: usage that was never opened."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        if UsageRecord.objects.filter(pk=record.id).exists():
+            return False
+        _create(record, UsageCounters(), now)
+        return usage_finish(
+            record_id=record.id,
+            counters=counters,
+            status=status,
+            error_code=error_code,
+            close_code=close_code,
+            ttfb_ms=ttfb_ms,
+            rtf=rtf,
+            now=now,
+        )
+
+
+def usage_counters(*, record_id: UUID) -> UsageCounters | None:
+    """The counters the database holds for a record, or None when there is none."""
+    row = UsageRecord.objects.filter(pk=record_id).values(*COUNTER_FIELDS).first()
+    return None if row is None else UsageCounters(**row)
+
+
+def usage_reap_abandoned(*, now: datetime, stale_seconds: float) -> int:
+    """Mark ``abandoned`` every started record not checkpointed for ``stale_seconds`` (U10).
+
+    ``ended_at`` becomes the last checkpoint; counters, and so quota, stay as checkpointed.
+    """
+    reaped = UsageRecord.objects.filter(
+        status=UsageStatus.STARTED,
+        last_checkpoint_at__lt=now - timedelta(seconds=stale_seconds),
+    ).update(status=UsageStatus.ABANDONED, ended_at=F("last_checkpoint_at"))
+    if reaped:
+        logger.warning("reaped %d abandoned usage records", reaped)
+    return reaped
+
+
+def usage_purge(*, before: datetime) -> int:
+    """Delete finished records that started before ``before`` (U12)."""
+    deleted, _ = (
+        UsageRecord.objects.filter(started_at__lt=before)
+        .exclude(status=UsageStatus.STARTED)
+        .delete()
+    )
+    return deleted

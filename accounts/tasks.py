@@ -1,0 +1,124 @@
+"""Celery tasks (accounts T1, T2): thin, idempotent, single-flight, primitives only.
+
+Beat runs them on ``CELERY_BEAT_SCHEDULE``; the embedded default runs the same functions
+in-process (``accounts.scheduler``). Each imports its service inside the body.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from celery import shared_task
+
+
+def single_flight(
+    name: str, *, ttl_s: float
+) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Run the task body only while holding the store lock ``name`` (G7); else return 0."""
+
+    def decorate(fn: Callable[..., int]) -> Callable[..., int]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> int:
+            from accounts.limits import single_flight as lock
+
+            with lock(name, ttl_s=ttl_s) as held:
+                return fn(*args, **kwargs) if held else 0
+
+        return wrapper
+
+    return decorate
+
+
+@shared_task(name="accounts.reap_abandoned_usage", time_limit=60)
+@single_flight("reap_abandoned_usage", ttl_s=60)
+def reap_abandoned_usage(now: str | None = None) -> int:
+    """U10: mark stale started records ``abandoned``."""
+    from datetime import datetime
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from accounts.services.usage import usage_reap_abandoned
+
+    moment = datetime.fromisoformat(now) if now else timezone.now()
+    return usage_reap_abandoned(now=moment, stale_seconds=settings.USAGE_STALE_SECONDS)
+
+
+@shared_task(name="accounts.sweep_leases", time_limit=60)
+@single_flight("sweep_leases", ttl_s=60)
+def sweep_leases() -> int:
+    """C4 housekeeping: drop expired leases everywhere."""
+    from accounts.limits import get_limiter
+
+    return get_limiter().sweep()
+
+
+@shared_task(name="accounts.rollup_usage_hourly", time_limit=300)
+def rollup_usage_hourly() -> int:
+    """G4: recompute the hourly rows of the lookback window."""
+    from accounts.services.rollups import usage_rollup_single_flight
+
+    return usage_rollup_single_flight(granularity="hour") or 0
+
+
+@shared_task(name="accounts.rollup_usage_daily", time_limit=300)
+def rollup_usage_daily() -> int:
+    """G5: recompute yesterday's and today's daily rows."""
+    from accounts.services.rollups import usage_rollup_single_flight
+
+    return usage_rollup_single_flight(granularity="day") or 0
+
+
+@shared_task(name="accounts.rollup_usage_range", time_limit=600)
+def rollup_usage_range(since: str, until: str, granularity: str | None = None) -> int:
+    """G5, D8: recompute a range (ISO bounds); hourly, then daily, unless one is named."""
+    from datetime import datetime
+
+    from accounts.services.rollups import usage_rollup_single_flight
+
+    return sum(
+        usage_rollup_single_flight(
+            granularity=g,
+            since=datetime.fromisoformat(since),
+            until=datetime.fromisoformat(until),
+        )
+        or 0
+        for g in ([granularity] if granularity else ["hour", "day"])
+    )
+
+
+@shared_task(name="accounts.reconcile_quota_mirror", time_limit=120)
+@single_flight("reconcile_quota_mirror", ttl_s=120)
+def reconcile_quota_mirror() -> int:
+    """Q11: set idle accounts' mirrors to QuotaCounter for this month and the last."""
+    from accounts.services.quota import current_periods, quota_reconcile
+
+    return quota_reconcile(periods=current_periods())
+
+
+@shared_task(name="accounts.purge_usage_records", time_limit=600)
+@single_flight("purge_usage_records", ttl_s=600)
+def purge_usage_records() -> int:
+    """U12: delete records older than ``USAGE_RECORD_RETENTION_DAYS``."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    from accounts.services.quota import retention_start
+    from accounts.services.usage import usage_purge
+
+    return usage_purge(
+        before=retention_start(timezone.now(), settings.USAGE_RECORD_RETENTION_DAYS)
+    )
+
+
+# Every periodic task by its Celery name: what the embedded scheduler runs (T3).
+PERIODIC_TASKS: dict[str, Callable[[], int]] = {
+    "accounts.reap_abandoned_usage": reap_abandoned_usage,
+    "accounts.sweep_leases": sweep_leases,
+    "accounts.rollup_usage_hourly": rollup_usage_hourly,
+    "accounts.rollup_usage_daily": rollup_usage_daily,
+    "accounts.reconcile_quota_mirror": reconcile_quota_mirror,
+    "accounts.purge_usage_records": purge_usage_records,
+}

@@ -1,0 +1,397 @@
+"""What the realtime consumer sends: session outputs as wire events and worker messages.
+
+``RealtimeSender.perform`` turns the outputs of ``asr.session`` into the dialect's server events
+(built and SDK-validated by ``asr.protocol``) and into ``asr.job.*`` messages for the pinned
+worker; the fixed error texts and close codes of §3.4, §10 and §11 live here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any
+
+from django.conf import settings
+
+from accounts.admission import Admission
+from asr import protocol
+from asr.config import beta_session_object, session_object
+from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen
+from asr.protocol import (
+    FAILED_ERROR,
+    MESSAGES,
+    error_event,
+    server_event,
+    user_item,
+    vllm_done,
+    vllm_error,
+)
+from asr.session import (
+    Committed,
+    Completed,
+    Delta,
+    Dialect,
+    Drop,
+    Failed,
+    Forward,
+    Item,
+    OpenItem,
+    Out,
+    Overflow,
+    RealtimeSession,
+    SpeechStarted,
+    SpeechStopped,
+    WorkerCommit,
+)
+from veena_site import metrics
+from veena_site.consumers import WorkerClientConsumer
+from veena_site.contracts import Message
+
+logger = logging.getLogger(__name__)
+
+DENIALS = {  # accounts E3 reason → (wire code, message) (AU-4, AU-6)
+    "invalid_api_key": ("invalid_api_key", "Incorrect API key provided."),
+    "origin_not_allowed": ("origin_not_allowed", "Origin not allowed for this key."),
+    "endpoint_not_allowed": (
+        "endpoint_not_allowed",
+        "This key may not use the realtime endpoint.",
+    ),
+    "too_many_streams": (
+        "too_many_sessions",
+        "Too many concurrent realtime sessions. Retry after {s:.1f} s.",
+    ),
+    "rate_limited": (
+        "rate_limit_exceeded",
+        "Rate limit exceeded. Retry after {s:.1f} s.",
+    ),
+    "quota_exceeded": ("insufficient_quota", "You exceeded your current quota."),
+    "limits_unavailable": ("service_unavailable", "Service temporarily unavailable."),
+}
+DEFAULT_RETRY_MS = 1000
+PUMP_RETRY_S = 0.05  # ChannelFull: retry the worker queue after this
+ClientOut = SpeechStarted | SpeechStopped | Committed | Delta | Completed | Failed
+STOPS = {  # accounts E7 stop reason → wire code (LM-5)
+    "key_revoked": "invalid_api_key",
+    "max_session_duration": "session_expired",
+    "lease_lost": "lease_lost",
+    "quota_exceeded": "insufficient_quota",
+    "usage_unavailable": "usage_unavailable",
+    "limits_unavailable": "service_unavailable",
+}
+
+
+def message(code: str, **values: Any) -> str:
+    """The fixed message of ``code`` (ER-3), with settings filled in."""
+    template = MESSAGES.get(code) or MESSAGES["internal_error"]
+    values.setdefault("cap", settings.ASR_MAX_BUFFER_S)
+    values.setdefault("limit", settings.ASR_MAX_MESSAGE_BYTES)
+    values.setdefault("s", int(settings.ASR_IDLE_TIMEOUT_S))
+    if code == "too_many_sessions":
+        return DENIALS["too_many_streams"][1].format(s=DEFAULT_RETRY_MS / 1000)
+    return template.format(**values)
+
+
+def denial(reason: str, retry_after_ms: int | None) -> tuple[str, str]:
+    """Wire code and message of an admission denial; unknown reasons are auth failures."""
+    code, template = DENIALS.get(reason, DENIALS["invalid_api_key"])
+    return code, template.format(s=(retry_after_ms or DEFAULT_RETRY_MS) / 1000)
+
+
+def close_code(code: str) -> int:
+    """LM-7 close code of a fatal error code."""
+    return protocol.CLOSE_CODES.get(code, 1011)
+
+
+def cleared() -> dict[str, Any]:
+    """input_audio_buffer.cleared."""
+    return server_event("input_audio_buffer.cleared")
+
+
+def vllm_session_updated(model: str) -> dict[str, Any]:
+    """vLLM's session.updated{model} (VL-2)."""
+    return protocol.VllmSessionUpdated(model=model).model_dump()
+
+
+class RealtimeSender(WorkerClientConsumer):
+    """Sending side of the realtime consumer, and its metering hook points."""
+
+    session: RealtimeSession
+    admission: Admission | None = None
+    accepted_at: float
+    stats: dict[str, int]
+    outbox: deque[Message]
+    full_since: float | None
+    timers: dict[str, asyncio.Task[None]]
+    failing_over: bool
+
+    async def fail(
+        self,
+        code: str,
+        *,
+        message: str | None = None,
+        close_code: int | None = None,
+        retry_after_ms: int | None = None,
+        admission: bool = False,
+    ) -> None:
+        """One error event, then close (RealtimeConsumer implements it)."""
+        raise NotImplementedError
+
+    async def failover(self) -> None:
+        """Move the job to another worker (RealtimeConsumer implements it)."""
+        raise NotImplementedError
+
+    # Metering hook points (accounts.metering is built separately): no-ops for now.
+
+    async def meter_open(self) -> None:
+        """METERING HOOK: open the usage record before session.created (MT-1, accounts U2)."""
+
+    async def meter_reserve_audio(self, ms: float) -> float:
+        """METERING HOOK: reserve quota for ``ms`` of audio; returns what was granted (MT-3)."""
+        return ms
+
+    async def meter_audio(self, ms: float) -> None:
+        """METERING HOOK: count accepted audio, ``asr_audio_in_ms`` (MT-2)."""
+
+    async def meter_checkpoint(self) -> None:
+        """METERING HOOK: checkpoint the record every USAGE_CHECKPOINT_SECONDS (U5)."""
+
+    async def meter_item(self, chars: int, latency_s: float) -> None:
+        """METERING HOOK: one completed item, ``asr_items`` and ``asr_chars_out`` (MT-4)."""
+
+    async def meter_finish(self, *, status: str, error_code: str | None) -> None:
+        """METERING HOOK: finalize the record once, under asyncio.shield (MT-1, U8)."""
+
+    @property
+    def expires_at(self) -> int:
+        """CN-8: accept time plus the shorter of the setting and the plan's limit."""
+        limit = settings.ASR_MAX_SESSION_S
+        if self.admission is not None:
+            limit = min(limit, self.admission.principal.max_session_seconds or limit)
+        return int(self.accepted_at + limit)
+
+    @property
+    def openai(self) -> bool:
+        """Events use OpenAI shapes (the dialect, or undetermined)."""
+        return self.session.dialect is not Dialect.VLLM
+
+    def session_created(self) -> dict[str, Any]:
+        """CN-7: the GA session plus vLLM's top-level ``id`` and ``created``."""
+        return server_event(
+            "session.created",
+            id=self.session.session_id,
+            created=int(self.accepted_at),
+            session=self._session_object(),
+        )
+
+    def session_updated(self) -> dict[str, Any]:
+        """session.updated with the effective configuration (SE-1)."""
+        return server_event("session.updated", session=self._session_object())
+
+    def beta_session_updated(self) -> dict[str, Any]:
+        """transcription_session.updated (SE-12)."""
+        session = beta_session_object(
+            self.session.config, session_id=self.session.session_id
+        )
+        return server_event("transcription_session.updated", session=session)
+
+    def _session_object(self) -> dict[str, Any]:
+        return session_object(
+            self.session.config,
+            session_id=self.session.session_id,
+            expires_at=self.expires_at,
+        )
+
+    async def send_error(
+        self,
+        code: str,
+        text: str,
+        *,
+        param: str | None = None,
+        event_id: str | None = None,
+        retry_after_ms: int | None = None,
+        openai: bool = False,
+    ) -> None:
+        """The one error sender: OpenAI envelope (ER-1) or vLLM's flat one (VL-1)."""
+        if self.openai or openai:
+            event = error_event(
+                code,
+                text,
+                param=param,
+                client_event_id=event_id,
+                retry_after_ms=retry_after_ms,
+            )
+        else:
+            event = vllm_error(code, text)
+        await self.send_json(event)
+
+    async def perform(self, outs: list[Out]) -> None:
+        """Carry out session outputs in order, then flush the worker queue."""
+        for out in outs:
+            if self.closed():
+                return
+            if isinstance(out, Overflow):
+                await self.fail("buffer_overflow")
+                return
+            if isinstance(out, OpenItem | Forward | WorkerCommit | Drop):
+                self._to_worker(out)
+            else:
+                await self._to_client(out)
+        await self.pump()
+
+    def _to_worker(self, out: OpenItem | Forward | WorkerCommit | Drop) -> None:
+        assert self.link is not None
+        job_id, item = self.link.job_id, out.item
+        if isinstance(out, OpenItem):
+            assert item.options is not None
+            self.to_worker(
+                AsrItemOpen(
+                    job_id=job_id,
+                    item_seq=item.seq,
+                    language=item.options.language,
+                    prompt=item.options.prompt,
+                    stream=out.stream,
+                    prefix_text=item.emitted,
+                    logprobs=item.options.logprobs,
+                )
+            )
+        elif isinstance(out, Forward):
+            self.stats["audio_messages"] += 1
+            self.stats["pcm_bytes"] += len(out.pcm)
+            self.to_worker(
+                AsrAudio(
+                    job_id=job_id, item_seq=item.seq, offset=out.offset, pcm=out.pcm
+                )
+            )
+        elif isinstance(out, WorkerCommit):
+            self.to_worker(
+                AsrCommit(job_id=job_id, item_seq=item.seq, total_samples=out.total)
+            )
+        else:
+            self.to_worker(AsrDrop(job_id=job_id, item_seq=item.seq))
+
+    async def _to_client(self, out: ClientOut) -> None:
+        if isinstance(out, Completed):
+            latency = time.monotonic() - out.item.committed_at
+            metrics.TTFB.labels("asr").observe(latency)
+            await self.meter_item(len(out.transcript), latency)
+        events = self._openai_events(out) if self.openai else self._vllm_events(out)
+        for event in events:
+            await self.send_json(event)
+
+    def _openai_events(self, out: ClientOut) -> list[dict[str, Any]]:
+        item = out.item
+        if isinstance(out, SpeechStarted):
+            return [
+                server_event(
+                    "input_audio_buffer.speech_started",
+                    audio_start_ms=out.ms,
+                    item_id=item.item_id,
+                )
+            ]
+        if isinstance(out, SpeechStopped):
+            return [
+                server_event(
+                    "input_audio_buffer.speech_stopped",
+                    audio_end_ms=out.ms,
+                    item_id=item.item_id,
+                )
+            ]
+        if isinstance(out, Committed):
+            announce = (
+                "conversation.item.created"
+                if self.session.beta
+                else ("conversation.item.added")
+            )
+            return [
+                server_event(
+                    "input_audio_buffer.committed",
+                    previous_item_id=item.previous_item_id,
+                    item_id=item.item_id,
+                ),
+                server_event(
+                    announce,
+                    previous_item_id=item.previous_item_id,
+                    item=user_item(item.item_id, None),
+                ),
+            ]
+        if isinstance(out, Delta):
+            fields: dict[str, Any] = {"item_id": item.item_id, "content_index": 0}
+            fields["delta"] = out.text
+            if self.session.config.logprobs:
+                fields["logprobs"] = out.logprobs or []
+            return [
+                server_event(
+                    "conversation.item.input_audio_transcription.delta", **fields
+                )
+            ]
+        if isinstance(out, Completed):
+            fields = {
+                "item_id": item.item_id,
+                "content_index": 0,
+                "transcript": out.transcript,
+                "usage": {"type": "duration", "seconds": item.usage_seconds},
+            }
+            if self.session.config.logprobs:
+                fields["logprobs"] = item.logprobs
+            done = self._item_done(item, out.transcript)
+            return [
+                server_event(
+                    "conversation.item.input_audio_transcription.completed", **fields
+                ),
+                *done,
+            ]
+        assert isinstance(out, Failed)
+        return [
+            server_event(
+                "conversation.item.input_audio_transcription.failed",
+                item_id=item.item_id,
+                content_index=0,
+                error=dict(FAILED_ERROR),
+            ),
+            *self._item_done(item, None),
+        ]
+
+    def _item_done(self, item: Item, transcript: str | None) -> list[dict[str, Any]]:
+        if self.session.beta:
+            return []  # IT-6: beta clients get no conversation.item.done
+        return [
+            server_event(
+                "conversation.item.done",
+                previous_item_id=item.previous_item_id,
+                item=user_item(item.item_id, transcript),
+            )
+        ]
+
+    def _vllm_events(self, out: ClientOut) -> list[dict[str, Any]]:
+        logprobs = self.session.config.logprobs
+        if isinstance(out, Delta):
+            event = protocol.VllmDelta(
+                delta=out.text, logprobs=(out.logprobs or []) if logprobs else None
+            )
+            return [event.model_dump()]
+        if isinstance(out, Completed):
+            return [vllm_done(out.transcript, out.prompt_tokens, out.completion_tokens)]
+        if isinstance(out, Failed):
+            return [vllm_error("inference_failed", MESSAGES["inference_failed"])]
+        return []  # VL-9: no VAD, committed or item events in this dialect
+
+    def to_worker(self, message: Message) -> None:
+        """Queue a message for the pinned worker; dropped while failing over (replay covers it)."""
+        if not self.failing_over and self.link is not None:
+            self.outbox.append(message)
+
+    async def pump(self) -> None:
+        """Send queued messages in order; ChannelFull retries until the stall limit (WK-7)."""
+        while self.outbox and not self.failing_over and self.link is not None:
+            if not await self.link.send(self.outbox[0]):
+                now = time.monotonic()
+                self.full_since = self.full_since or now
+                if now - self.full_since > settings.ASR_WORKER_STALL_S:
+                    await self.failover()
+                elif "pump" not in self.timers:
+                    self.timers["pump"] = self.post_later(PUMP_RETRY_S, "pump")
+                return
+            self.outbox.popleft()
+            self.full_since = None

@@ -1,0 +1,229 @@
+"""Realtime ASR benchmark: the full stack against the engine alone (run by ``make bench``).
+
+One process, embedded topology: the ``/v1/realtime`` consumer driven through the real ASGI
+application, the in-memory channel layer, the worker consumer and faster-whisper tiny.en on CPU.
+Each session streams Piper speech at 24 kHz in 100 ms appends, paced in real time, then commits.
+Measured per concurrency level (1, 4, 16), one run each:
+
+* commit → ``completed`` through the stack, and the same audio decoded by the engine directly
+  at the same concurrency (the ratio is the stack's overhead, pre-commit streaming included);
+* first append sent → first ``delta`` (pre-commit deltas, §8.3);
+* bytes through the channel layer per session (every ``asr.job.*`` message, msgpack-encoded as
+  channels_redis would send it) ÷ the PCM bytes the client sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DATA_DIR = tempfile.mkdtemp(prefix="veena-bench-asr-")
+os.environ.update(
+    DJANGO_SETTINGS_MODULE="veena_site.settings",
+    DATA_DIR=DATA_DIR,
+    ASR_ENGINE="faster_whisper",
+    WORKER_KINDS="asr",
+    GATEWAY_KINDS="asr",
+    LOG_LEVEL="WARNING",
+    ASR_WORKER_SLOTS="32",
+)
+os.environ.pop("REDIS_URL", None)
+
+import django  # noqa: E402
+
+django.setup()
+
+import msgpack  # noqa: E402
+import numpy as np  # noqa: E402
+import soxr  # noqa: E402
+from channels.layers import get_channel_layer  # noqa: E402
+from channels.testing import WebsocketCommunicator  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+
+TEXTS = (
+    "Hello world. This is a test of the speech gateway.",
+    "The quick brown fox jumps over the lazy dog.",
+)
+RATE = 24000
+APPEND_S = 0.1
+LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,4,16").split(","))
+
+
+def speech() -> tuple[bytes, np.ndarray]:
+    """Piper's reading of TEXTS: 24 kHz PCM16 bytes and the same audio at 16 kHz float32."""
+    from tts.engines.base import TtsEngineRequest
+    from tts.engines.piper import PiperTts
+
+    async def run() -> np.ndarray:
+        engine = PiperTts.load(threads=1)
+        try:
+            req = TtsEngineRequest(text=" ".join(TEXTS), voice=engine.default_voice)
+            chunks = [c async for c in engine.stream(req)]
+            return soxr.resample(np.concatenate(chunks), engine.native_rate, RATE)
+        finally:
+            engine.close()
+
+    audio = asyncio.run(run())
+    pcm = np.clip(np.rint(audio * 32767), -32768, 32767).astype("<i2")
+    at16k = soxr.resample(pcm.astype(np.float32) / 32768.0, RATE, 16000)
+    return pcm.tobytes(), np.asarray(at16k, dtype=np.float32)
+
+
+def api_key() -> str:
+    """A key on a plan with room for every session."""
+    from accounts.models import Plan
+    from accounts.services.accounts import (
+        account_get_or_create,
+        plan_get_or_create_default,
+    )
+    from accounts.services.api_keys import api_key_create
+
+    call_command("migrate", verbosity=0)
+    plan = plan_get_or_create_default()
+    Plan.objects.filter(pk=plan.pk).update(
+        max_concurrent_streams=100, requests_per_minute=10_000
+    )
+    account = account_get_or_create(name="bench", plan=Plan.objects.get(pk=plan.pk))
+    _, raw = api_key_create(
+        account=account, name="bench", actor=None, actor_label="bench"
+    )
+    return raw
+
+
+class ChannelMeter:
+    """Counts the msgpack size of every message the gateway sends to the worker, per job."""
+
+    def __init__(self) -> None:
+        self.bytes: dict[str, int] = {}
+        layer = get_channel_layer()
+        original = layer.send
+
+        async def send(channel: str, message: dict) -> None:
+            if message["type"].startswith("asr.job."):
+                size = len(msgpack.packb(message, use_bin_type=True))
+                self.bytes[message["job_id"]] = (
+                    self.bytes.get(message["job_id"], 0) + size
+                )
+            await original(channel, message)
+
+        layer.send = send
+
+
+async def session(key: str, pcm: bytes) -> dict[str, float]:
+    """One realtime session: paced appends, commit, wait for completed."""
+    from veena_site.asgi import application
+
+    comm = WebsocketCommunicator(
+        application,
+        "/v1/realtime",
+        headers=[(b"authorization", f"Bearer {key}".encode())],
+    )
+    await comm.connect()
+    assert json.loads(await comm.receive_from(timeout=30))["type"] == "session.created"
+    step = int(RATE * APPEND_S) * 2
+    first_delta: float | None = None
+    started = time.monotonic()
+
+    async def drain() -> None:
+        nonlocal first_delta
+        while not await comm.receive_nothing(timeout=0.001):
+            event = json.loads(await comm.receive_from())
+            if event["type"].endswith(".delta") and first_delta is None:
+                first_delta = time.monotonic() - started
+
+    for n, i in enumerate(range(0, len(pcm), step)):
+        chunk = base64.b64encode(pcm[i : i + step]).decode()
+        await comm.send_to(
+            text_data=json.dumps({"type": "input_audio_buffer.append", "audio": chunk})
+        )
+        await drain()
+        await asyncio.sleep(max(0.0, started + (n + 1) * APPEND_S - time.monotonic()))
+    committed = time.monotonic()
+    await comm.send_to(text_data=json.dumps({"type": "input_audio_buffer.commit"}))
+    while True:
+        event = json.loads(await comm.receive_from(timeout=120))
+        if event["type"].endswith(".delta") and first_delta is None:
+            first_delta = time.monotonic() - started
+        if event["type"] == "conversation.item.input_audio_transcription.completed":
+            latency = time.monotonic() - committed
+            break
+    await comm.disconnect()
+    return {"latency": latency, "first_delta": first_delta or float("nan")}
+
+
+async def direct(engine: object, audio: np.ndarray, concurrency: int) -> list[float]:
+    """The engine alone on the same audio, ``concurrency`` decodes at once."""
+    from asr.engines.base import AsrDecodeRequest
+
+    async def one() -> float:
+        started = time.monotonic()
+        await engine.decode(AsrDecodeRequest(audio=audio, language="en"))  # type: ignore[attr-defined]
+        return time.monotonic() - started
+
+    return list(await asyncio.gather(*(one() for _ in range(concurrency))))
+
+
+async def main() -> None:
+    from veena_site.embedded import start_embedded_worker
+    from veena_site.runtime import get_runtime
+
+    pcm, audio16k = await asyncio.to_thread(speech)
+    key = await asyncio.to_thread(api_key)
+    meter = ChannelMeter()
+    task = start_embedded_worker()
+    runtime = get_runtime()
+    await runtime.wait_loaded()
+    engine = runtime.engine("asr")
+    await direct(engine, audio16k, 1)  # warm up
+    rows = []
+    for level in LEVELS:
+        meter.bytes.clear()
+        results = await asyncio.gather(*(session(key, pcm) for _ in range(level)))
+        engine_times = await direct(engine, audio16k, level)
+        stack = statistics.median(r["latency"] for r in results)
+        alone = statistics.median(engine_times)
+        first = statistics.median(r["first_delta"] for r in results)
+        per_session = statistics.mean(meter.bytes.values())
+        rows.append(
+            (
+                level,
+                stack,
+                max(r["latency"] for r in results),
+                alone,
+                stack / alone,
+                first,
+                per_session,
+                per_session / len(pcm),
+            )
+        )
+    await runtime.shutdown()
+    task.cancel()
+    seconds = len(pcm) / 2 / RATE
+    print(
+        f"\nRealtime ASR bench: faster-whisper tiny.en, {os.cpu_count()} CPUs, {seconds:.1f} s of 24 kHz speech per session, 100 ms appends in real time"
+    )
+    print(
+        "| sessions | commit→completed p50 (max) | engine alone p50 | stack ÷ engine | first delta p50 | channel bytes/session | ÷ client PCM bytes |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for level, stack, worst, alone, ratio, first, per_session, bytes_ratio in rows:
+        print(
+            f"| {level} | {stack * 1000:.0f} ms ({worst * 1000:.0f} ms) | {alone * 1000:.0f} ms | {ratio:.2f} | {first:.2f} s | {per_session / 1024:.0f} KiB | {bytes_ratio:.3f} |"
+        )
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    finally:
+        shutil.rmtree(DATA_DIR, ignore_errors=True)

@@ -1,0 +1,246 @@
+"""The worker's ASR job with the fake engine: buffers, cadence, resync, failures, cancel (§13–§14)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from asr.engines.fake import FakeAsr, fake_transcript
+from asr.jobs import AsrJob, DecodeGate
+from asr.messages import (
+    AsrAudio,
+    AsrCommit,
+    AsrDelta,
+    AsrDrop,
+    AsrFinal,
+    AsrItemOpen,
+    AsrOpen,
+    AsrResync,
+)
+from veena_site.contracts import JobFailed, Message
+
+SECOND = 16000
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[Message] = []
+
+    async def __call__(self, message: Message) -> None:
+        self.sent.append(message)
+
+    def of(self, kind: type) -> list:
+        return [m for m in self.sent if isinstance(m, kind)]
+
+
+def make_job(engine: FakeAsr) -> tuple[AsrJob, Recorder, asyncio.Task[None]]:
+    rec = Recorder()
+    job = AsrJob(
+        AsrOpen(job_id="j", reply_channel="r", deadline=0.0, model="m"), engine, rec
+    )
+    return job, rec, asyncio.create_task(job.run())
+
+
+def audio(seq: int, offset: int, samples: int) -> dict:
+    pcm = (np.ones(samples) * 1000).astype("<i2").tobytes()
+    return AsrAudio(job_id="j", item_seq=seq, offset=offset, pcm=pcm).to_message()
+
+
+def open_(seq: int, **kw: object) -> dict:
+    return AsrItemOpen(job_id="j", item_seq=seq, **kw).to_message()  # type: ignore[arg-type]
+
+
+async def settle(rec: Recorder, kind: type, count: int = 1, timeout: float = 3) -> None:
+    deadline = time.monotonic() + timeout
+    while len(rec.of(kind)) < count:
+        assert time.monotonic() < deadline, rec.sent
+        await asyncio.sleep(0.005)
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_asr_sa5_streamed_deltas_then_final_join_to_the_transcript() -> None:
+    job, rec, task = make_job(FakeAsr())
+    job.receive(open_(0, stream=True))
+    for i in range(30):  # 6 s in 200 ms messages
+        job.receive(audio(0, i * 3200, 3200))
+        await asyncio.sleep(0.002)
+    job.receive(
+        AsrCommit(job_id="j", item_seq=0, total_samples=6 * SECOND).to_message()
+    )
+    await settle(rec, AsrFinal)
+    deltas = rec.of(AsrDelta)
+    assert deltas and deltas[0].text == "alpha"
+    final = rec.of(AsrFinal)[0]
+    assert "".join(d.text for d in deltas) + final.text == fake_transcript(6)
+    assert final.audio_ms == 6000 and final.completion_tokens == 6
+    await stop(task)
+
+
+async def test_asr_wk6_offset_gap_asks_for_a_resync_once() -> None:
+    job, rec, task = make_job(FakeAsr())
+    job.receive(open_(0))
+    job.receive(audio(0, 0, 3200))
+    job.receive(audio(0, 6400, 3200))  # 3200..6400 went missing
+    job.receive(audio(0, 9600, 3200))
+    await settle(rec, AsrResync)
+    await asyncio.sleep(0.02)
+    assert [(m.item_seq, m.have_samples) for m in rec.of(AsrResync)] == [(0, 3200)]
+    for offset in (3200, 6400, 9600):
+        job.receive(audio(0, offset, 3200))
+    job.receive(AsrCommit(job_id="j", item_seq=0, total_samples=12800).to_message())
+    await settle(rec, AsrFinal)
+    assert job.items == {}
+    await stop(task)
+
+
+async def test_asr_wk6_commit_beyond_the_buffer_waits_for_the_audio() -> None:
+    job, rec, task = make_job(FakeAsr())
+    job.receive(open_(0))
+    job.receive(audio(0, 0, SECOND))
+    job.receive(
+        AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND).to_message()
+    )
+    await settle(rec, AsrResync)
+    assert rec.of(AsrFinal) == []
+    job.receive(audio(0, SECOND, SECOND))
+    await settle(rec, AsrFinal)
+    assert rec.of(AsrFinal)[0].text == fake_transcript(2)
+    await stop(task)
+
+
+async def test_asr_wk8_chunk_failure_reports_stage_chunk() -> None:
+    engine = FakeAsr()
+    engine.failures = 1
+    job, rec, task = make_job(engine)
+    job.receive(open_(3, stream=True))
+    job.receive(audio(3, 0, SECOND))
+    await settle(rec, JobFailed)
+    failed = rec.of(JobFailed)[0]
+    assert (failed.stage, failed.item_seq, failed.code) == (
+        "chunk",
+        3,
+        "inference_failed",
+    )
+    await stop(task)
+
+
+async def test_asr_wk8_final_is_retried_once_then_fails_the_item_only() -> None:
+    engine = FakeAsr()
+    engine.failures = 1
+    job, rec, task = make_job(engine)
+    job.receive(open_(0))
+    job.receive(audio(0, 0, SECOND))
+    job.receive(AsrCommit(job_id="j", item_seq=0, total_samples=SECOND).to_message())
+    await settle(rec, AsrFinal)  # the retry succeeded
+    engine.failures = 2
+    job.receive(open_(1))
+    job.receive(audio(1, 0, SECOND))
+    job.receive(AsrCommit(job_id="j", item_seq=1, total_samples=SECOND).to_message())
+    await settle(rec, JobFailed)
+    assert (rec.of(JobFailed)[0].stage, rec.of(JobFailed)[0].item_seq) == ("final", 1)
+    job.receive(open_(2))
+    job.receive(audio(2, 0, SECOND))
+    job.receive(AsrCommit(job_id="j", item_seq=2, total_samples=SECOND).to_message())
+    await settle(rec, AsrFinal, 2)
+    await stop(task)
+
+
+async def test_asr_sa2_slow_decodes_are_coalesced_not_queued() -> None:
+    engine = FakeAsr(delay_s=0.2)
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    for i in range(25):  # 5 s of audio in 50 ms
+        job.receive(audio(0, i * 3200, 3200))
+        await asyncio.sleep(0.002)
+    await asyncio.sleep(0.5)
+    assert 1 <= len(engine.calls) <= 3
+    assert len(engine.calls[-1].audio) == 5 * SECOND  # the latest state was decoded
+    await stop(task)
+
+
+async def test_asr_sa7_commit_cancels_the_chunk_decode_in_flight() -> None:
+    engine = FakeAsr(delay_s=0.3)
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, 2 * SECOND))
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    job.receive(
+        AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND).to_message()
+    )
+    await settle(rec, AsrFinal)
+    assert time.monotonic() - started < 0.5  # not 0.3 (chunk) + 0.3 (final)
+    assert rec.of(AsrDelta) == []
+    await stop(task)
+
+
+async def test_asr_wk9_cancel_ends_every_task_within_200_ms() -> None:
+    engine = FakeAsr(delay_s=5)
+    job, rec, task = make_job(engine)
+    for seq in range(3):
+        job.receive(open_(seq, stream=True))
+        job.receive(audio(seq, 0, 2 * SECOND))
+    await asyncio.sleep(0.05)
+    before = len(asyncio.all_tasks())
+    started = time.monotonic()
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert time.monotonic() - started < 0.2
+    assert len(asyncio.all_tasks()) <= before - 1 - 3
+    assert job.items == {}
+
+
+async def test_asr_wk4_drop_forgets_the_item() -> None:
+    engine = FakeAsr(delay_s=0.2)
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, SECOND))
+    job.receive(AsrDrop(job_id="j", item_seq=0).to_message())
+    job.receive(audio(0, SECOND, SECOND))  # late audio of a dropped item is ignored
+    await asyncio.sleep(0.3)
+    assert job.items == {} and rec.sent == []
+    await stop(task)
+
+
+async def test_asr_wk6_final_decodes_jump_the_queue() -> None:
+    gate, order = DecodeGate(1), []
+
+    async def use(name: str, final: bool, hold: float) -> None:
+        async with gate.slot(final=final):
+            order.append(name)
+            await asyncio.sleep(hold)
+
+    first = asyncio.create_task(use("chunk-1", False, 0.05))
+    await asyncio.sleep(0.01)
+    waiting = [
+        asyncio.create_task(use("chunk-2", False, 0)),
+        asyncio.create_task(use("final", True, 0)),
+    ]
+    await asyncio.gather(first, *waiting)
+    assert order == ["chunk-1", "final", "chunk-2"]
+    assert gate.free == 1
+
+
+@pytest.mark.parametrize("logprobs", [False, True])
+async def test_asr_it10_logprobs_only_when_asked(logprobs: bool) -> None:
+    job, rec, task = make_job(FakeAsr())
+    job.receive(open_(0, logprobs=logprobs))
+    job.receive(audio(0, 0, 2 * SECOND))
+    job.receive(
+        AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND).to_message()
+    )
+    await settle(rec, AsrFinal)
+    final = rec.of(AsrFinal)[0]
+    if logprobs:
+        assert [e["token"] for e in final.logprobs] == ["alpha", " bravo"]
+        assert all(e["logprob"] <= 0 for e in final.logprobs)
+    else:
+        assert final.logprobs is None
+    await stop(task)

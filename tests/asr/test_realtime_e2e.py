@@ -1,0 +1,385 @@
+"""Real service, real engines: the unmodified openai SDK and a raw client against ``rungateway``.
+
+The gateway runs as a child process (embedded topology, faster-whisper tiny.en, fresh DATA_DIR,
+a key minted with ``create_api_key``); the speech is Piper's, resampled with soxr (realtime T-S1,
+T-S2, T-C6). One in-process test checks that a disconnect mid-inference leaves no task (T-R1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import websockets
+from openai import AsyncOpenAI
+
+from tests.asr.conftest import Clip, b64, silence
+from tests.conftest import ROOT, child_env, free_port, manage
+from tests.wer import word_error_rate
+
+pytestmark = pytest.mark.slow
+
+DELTA = "conversation.item.input_audio_transcription.delta"
+COMPLETED = "conversation.item.input_audio_transcription.completed"
+
+
+class Gateway:
+    """A running ``manage.py rungateway`` child and a key for it."""
+
+    def __init__(
+        self, port: int, key: str, proc: subprocess.Popen[bytes], log: Path
+    ) -> None:
+        self.port, self.key, self.proc, self.log = port, key, proc, log
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1/realtime"
+
+
+def wait_ready(gw: Gateway, limit_s: float = 60) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        assert gw.proc.poll() is None, gw.log.read_text()[-3000:]
+        try:
+            with urllib.request.urlopen(gw.http + "/readyz", timeout=2) as resp:
+                if json.loads(resp.read()).get("workers", {}).get("asr"):
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.3)
+    raise AssertionError("gateway not ready: " + gw.log.read_text()[-3000:])
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    data = tmp_path_factory.mktemp("gateway")
+    env = child_env(
+        DJANGO_SETTINGS_MODULE="veena_site.settings",
+        DATA_DIR=str(data),
+        WORKER_KINDS="asr",
+        GATEWAY_KINDS="asr",
+        ASR_WORKER_SLOTS="1",
+        ENGINE_THREADS="2",
+    )
+    for name in ("TTS_ENGINE", "ASR_ENGINE"):
+        env.pop(name, None)
+    subprocess.run(
+        [str(ROOT / ".venv/bin/python"), "manage.py", "migrate", "--noinput"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    minted = subprocess.run(
+        [
+            str(ROOT / ".venv/bin/python"),
+            "manage.py",
+            "create_api_key",
+            "--account",
+            "asr-e2e",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    key = minted.stdout.strip().splitlines()[-1]
+    port = free_port()
+    log = data / "gateway.log"
+    with open(log, "wb") as out:
+        proc = manage(
+            "rungateway",
+            "--port",
+            str(port),
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    gw = Gateway(port, key, proc, log)
+    try:
+        wait_ready(gw)
+        yield gw
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert gw.key not in log.read_text()
+
+
+async def sdk_transcribe(
+    gw: Gateway, audio: bytes, fmt: dict[str, Any], chunk: int
+) -> tuple[list[str], list[Any]]:
+    """The spec §16 client, with AsyncOpenAI: returns event types and the events."""
+    client = AsyncOpenAI(base_url=gw.http + "/v1", api_key=gw.key)
+    events: list[Any] = []
+    async with client.realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        await conn.session.update(
+            session={
+                "type": "transcription",
+                "audio": {
+                    "input": {
+                        "format": fmt,  # type: ignore[typeddict-item]
+                        "transcription": {"model": "whisper-1", "language": "en"},
+                        "turn_detection": None,
+                    }
+                },
+            }
+        )
+        for i in range(0, len(audio), chunk):
+            await conn.input_audio_buffer.append(audio=b64(audio[i : i + chunk]))
+        await conn.input_audio_buffer.commit()
+        async with asyncio.timeout(30):
+            async for event in conn:
+                events.append(event)
+                assert event.type != "error", event
+                if event.type == "conversation.item.done":
+                    break
+    return [e.type for e in events], events
+
+
+def check_flow(kinds: list[str], events: list[Any]) -> str:
+    assert kinds[:2] == ["session.created", "session.updated"]
+    rest = [k for k in kinds[2:] if k != DELTA]
+    assert rest == [
+        "input_audio_buffer.committed",
+        "conversation.item.added",
+        COMPLETED,
+        "conversation.item.done",
+    ]
+    assert kinds.index(DELTA) < kinds.index(COMPLETED)
+    completed = next(e for e in events if e.type == COMPLETED)
+    item_id = completed.item_id
+    deltas = [e.delta for e in events if e.type == DELTA]
+    assert all(e.item_id == item_id for e in events if e.type == DELTA)
+    assert "".join(deltas) == completed.transcript
+    return str(completed.transcript)
+
+
+async def test_asr_t_s1_openai_sdk_transcribes_24k_speech(
+    gateway: Gateway, clips: dict[str, Clip]
+) -> None:
+    text = clips["clip"].text + " " + clips["clip2"].text
+    audio = (
+        silence(0.3) + clips["clip"].bytes_at(24000) + clips["clip2"].bytes_at(24000)
+    )
+    kinds, events = await sdk_transcribe(
+        gateway, audio, {"type": "audio/pcm", "rate": 24000}, chunk=4800
+    )
+    transcript = check_flow(kinds, events)
+    wer = word_error_rate(text, transcript)
+    print(f"WER 24 kHz pcm: {wer:.3f} ({transcript!r})")
+    assert wer <= 0.15
+
+
+async def test_asr_t_c6_openai_sdk_transcribes_8k_pcmu(
+    gateway: Gateway, clips: dict[str, Clip]
+) -> None:
+    text = clips["clip"].text + " " + clips["clip2"].text
+    audio = clips["clip"].g711("audio/pcmu") + clips["clip2"].g711("audio/pcmu")
+    kinds, events = await sdk_transcribe(
+        gateway, audio, {"type": "audio/pcmu"}, chunk=800
+    )
+    transcript = check_flow(kinds, events)
+    wer = word_error_rate(text, transcript)
+    print(f"WER 8 kHz pcmu: {wer:.3f} ({transcript!r})")
+    assert wer <= 0.15
+
+
+async def test_asr_t_s2_browser_subprotocols_get_realtime(gateway: Gateway) -> None:
+    offered = ["realtime", f"openai-insecure-api-key.{gateway.key}"]
+    async with websockets.connect(gateway.ws, subprotocols=offered) as ws:  # type: ignore[arg-type]
+        assert ws.subprotocol == "realtime"
+        assert ws.response is not None
+        assert gateway.key not in str(ws.response.headers)
+        created = json.loads(await ws.recv())
+        assert created["type"] == "session.created"
+
+
+async def test_asr_vd5_server_vad_splits_two_utterances(
+    gateway: Gateway, clips: dict[str, Clip]
+) -> None:
+    headers = {"Authorization": f"Bearer {gateway.key}"}
+    audio = (
+        silence(0.5)
+        + clips["clip"].bytes_at(24000)
+        + silence(1.2)
+        + clips["clip2"].bytes_at(24000)
+        + silence(1.2)
+    )
+    async with websockets.connect(gateway.ws, additional_headers=headers) as ws:
+        assert json.loads(await ws.recv())["type"] == "session.created"
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "session.update",
+                    "session": {
+                        "type": "transcription",
+                        "audio": {
+                            "input": {
+                                "turn_detection": {"type": "server_vad"},
+                                "transcription": {"language": "en"},
+                            }
+                        },
+                    },
+                }
+            )
+        )
+        for i in range(0, len(audio), 4800):
+            await ws.send(
+                json.dumps(
+                    {
+                        "type": "input_audio_buffer.append",
+                        "audio": b64(audio[i : i + 4800]),
+                    }
+                )
+            )
+        events = []
+        async with asyncio.timeout(30):
+            while sum(e["type"] == "conversation.item.done" for e in events) < 2:
+                events.append(json.loads(await ws.recv()))
+    assert not [e for e in events if e["type"] == "error"]
+    completed = [e for e in events if e["type"] == COMPLETED]
+    assert len(completed) == 2 and completed[0]["item_id"] != completed[1]["item_id"]
+    assert word_error_rate(clips["clip"].text, completed[0]["transcript"]) <= 0.15
+    assert word_error_rate(clips["clip2"].text, completed[1]["transcript"]) <= 0.15
+    assert sum(e["type"] == "input_audio_buffer.speech_stopped" for e in events) == 2
+
+
+async def test_asr_t_r1_disconnect_mid_inference_frees_the_only_slot(
+    gateway: Gateway, clips: dict[str, Clip]
+) -> None:
+    headers = {"Authorization": f"Bearer {gateway.key}"}
+    long = b"".join(clips[k].bytes_at(24000) for k in ("clip", "clip2", "numbers")) * 4
+    ws = await websockets.connect(gateway.ws, additional_headers=headers)
+    assert json.loads(await ws.recv())["type"] == "session.created"
+    for i in range(0, len(long), 48000):
+        await ws.send(
+            json.dumps(
+                {"type": "input_audio_buffer.append", "audio": b64(long[i : i + 48000])}
+            )
+        )
+    await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+    while json.loads(await ws.recv())["type"] != "conversation.item.added":
+        pass
+    await ws.close()
+    started = time.monotonic()
+    async with websockets.connect(gateway.ws, additional_headers=headers) as again:
+        first = json.loads(await again.recv())
+    assert first["type"] == "session.created", first
+    assert time.monotonic() - started < 1.5  # slot freed within 1 s (+ handshake)
+
+
+@pytest.fixture
+def whisper_worker(settings: Any, request: pytest.FixtureRequest) -> Any:
+    """The embedded worker with the real faster-whisper engine."""
+    settings.ASR_ENGINE = "faster_whisper"
+    settings.TTS_ENGINE = "fake"
+    return request.getfixturevalue("embedded_worker")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_asr_t_r1_in_process_cancel_leaves_no_task(
+    whisper_worker: Any, api_key: str, clips: dict[str, Clip]
+) -> None:
+    from tests.asr.conftest import connect
+
+    runtime = whisper_worker
+    rt = await connect(key=api_key)
+    long = b"".join(clips[k].bytes_at(24000) for k in ("clip", "clip2", "numbers")) * 3
+    await rt.append(long, chunk_bytes=48000)
+    await rt.send({"type": "input_audio_buffer.commit"})
+    await rt.until("conversation.item.added", timeout=30)
+    await asyncio.sleep(0.1)
+    await rt.comm.disconnect()
+    started = time.monotonic()
+    while runtime.jobs.busy("asr"):
+        await asyncio.sleep(0.01)
+    await runtime.jobs.wait_idle()
+    assert time.monotonic() - started < 1
+    leftovers = [
+        t
+        for t in asyncio.all_tasks()
+        if "asr.jobs" in repr(t.get_coro()) or "AsrJob" in repr(t.get_coro())
+    ]
+    assert leftovers == []
+
+
+async def test_asr_t_b3_15_mib_append_fits_and_16_mib_closes_1009(
+    gateway: Gateway, clips: dict[str, Clip]
+) -> None:
+    headers = {"Authorization": f"Bearer {gateway.key}"}
+    envelope = '{"type":"input_audio_buffer.append","audio":"%s"}'
+    room = 15 * 1024 * 1024 - len(envelope)
+    silence_ulaw = b"\xff" * (room // 4 * 3)  # G.711 µ-law zero, ~1470 s at 8 kHz
+    big = envelope.replace("%s", b64(silence_ulaw))
+    assert len(big) <= 15 * 1024 * 1024
+    async with websockets.connect(gateway.ws, additional_headers=headers) as ws:
+        assert json.loads(await ws.recv())["type"] == "session.created"
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "session.update",
+                    "session": {
+                        "type": "transcription",
+                        "audio": {"input": {"format": {"type": "audio/pcmu"}}},
+                    },
+                }
+            )
+        )
+        assert json.loads(await ws.recv())["type"] == "session.updated"
+        await ws.send(big)
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "input_audio_buffer.append",
+                    "audio": b64(clips["clip"].g711("audio/pcmu")),
+                }
+            )
+        )
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        async with asyncio.timeout(60):
+            events = []
+            while not events or events[-1]["type"] != COMPLETED:
+                events.append(json.loads(await ws.recv()))
+        assert not [e for e in events if e["type"] == "error"]
+        assert word_error_rate(clips["clip"].text, events[-1]["transcript"]) <= 0.15
+        too_big = "x" * (16 * 1024 * 1024 + 1)
+        # Daphne's own cap (16 MiB, AR-4) triggers first: it fails the connection with
+        # 1009 while the client is still writing, so the client may see a reset instead.
+        with pytest.raises((websockets.ConnectionClosed, ConnectionResetError)):
+            await ws.send(too_big)
+            while True:
+                await ws.recv()
+        rcvd = ws.close_code
+        assert rcvd in (1009, 1006, None)
+
+
+async def test_asr_lm7_close_codes_reach_the_client_through_daphne(
+    gateway: Gateway,
+) -> None:
+    headers = {"Authorization": "Bearer vk_live_wrong"}
+    async with websockets.connect(gateway.ws, additional_headers=headers) as ws:
+        error = json.loads(await ws.recv())
+        assert error["error"]["code"] == "invalid_api_key"
+        with pytest.raises(websockets.ConnectionClosed):
+            await ws.recv()
+    assert ws.close_code == 1008
+    assert ws.close_reason == "invalid_api_key"

@@ -1,0 +1,210 @@
+"""The §14 streaming algorithm with scripted hypotheses (no engine, no event loop)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from asr.engines.base import MODEL_RATE, AsrHypothesis, Word
+from asr.streaming import StreamState, pieces
+
+
+def hyp(text: str, ends: list[float] | None = None, prob: float = 0.8) -> AsrHypothesis:
+    words = ()
+    if ends is not None:
+        parts = pieces(text)
+        assert len(parts) == len(ends)
+        words = tuple(
+            Word(text=p, start=max(0.0, e - 0.3), end=e, probability=prob)
+            for p, e in zip(parts, ends, strict=True)
+        )
+    return AsrHypothesis(text=text, words=words)
+
+
+def run(hypotheses: list[str], final: str, **options: object) -> tuple[list[str], str]:
+    """Feed chunk hypotheses then a final one; return the deltas and the transcript."""
+    state = StreamState(**options)  # type: ignore[arg-type]
+    deltas = []
+    for n, text in enumerate(hypotheses, start=1):
+        plan = state.plan(n * MODEL_RATE, final=False)
+        emission = state.on_chunk(hyp(text), plan)
+        if emission is not None:
+            deltas.append(emission.text)
+    state.plan(len(hypotheses) * MODEL_RATE, final=True)
+    remainder = state.on_final(hyp(final)).text
+    if remainder:
+        deltas.append(remainder)
+    assert state.emitted == "".join(deltas)
+    return deltas, state.emitted
+
+
+GROWING_EN = [
+    "Hello",
+    "Hello world, this",
+    "Hello world, this is a",
+    "Hello world, this is a test of",
+    "Hello world, this is a test of the speech",
+    "Hello world, this is a test of the speech gateway.",
+]
+
+
+@pytest.mark.parametrize(
+    ("hypotheses", "final"),
+    [
+        (GROWING_EN, "Hello world, this is a test of the speech gateway."),
+        (
+            [
+                "It costs",
+                "It costs 42 dollars,",
+                "It costs 42 dollars, and 7",
+                "It costs 42 dollars, and 7 cents.",
+            ],
+            "It costs $42, and 7 cents!",
+        ),
+        (
+            [
+                "Guten",
+                "Guten Tag, wie",
+                "Guten Tag, wie geht es",
+                "Guten Tag, wie geht es Ihnen heute?",
+            ],
+            "Guten Tag, wie geht es Ihnen heute?",
+        ),
+        (
+            ["你好", "你好，世界。", "你好，世界。今天天气"],
+            "你好，世界。今天天气很好。",
+        ),
+    ],
+)
+def test_asr_it8_deltas_join_to_transcript(hypotheses: list[str], final: str) -> None:
+    deltas, transcript = run(hypotheses, final)
+    assert "".join(deltas) == transcript
+    assert all(deltas)
+    assert not deltas[0][:1].isspace()
+    assert all(d[:1].isspace() for d in deltas[1:] if d[:1].isascii())
+
+
+def test_asr_sa5_words_wait_for_agreement_and_the_unfixed_tail() -> None:
+    state = StreamState(unfixed_words=3)
+    plan = state.plan(MODEL_RATE, final=False)
+    assert state.on_chunk(hyp("one two three four five"), plan) is None  # no Hprev yet
+    plan = state.plan(2 * MODEL_RATE, final=False)
+    emitted = state.on_chunk(hyp("one two three four five six"), plan)
+    assert emitted is not None and emitted.text == "one two three"
+    plan = state.plan(3 * MODEL_RATE, final=False)
+    # "four" changed: nothing new is confirmed, nothing is retracted.
+    assert state.on_chunk(hyp("one two three for five six seven"), plan) is None
+    assert state.emitted == "one two three"
+
+
+def test_asr_sa5_hypothesis_disagreeing_with_emitted_text_emits_nothing() -> None:
+    state = StreamState(unfixed_words=0)
+    for n, text in enumerate(["a b c", "a b c"], start=1):
+        state.on_chunk(hyp(text), state.plan(n * MODEL_RATE, final=False))
+    assert state.emitted == "a b c"
+    plan = state.plan(3 * MODEL_RATE, final=False)
+    assert state.on_chunk(hyp("x y c d e"), plan) is None
+    assert state.emitted == "a b c"
+
+
+def test_asr_sa3_prefix_forced_after_unfixed_chunks_with_leading_space() -> None:
+    state = StreamState(unfixed_words=1, unfixed_chunks=2, prompt="Django, Channels")
+    first = state.plan(MODEL_RATE, final=False)
+    assert first.prefix == "" and first.prompt == "Django, Channels"
+    state.on_chunk(hyp("Hello world"), first)
+    second = state.plan(2 * MODEL_RATE, final=False)
+    assert second.prefix == ""
+    state.on_chunk(hyp("Hello world again"), second)
+    third = state.plan(3 * MODEL_RATE, final=False)
+    assert state.emitted == "Hello world"
+    assert third.prefix == " Hello world"
+    final = state.plan(3 * MODEL_RATE, final=True)
+    assert final.prefix == " Hello world" and final.final
+
+
+def test_asr_sa7_final_not_starting_with_window_text_skips_as_many_pieces() -> None:
+    state = StreamState(unfixed_words=0)
+    for n in (1, 2):
+        state.on_chunk(hyp("one two"), state.plan(n * MODEL_RATE, final=False))
+    assert state.emitted == "one two"
+    assert state.on_final(hyp("won too three")).text == " three"
+    assert state.emitted == "one two three"
+
+
+def test_asr_sa6_window_slides_to_the_last_confirmed_word() -> None:
+    state = StreamState(
+        unfixed_words=1, chunk_samples=MODEL_RATE, window_samples=4 * MODEL_RATE
+    )
+    texts = ["a b c", "a b c d", "a b c d e"]
+    for n, text in enumerate(texts, start=2):
+        plan = state.plan(n * MODEL_RATE, final=False)
+        assert plan.words == (n * MODEL_RATE > 2 * MODEL_RATE)
+        ends = [0.5 * (i + 1) for i in range(len(pieces(text)))]
+        state.on_chunk(hyp(text, ends), plan)
+    assert state.emitted == "a b c d"
+    assert state.confirmed_end == 2 * MODEL_RATE  # "d" ends at 2.0 s
+    plan = state.plan(5 * MODEL_RATE, final=False)  # 5 s > 4 s window
+    assert plan.start == 2 * MODEL_RATE
+    assert plan.prefix == "" and plan.prompt.endswith("a b c d")
+    emitted = state.on_chunk(hyp("e f g", [0.5, 1.0, 1.5]), plan)
+    assert emitted is None  # no Hprev in the new window yet
+    state.on_chunk(
+        hyp("e f g h", [0.5, 1.0, 1.5, 2.0]), state.plan(5 * MODEL_RATE, final=False)
+    )
+    assert state.emitted == "a b c d e f g"
+
+
+def test_asr_it10_logprobs_cover_each_delta_exactly() -> None:
+    state = StreamState(unfixed_words=1, logprobs=True)
+    plan = state.plan(MODEL_RATE, final=False)
+    state.on_chunk(hyp("Grüß dich, Welt", [0.3, 0.6, 0.9]), plan)
+    plan = state.plan(2 * MODEL_RATE, final=False)
+    emitted = state.on_chunk(hyp("Grüß dich, Welt heute", [0.3, 0.6, 0.9, 1.2]), plan)
+    assert emitted is not None and emitted.logprobs is not None
+    assert "".join(e["token"] for e in emitted.logprobs) == emitted.text
+    for entry in emitted.logprobs:
+        assert entry["logprob"] == pytest.approx(math.log(0.8))
+        assert entry["bytes"] == list(entry["token"].encode("utf-8"))
+    final = state.on_final(hyp("Grüß dich, Welt heute.", [0.3, 0.6, 0.9, 1.2]))
+    assert final.logprobs is not None
+    assert "".join(e["token"] for e in final.logprobs) == final.text
+
+
+def test_asr_wk7_resumed_state_never_reemits_prefix_text() -> None:
+    state = StreamState.resumed("Hello world,", unfixed_words=0, unfixed_chunks=2)
+    plan = state.plan(MODEL_RATE, final=False)
+    assert plan.prefix == " Hello world,"
+    state.on_chunk(hyp("Hello world, this is"), plan)
+    emitted = state.on_chunk(
+        hyp("Hello world, this is"), state.plan(2 * MODEL_RATE, final=False)
+    )
+    assert emitted is not None and emitted.text == " this is"
+    assert state.emitted == "Hello world, this is"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_asr_it8_random_revisions_never_retract(seed: int) -> None:
+    rng = random.Random(seed)
+    truth = [
+        rng.choice(["alpha", "beta,", "gamma.", "delta", "42", "x-ray"])
+        for _ in range(20)
+    ]
+    hypotheses = []
+    for n in range(1, 21):
+        words = truth[:n]
+        if rng.random() < 0.4 and words:
+            words = [*words[:-1], rng.choice(["oops", "alpha", words[-1].upper()])]
+        hypotheses.append(" ".join(words))
+    seen = ""
+    state = StreamState(
+        unfixed_words=rng.randint(0, 3), unfixed_chunks=rng.randint(0, 3)
+    )
+    for n, text in enumerate(hypotheses, start=1):
+        state.on_chunk(hyp(text), state.plan(n * MODEL_RATE, final=False))
+        assert state.emitted.startswith(seen)
+        seen = state.emitted
+    remainder = state.on_final(hyp(" ".join(truth))).text
+    assert state.emitted == seen + remainder
+    assert not state.emitted[:1].isspace()

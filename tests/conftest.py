@@ -94,12 +94,14 @@ def fresh_layers_and_runtime() -> Iterator[None]:
 def _reset_process_state() -> None:
     from accounts.auth import principal_cache
     from accounts.limits import reset_limiters
+    from veena_site import lifecycle
 
     channel_layers.backends.clear()
     reset_runtime()
     get_liveness.cache_clear()
     reset_limiters()
     principal_cache.clear()
+    lifecycle.reset()
 
 
 

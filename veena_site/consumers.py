@@ -8,6 +8,7 @@ from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from veena_site import lifecycle
 from veena_site.jobclient import TIMER, Outcome, WorkerLink
 
 
@@ -27,6 +28,29 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
     def closed(self) -> bool:
         """True once the consumer has ended its stream."""
         raise NotImplementedError
+
+    async def on_shutdown(self) -> None:
+        """The gateway is stopping: end the stream with 1001 (consumers may drain first)."""
+        await self.close(code=1001)
+
+    async def websocket_connect(self, message: dict[str, Any]) -> None:
+        """Register the socket for the shutdown drain; refuse new ones while stopping."""
+        lifecycle.register(self.channel_name)
+        if lifecycle.shutting_down():
+            await self.accept()
+            await self.close(code=1001)
+            return
+        await super().websocket_connect(message)
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        """Unregister from the shutdown drain, then run the normal disconnect."""
+        lifecycle.unregister(self.channel_name)
+        await super().websocket_disconnect(message)
+
+    async def gateway_shutdown(self, message: dict[str, Any]) -> None:
+        """Handle gateway.shutdown from this process's drain."""
+        if not self.closed():
+            await self.on_shutdown()
 
     async def gpu_job_accepted(self, message: dict[str, Any]) -> None:
         """Handle gpu.job.accepted: the job is pinned to that worker."""

@@ -77,12 +77,21 @@ class WorkerLink:
         self._timers: set[asyncio.Task[None]] = set()
         # Names this link's timers, so one left over from a replaced link is ignored.
         self.token = uuid.uuid4().hex[:12]
+        self._id_base = ""
+        self._attempts = 0
 
-    async def submit(self, build: Callable[[str, float], Message]) -> Outcome | None:
-        """Send the job's first message to the shared channel; ``build(job_id, deadline)``."""
+    async def submit(
+        self, build: Callable[[str, float], Message], *, job_id: str | None = None
+    ) -> Outcome | None:
+        """Send the job's first message to the shared channel; ``build(job_id, deadline)``.
+
+        ``job_id`` names the first attempt (e.g. the accounts stream id, realtime WK-1); each
+        retry is a new job (tts Q4), named ``<job_id>.<n>``. Without it ids are random.
+        """
         assert self.phase is Phase.IDLE
         self.phase = Phase.SUBMITTING
         self._build = build
+        self._id_base = job_id or uuid.uuid4().hex
         self._started = time.monotonic()
         self._later(self.answer_s, "answer")
         self._later(self.wait_s + self.answer_s, "give_up")
@@ -168,7 +177,12 @@ class WorkerLink:
 
     async def _attempt(self) -> Outcome | None:
         assert self._build is not None
-        self.job_id = uuid.uuid4().hex
+        self.job_id = (
+            self._id_base
+            if self._attempts == 0
+            else f"{self._id_base}.{self._attempts}"
+        )
+        self._attempts += 1
         deadline = time.time() + self.answer_s
         try:
             message = self._build(self.job_id, deadline).to_message()

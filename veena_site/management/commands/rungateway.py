@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
 logger = logging.getLogger(__name__)
+
+
+def drain_seconds() -> float:
+    """Longest wait for live streams on shutdown: the TTS drain plus a margin for closes."""
+    return float(settings.TTS_DRAIN_S) + 2.0
 
 
 class Command(BaseCommand):
@@ -28,7 +34,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
         from daphne.server import Server  # installs the asyncio reactor first
 
-        from veena_site import daphne_compat
+        from veena_site import daphne_compat, lifecycle
         from veena_site.asgi import application
 
         daphne_compat.install()
@@ -36,19 +42,39 @@ class Command(BaseCommand):
         def ready() -> None:
             # Called before the reactor's loop runs: schedule the embedded worker and the
             # in-process beat (accounts' periodic jobs) for the loop's first turn.
+            loop = asyncio.get_event_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(
+                    sig, lambda: loop.create_task(stop_gracefully())
+                )
             if not settings.REDIS_URL:
                 from accounts.scheduler import start_embedded_scheduler
                 from veena_site.embedded import start_embedded_worker
 
-                loop = asyncio.get_event_loop()
                 loop.call_soon(start_embedded_worker)
                 loop.call_soon(start_embedded_scheduler)
             logger.info("gateway listening on %s:%d", host, port)
 
+        async def stop_gracefully() -> None:
+            """Drain live streams (tts W12), stop the embedded worker, stop the reactor."""
+            if lifecycle.shutting_down():
+                return
+            logger.info(
+                "gateway stopping: draining streams for up to %gs", drain_seconds()
+            )
+            await lifecycle.drain(drain_seconds())
+            if not settings.REDIS_URL:
+                from veena_site.runtime import get_runtime
+
+                await get_runtime().shutdown()
+            from twisted.internet import reactor
+
+            reactor.stop()
+
         server = Server(
             application=application,
             endpoints=[f"tcp:port={port}:interface={host}"],
-            signal_handlers=True,
+            signal_handlers=False,  # ours: drain first (stop_gracefully)
             websocket_max_message_size=settings.WEBSOCKET_MAX_MESSAGE_BYTES,
             websocket_max_frame_size=settings.WEBSOCKET_MAX_MESSAGE_BYTES,
             application_close_timeout=10,

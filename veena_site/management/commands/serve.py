@@ -25,7 +25,6 @@ from django.core.management.base import BaseCommand, CommandError
 logger = logging.getLogger(__name__)
 
 ROLES = ("gateway", "worker", "celery", "beat")
-STOP_GRACE_S = 15.0
 
 
 def role_commands(
@@ -121,7 +120,8 @@ class Command(BaseCommand):
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
+        # Gateways drain their streams for TTS_DRAIN_S before they exit (tts W12).
+        deadline = time.monotonic() + float(settings.TTS_DRAIN_S) + 10.0
         for child in children:
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))

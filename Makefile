@@ -32,6 +32,7 @@ test: $(VENV)/.dev-installed lint
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/mypy veena_site accounts tts asr
 
 bench: $(VENV)/.dev-installed
 	@ls bench/*.py >/dev/null 2>&1 && for b in bench/*.py; do $(BIN)/python $$b || exit 1; done || echo "no benchmarks yet"

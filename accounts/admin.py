@@ -245,7 +245,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
     ) -> bool:
         return False
 
-    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+    def lookup_allowed(  # type: ignore[override]
+        self, lookup: str, value: str, request: HttpRequest
+    ) -> bool:
         if lookup.startswith("key_hash"):
             return False
         return super().lookup_allowed(lookup, value, request)

@@ -10,7 +10,7 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from functools import cache
-from typing import Protocol
+from typing import Any, Protocol
 
 import redis
 import redis.asyncio as aioredis
@@ -101,6 +101,7 @@ class RedisLiveness:
 def get_liveness() -> LivenessStore:
     """Return the process's liveness store for the configured topology."""
     if settings.REDIS_URL:
-        prefix = settings.CHANNEL_LAYERS["default"]["CONFIG"].get("prefix", "veena")
+        config: Any = settings.CHANNEL_LAYERS["default"]["CONFIG"]
+        prefix = str(config.get("prefix", "veena"))
         return RedisLiveness(settings.REDIS_URL, settings.WORKER_TTL_S, prefix)
     return MemoryLiveness(settings.WORKER_TTL_S)

@@ -69,7 +69,7 @@ class Command(BaseCommand):
                 await get_runtime().shutdown()
             from twisted.internet import reactor
 
-            reactor.stop()
+            reactor.stop()  # type: ignore[misc]
 
         server = Server(
             application=application,

@@ -3,8 +3,8 @@
 Protocol state lives in ``asr.session.RealtimeSession``, which returns outputs; this consumer
 parses frames, runs the CPU-heavy audio steps off the loop (AR-2), performs the outputs (wire
 events, worker messages) and reacts to worker replies and timers as separate dispatched
-messages (AR-3). Usage metering is not wired yet: see the ``meter_*`` hook points
-of ``asr.wire.RealtimeSender``.
+messages (AR-3). Usage is metered through ``asr.usage`` (the ``meter_*`` methods of
+``asr.wire.RealtimeSender``): one record per connection, opened before ``session.created``.
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections import deque
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
 from django.conf import settings
 
-from accounts.admission import admit
+from accounts.admission import Admission, admit
 from accounts.exceptions import AdmissionDenied
 from asr import wire
 from asr.config import (
@@ -29,6 +31,7 @@ from asr.handlers import RealtimeHandlers
 from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
 from asr.protocol import ClientEvent, ProtocolError, parse_client_event
 from asr.session import AsrState, Dialect, RealtimeSession, dialect_signal
+from asr.usage import RealtimeUsage
 from asr.vad import AudioFrontEnd
 from veena_site import metrics
 from veena_site.contracts import JobFailed, Message
@@ -37,8 +40,9 @@ from veena_site.logs import new_request_id
 
 logger = logging.getLogger(__name__)
 
-WATCH_S = 0.5  # worker liveness check period (WK-7)
-TICK_S = 1.0  # accounts E6: admission.tick() at least once a second
+# accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop
+# within E7's 1 s even when the tick waits behind a client event.
+TICK_S = 0.5
 EARLY_EVENTS_LIMIT = 64 * 1024 * 1024  # events received while admission runs
 SUBPROTOCOLS = ("realtime", "openai-beta.realtime-v1")  # CN-3, in preference order
 
@@ -62,17 +66,29 @@ class RealtimeConsumer(RealtimeHandlers):
         self.full_since: float | None = None
         self.timers: dict[str, asyncio.Task[None]] = {}
         self.failing_over = False
+        self.failovers = 0
         self.released = False
-        self.worker_seen = self.link_started = time.monotonic()
         self.stats = {"audio_messages": 0, "pcm_bytes": 0, "input_bytes": 0}
         self.last_message_at = time.monotonic()
         metrics.ACTIVE_STREAMS.labels("asr").inc()
         try:
-            self.admission = await admit(self.scope, endpoint="asr")
+            self.admission = await self.admit()
         except AdmissionDenied as denied:
             await self.deny(denied.reason, denied.retry_after_ms)
             return
+        self.stream_id = (
+            self.admission.stream_id if self.admission is not None else uuid.uuid4()
+        )
+        self.usage = RealtimeUsage(
+            self.admission,
+            stream_id=self.stream_id,
+            started_at=datetime.fromtimestamp(self.accepted_at, tz=UTC),
+        )
         await self.submit()
+
+    async def admit(self) -> Admission | None:
+        """accounts E1 for this stream; None would meter to the ``anonymous`` key."""
+        return await admit(self.scope, endpoint="asr")
 
     def build_session(self, offered: list[str]) -> RealtimeSession:
         """Session state from the query string, headers and settings (CN-2, CN-6, DI-1)."""
@@ -102,8 +118,14 @@ class RealtimeConsumer(RealtimeHandlers):
         )
 
     async def submit(self) -> None:
-        """Send asr.job.open through a fresh link; the answer arrives as a message."""
-        self.link_started = time.monotonic()
+        """Send asr.job.open through a fresh link; the answer arrives as a message.
+
+        The job id is the accounts stream id (WK-1); a failover's job gets a new name, so
+        the cancel sent to the lost worker can never reach the job that replaces it.
+        """
+        job_id = str(self.stream_id)
+        if self.failovers:
+            job_id += f".f{self.failovers}"
         link = self.new_link(
             kind="asr",
             answer_ms=settings.ASR_WORKER_ANSWER_MS,
@@ -119,16 +141,24 @@ class RealtimeConsumer(RealtimeHandlers):
                 model=settings.ASR_MODEL,
             )
 
-        await self.on_outcome(await link.submit(build))
+        await self.on_outcome(await link.submit(build, job_id=job_id))
 
     async def disconnect(self, code: int) -> None:
-        """LM-6: cancel the worker job, timers and admission on every exit path, once."""
+        """LM-6: finish the record, cancel the worker job, timers and admission, once."""
         if getattr(self, "session", None) is None:
             return
         if self.session.state is not AsrState.CLOSED:
             self.session.state = AsrState.CLOSED
-            await asyncio.shield(self.meter_finish(status="cancelled", error_code=None))
+            # accounts U9: an ASR stream ended by client close is completed.
+            await self.meter_finish(status="completed", close_code=code)
         await self.release()
+
+    async def on_shutdown(self) -> None:
+        """LM-6: gateway shutdown is a normal server close (U9), with 1001."""
+        self.session.state = AsrState.CLOSED
+        await self.meter_finish(status="completed", close_code=1001)
+        await self.release()
+        await self.close(code=1001)
 
     async def release(self) -> None:
         """Give back the worker slot, the timers and the admission (idempotent)."""
@@ -142,13 +172,16 @@ class RealtimeConsumer(RealtimeHandlers):
         self.outbox.clear()
         if self.link is not None:
             await self.link.close()
-        if self.admission is not None:
+        if self.usage is not None:
+            await self.usage.release()  # after the record, as accounts.metering says
+        elif self.admission is not None:
             await self.admission.release()
         logger.info(
-            "asr session %s closed: %d audio messages, %d pcm bytes to the worker",
+            "asr session %s closed: %d audio messages, %d pcm bytes to the worker; %s",
             self.session.session_id,
             self.stats["audio_messages"],
             self.stats["pcm_bytes"],
+            self.usage.describe() if self.usage is not None else "not admitted",
         )
 
     def closed(self) -> bool:
@@ -245,34 +278,12 @@ class RealtimeConsumer(RealtimeHandlers):
             await self.fail("inference_failed")
 
     def alive(self, message: dict[str, Any]) -> bool:
-        """The reply is from the pinned worker of an open session."""
-        if self.closed() or self.link is None or not self.link.touch(message):
-            return False
-        self.worker_seen = time.monotonic()
-        return True
+        """The reply is from the pinned worker of an open session (it also feeds WK-7)."""
+        return not self.closed() and self.link is not None and self.link.touch(message)
 
     async def gpu_job_heartbeat(self, message: dict[str, Any]) -> None:
         """Handle gpu.job.heartbeat: the pinned worker is alive."""
         self.alive(message)
-
-    async def timer_fire(self, message: dict[str, Any]) -> None:
-        """Handle timer.fire, dropping link timers left over from a replaced link."""
-        if message.get("link") and self.stale_link_timer(message["name"]):
-            return
-        await super().timer_fire(message)
-
-    def stale_link_timer(self, name: str) -> bool:
-        """An answer/give-up timer that cannot belong to the current link (it is too early).
-
-        Timer messages do not name their link, and a handler that ran for seconds (a 15 MiB
-        append) leaves the first link's timers queued until after a failover.
-        """
-        answer = settings.ASR_WORKER_ANSWER_MS / 1000
-        due = {
-            "answer": answer,
-            "give_up": answer + settings.ASR_ADMISSION_WAIT_MS / 1000,
-        }
-        return name in due and time.monotonic() - self.link_started < due[name] - 0.01
 
     # Admission, failover, timers.
 
@@ -281,9 +292,6 @@ class RealtimeConsumer(RealtimeHandlers):
         if outcome is None or self.closed():
             return
         if outcome is Outcome.ACCEPTED:
-            self.worker_seen = time.monotonic()
-            if "watch" not in self.timers:
-                self.timers["watch"] = self.post_later(WATCH_S, "watch")
             if self.failing_over:
                 self.failing_over = False
                 logger.info(
@@ -293,8 +301,8 @@ class RealtimeConsumer(RealtimeHandlers):
             else:
                 await self.open_session()
             return
-        if outcome is Outcome.LOST:
-            self.confirm_lost()
+        if outcome is Outcome.LOST:  # the link confirmed the silence after its queue
+            await self.failover()
         elif self.failing_over or outcome is Outcome.NOT_LOADED:
             await self.fail("engine_unavailable", admission=not self.failing_over)
         else:
@@ -306,8 +314,13 @@ class RealtimeConsumer(RealtimeHandlers):
             )
 
     async def open_session(self) -> None:
-        """CN-7: session.created, timers, then the frames that arrived meanwhile."""
-        await self.meter_open()
+        """AU-4, CN-7: usage record, session.created, timers, then the early frames."""
+        try:
+            await self.meter_open()
+        except AdmissionDenied as denied:  # usage_unavailable: serve nothing (U2)
+            code = wire.STOPS.get(denied.reason, "service_unavailable")
+            await self.fail(code, admission=True, reason=denied.reason)
+            return
         self.session.state = AsrState.OPEN
         metrics.REQUESTS.labels("asr").inc()
         await self.send_json(self.session_created())
@@ -323,15 +336,6 @@ class RealtimeConsumer(RealtimeHandlers):
                 return
             await self.handle_frame(text, data)
 
-    def confirm_lost(self) -> None:
-        """Re-check after the queue: heartbeats may be waiting behind a stale check (WK-7)."""
-        if "confirm_lost" not in self.timers:
-            self.timers["confirm_lost"] = self.post_later(0, "confirm_lost")
-
-    def worker_silent(self) -> bool:
-        """No message from the pinned worker for ASR_WORKER_STALL_S."""
-        return time.monotonic() - self.worker_seen > settings.ASR_WORKER_STALL_S
-
     async def failover(self) -> None:
         """WK-7: the worker is lost; re-run admission and replay unfinished items."""
         if self.failing_over or self.closed():
@@ -340,6 +344,7 @@ class RealtimeConsumer(RealtimeHandlers):
             "asr session %s: worker lost, failing over", self.session.session_id
         )
         self.failing_over = True
+        self.failovers += 1
         self.outbox.clear()
         self.full_since = None
         if self.link is not None:
@@ -351,17 +356,10 @@ class RealtimeConsumer(RealtimeHandlers):
         self.timers.pop(name, None)
         if name == "pump":
             await self.pump()
-        elif name == "watch":
-            if not self.failing_over and self.worker_silent():
-                self.confirm_lost()
-            self.timers["watch"] = self.post_later(WATCH_S, "watch")
-        elif name == "confirm_lost":
-            if not self.failing_over and self.worker_silent():
-                await self.failover()
         elif name == "tick":
             await self.tick()
         elif name == "expire":
-            await self.fail("session_expired")
+            await self.fail("session_expired", reason=self.expiry_reason())
         elif name == "idle":
             idle = time.monotonic() - self.last_message_at
             if idle >= settings.ASR_IDLE_TIMEOUT_S:
@@ -372,14 +370,23 @@ class RealtimeConsumer(RealtimeHandlers):
                 )
 
     async def tick(self) -> None:
-        """Every second: the accounts E6 checks; a stop reason ends the session (LM-5)."""
-        reason = await self.admission.tick() if self.admission is not None else None
-        await self.meter_checkpoint()
+        """accounts E6 (checkpoint, key, lease, duration); a stop ends the session (LM-5)."""
+        reason = await self.meter_tick()
         if reason is not None:
-            code = wire.STOPS.get(reason, "service_unavailable")
-            await self.fail(code, close_code=wire.close_code(code))
+            await self.stop(reason)
         elif not self.closed():
             self.timers["tick"] = self.post_later(TICK_S, "tick")
+
+    async def stop(self, reason: str) -> None:
+        """accounts E7: the reason's wire error and close; the record keeps the reason."""
+        await self.fail(wire.STOPS.get(reason, "service_unavailable"), reason=reason)
+
+    def expiry_reason(self) -> str:
+        """LM-4: the plan's maximum duration is accounts' E7 stop, else the wire code."""
+        plan = self.admission.principal.max_session_seconds if self.admission else None
+        if plan is not None and plan <= settings.ASR_MAX_SESSION_S:
+            return "max_session_duration"
+        return "session_expired"
 
     # Termination.
 
@@ -401,8 +408,13 @@ class RealtimeConsumer(RealtimeHandlers):
         close_code: int | None = None,
         retry_after_ms: int | None = None,
         admission: bool = False,
+        reason: str | None = None,
     ) -> None:
-        """One error event, then close with the code as reason (ER-2, LM-7)."""
+        """One error event, then close with the code as reason (ER-2, LM-7).
+
+        The record is finished first (MT-1, U9): ``completed`` after an idle timeout, else
+        ``failed`` with ``reason`` (an accounts E3 reason) or the wire code as error_code.
+        """
         if self.closed():
             return
         self.session.state = AsrState.CLOSED
@@ -413,6 +425,13 @@ class RealtimeConsumer(RealtimeHandlers):
             retry_after_ms=retry_after_ms,
             openai=admission,
         )
-        await asyncio.shield(self.meter_finish(status="failed", error_code=code))
+        close_code = close_code or wire.close_code(code)
+        if code == "idle_timeout":
+            await self.meter_finish(status="completed", close_code=close_code)
+        else:
+            error_code = reason or code
+            await self.meter_finish(
+                status="failed", error_code=error_code, close_code=close_code
+            )
         await self.release()
-        await self.close(code=close_code or wire.close_code(code), reason=code)
+        await self.close(code=close_code, reason=code)

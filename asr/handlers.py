@@ -14,6 +14,7 @@ from dataclasses import replace
 import pybase64
 from django.conf import settings
 
+from accounts.exceptions import AdmissionDenied
 from asr import wire
 from asr.config import (
     VLLM_RATE,
@@ -108,7 +109,7 @@ class RealtimeHandlers(wire.RealtimeSender):
             self.session.detector.reset(self.session.clock)
 
     async def on_append(self, event: ClientEvent) -> None:
-        """AI-1: validate, decode off the loop, ingest, forward."""
+        """AI-1: validate, decode off the loop, reserve quota (MT-3), ingest, forward."""
         audio = event.body.get("audio")
         if not isinstance(audio, str):
             raise ProtocolError(
@@ -117,27 +118,33 @@ class RealtimeHandlers(wire.RealtimeSender):
         if not audio:
             return
         payload = await self.b64decode(audio)
-        if self.session.config.format == "audio/pcm" and len(payload) % 2:
+        pcm16 = self.session.config.format == "audio/pcm"
+        if pcm16 and len(payload) % 2:
             raise ProtocolError(
                 "invalid_audio_format", wire.message("invalid_audio_format"), "audio"
             )
         rate = self.session.config.rate
-        samples = (
-            len(payload) // 2
-            if self.session.config.format == "audio/pcm"
-            else len(payload)
-        )
-        input_ms = samples * 1000 / rate
-        granted = await self.meter_reserve_audio(input_ms)
-        if granted < input_ms:
-            await self.fail("insufficient_quota")
+        width = 2 if pcm16 else 1
+        samples = len(payload) // width
+        try:
+            accepted = await self.meter_reserve_audio(samples, rate)
+        except AdmissionDenied as denied:  # limits_unavailable
+            await self.stop(denied.reason)
             return
+        if accepted:
+            await self.accept_audio(payload[: accepted * width], accepted, rate)
+        if accepted < samples:  # the rest is dropped, unmetered (MT-3, accounts Q8)
+            await self.stop("quota_exceeded")
+
+    async def accept_audio(self, payload: bytes, samples: int, rate: int) -> None:
+        """AI-1 step 5–7 for audio within the reservations; metered unless it overflowed."""
         self.stats["input_bytes"] += len(payload)
         pcm, probs = await asyncio.to_thread(
             self.front.process, payload, vad=self.session.needs_vad
         )
-        await self.perform(self.session.ingest(pcm, probs, input_ms))
-        await self.meter_audio(input_ms)
+        await self.perform(self.session.ingest(pcm, probs, samples * 1000 / rate))
+        if not self.closed():  # an overflowing append is discarded, unmetered (AI-1.6)
+            self.meter_audio(samples, rate)
 
     async def b64decode(self, audio: str) -> bytes:
         """Strict base64 (AI-1 step 3), off the loop when large (AR-2)."""

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from accounts.admission import Admission
+from accounts.exceptions import DenialReason
 from asr import protocol
 from asr.config import beta_session_object, session_object
 from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen
@@ -45,6 +46,7 @@ from asr.session import (
     SpeechStopped,
     WorkerCommit,
 )
+from asr.usage import RealtimeUsage, UsageStatus
 from veena_site import metrics
 from veena_site.consumers import WorkerClientConsumer
 from veena_site.contracts import Message
@@ -119,6 +121,7 @@ class RealtimeSender(WorkerClientConsumer):
 
     session: RealtimeSession
     admission: Admission | None = None
+    usage: RealtimeUsage | None = None
     accepted_at: float
     stats: dict[str, int]
     outbox: deque[Message]
@@ -134,6 +137,7 @@ class RealtimeSender(WorkerClientConsumer):
         close_code: int | None = None,
         retry_after_ms: int | None = None,
         admission: bool = False,
+        reason: str | None = None,
     ) -> None:
         """One error event, then close (RealtimeConsumer implements it)."""
         raise NotImplementedError
@@ -142,26 +146,51 @@ class RealtimeSender(WorkerClientConsumer):
         """Move the job to another worker (RealtimeConsumer implements it)."""
         raise NotImplementedError
 
-    # Metering hook points (accounts.metering is built separately): no-ops for now.
+    async def stop(self, reason: str) -> None:
+        """End the session for an accounts E7 reason (RealtimeConsumer implements it)."""
+        raise NotImplementedError
+
+    # Metering (realtime §12) through asr.usage, which calls accounts.metering.
 
     async def meter_open(self) -> None:
-        """METERING HOOK: open the usage record before session.created (MT-1, accounts U2)."""
+        """AU-4, MT-1: commit the usage record before session.created (accounts U2).
 
-    async def meter_reserve_audio(self, ms: float) -> float:
-        """METERING HOOK: reserve quota for ``ms`` of audio; returns what was granted (MT-3)."""
-        return ms
+        Raises ``AdmissionDenied("usage_unavailable")`` when the database refuses.
+        """
+        assert self.usage is not None
+        version = self.link.model_version if self.link is not None else ""
+        await self.usage.open(
+            request_id=self.session.session_id, model=version or settings.ASR_MODEL
+        )
 
-    async def meter_audio(self, ms: float) -> None:
-        """METERING HOOK: count accepted audio, ``asr_audio_in_ms`` (MT-2)."""
+    async def meter_reserve_audio(self, samples: int, rate: int) -> int:
+        """MT-3: how many input samples of an append fit in the quota reservations."""
+        if self.usage is None:
+            return samples
+        return await self.usage.accept(samples, rate)
 
-    async def meter_checkpoint(self) -> None:
-        """METERING HOOK: checkpoint the record every USAGE_CHECKPOINT_SECONDS (U5)."""
+    def meter_audio(self, samples: int, rate: int) -> None:
+        """MT-2: count accepted input samples as ``asr_audio_in_ms``."""
+        if self.usage is not None:
+            self.usage.audio(samples, rate)
 
-    async def meter_item(self, chars: int, latency_s: float) -> None:
-        """METERING HOOK: one completed item, ``asr_items`` and ``asr_chars_out`` (MT-4)."""
+    def meter_item(self, chars: int, latency_s: float) -> None:
+        """MT-4: one completed item, ``asr_items``, ``asr_chars_out`` and latency."""
+        if self.usage is not None:
+            self.usage.item(chars, latency_s)
 
-    async def meter_finish(self, *, status: str, error_code: str | None) -> None:
-        """METERING HOOK: finalize the record once, under asyncio.shield (MT-1, U8)."""
+    async def meter_tick(self) -> DenialReason | None:
+        """accounts E6: checkpoint when due (U5), key, lease and duration checks."""
+        return await self.usage.tick() if self.usage is not None else None
+
+    async def meter_finish(
+        self, *, status: UsageStatus, error_code: str = "", close_code: int | None
+    ) -> None:
+        """MT-1, U8: finalize the record once, under asyncio.shield; later calls do nothing."""
+        if self.usage is not None:
+            await self.usage.finish(
+                status=status, error_code=error_code, close_code=close_code
+            )
 
     @property
     def expires_at(self) -> int:
@@ -275,7 +304,7 @@ class RealtimeSender(WorkerClientConsumer):
         if isinstance(out, Completed):
             latency = time.monotonic() - out.item.committed_at
             metrics.TTFB.labels("asr").observe(latency)
-            await self.meter_item(len(out.transcript), latency)
+            self.meter_item(len(out.transcript), latency)
         events = self._openai_events(out) if self.openai else self._vllm_events(out)
         for event in events:
             await self.send_json(event)

@@ -178,7 +178,7 @@ class Realtime:
 
     async def closed(self, timeout: float = 10) -> tuple[list[dict[str, Any]], dict]:
         """Events until the server closes; returns them and the close message."""
-        got = []
+        got: list[dict[str, Any]] = []
         while True:
             out = await self.comm.receive_output(timeout=timeout)
             if out["type"] == "websocket.close":

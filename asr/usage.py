@@ -1,0 +1,129 @@
+"""Usage metering and quota of one realtime session (realtime §12, accounts §6, Q8).
+
+One ``RealtimeUsage`` per connection holds the stream's ``Admission`` (None without one: the
+built-in ``anonymous`` key is metered then, as with auth off on TTS) and the connection's one
+``UsageMeter`` (MT-1, accounts U1). It calls ``accounts.metering`` in the order that module's
+docstring gives: open before ``session.created``, reserve before accepting audio, count in
+memory, tick, finish once, then release the admission.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import datetime
+from fractions import Fraction
+from typing import Literal
+
+from accounts.admission import Admission
+from accounts.exceptions import DenialReason
+from accounts.metering import UsageMeter, stream_tick
+
+UsageStatus = Literal["completed", "cancelled", "failed"]  # accounts U9
+
+
+class RealtimeUsage:
+    """The usage record, quota reservations and admission of one realtime connection."""
+
+    def __init__(
+        self,
+        admission: Admission | None,
+        *,
+        stream_id: uuid.UUID,
+        started_at: datetime,
+    ) -> None:
+        self.admission = admission
+        self.stream_id = stream_id
+        self.started_at = started_at  # the accept time (accounts U3)
+        self.meter: UsageMeter | None = None
+
+    async def open(self, *, request_id: str, model: str) -> None:
+        """Commit the record with ``status=started`` (AU-4, accounts U2); idempotent.
+
+        Raises ``AdmissionDenied("usage_unavailable")`` when the database refuses.
+        """
+        if self.meter is None:
+            if self.admission is not None:
+                self.meter = UsageMeter.for_admission(
+                    self.admission,
+                    endpoint="asr",
+                    request_id=request_id,
+                    model=model,
+                    started_at=self.started_at,
+                )
+            else:
+                self.meter = UsageMeter.anonymous(
+                    endpoint="asr",
+                    request_id=request_id,
+                    model=model,
+                    stream_id=self.stream_id,
+                    started_at=self.started_at,
+                )
+        await self.meter.open()
+
+    async def accept(self, samples: int, rate: int) -> int:
+        """MT-3, Q8: how many of ``samples`` input samples fit in the quota reservations.
+
+        Reserves ``ASR_QUOTA_CHUNK_MS`` at a time while the append does not fit; a grant of 0
+        stops reserving, and a result below ``samples`` means the quota ran out. Raises
+        ``AdmissionDenied("limits_unavailable")`` when the limits store is down.
+        """
+        meter = self.meter
+        if meter is None or samples <= 0:
+            return samples
+        needed = Fraction(samples * 1000, rate)
+        while needed > meter.asr_ms_available:
+            if not await meter.reserve_asr_ms():
+                break
+        available = max(0, meter.asr_ms_available)
+        if needed <= available:
+            return samples
+        # Floor of the metered total stays within the grant (accounts Q1, Q8).
+        return min(samples, available * rate // 1000)
+
+    def audio(self, samples: int, rate: int) -> None:
+        """MT-2: accepted input samples, metered as exact milliseconds floored on the total."""
+        if self.meter is not None and samples > 0:
+            self.meter.add_audio(samples, rate)
+
+    def item(self, chars: int, latency_s: float) -> None:
+        """MT-4: one completed item, its transcript's characters and its latency."""
+        if self.meter is not None:
+            latency_ms = round(max(0.0, latency_s) * 1000)
+            self.meter.add(asr_items=1, asr_chars_out=chars, asr_latency_ms=latency_ms)
+
+    async def tick(self) -> DenialReason | None:
+        """accounts E6: checkpoint when due (U5), key, lease, duration; the stop reason."""
+        return await stream_tick(self.admission, self.meter)
+
+    async def finish(
+        self,
+        *,
+        status: UsageStatus,
+        error_code: str = "",
+        close_code: int | None = None,
+    ) -> None:
+        """Finalize the record once (U8, U9); later calls do nothing. Never raises."""
+        if self.meter is None:
+            return  # no record was opened: the connection ended before session.created
+        await asyncio.shield(
+            self.meter.finish(
+                status=status,
+                error_code=error_code,
+                close_code=close_code,
+            )
+        )
+
+    async def release(self) -> None:
+        """Give back the lease (accounts E5); after ``finish``, as accounts.metering says."""
+        if self.admission is not None:
+            await self.admission.release()
+
+    def describe(self) -> str:
+        """Metered amounts for the close log line (lengths only, MT-5)."""
+        if self.meter is None:
+            return "no usage record"
+        c = self.meter.counters
+        return (
+            f"{c.asr_audio_in_ms} ms in, {c.asr_items} items, {c.asr_chars_out} chars"
+        )

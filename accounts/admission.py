@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
+from django.http import HttpRequest
 from django.utils import timezone
 
 from accounts.auth import (
     KeyPrincipal,
     Scope,
+    authenticate_http,
     authenticate_websocket,
     is_live,
     principal_for_id,
@@ -369,6 +371,17 @@ def check_origin(principal: KeyPrincipal, origin: str | None) -> None:
     normalized = normalize_origin(origin)
     if normalized is None or normalized not in principal.allowed_origins:
         raise AdmissionDenied("origin_not_allowed")
+
+
+def authenticate_request(request: HttpRequest, *, endpoint: str) -> KeyPrincipal:
+    """Authenticate and origin-check an HTTP request without taking any limit (sync).
+
+    For endpoints that are not metered (``GET /v1/tts/speakers``, tts H6), so ``tts`` and
+    ``asr`` need not import ``accounts.auth`` (accounts L2).
+    """
+    principal = authenticate_http(request, endpoint=endpoint)
+    check_origin(principal, request.headers.get("Origin"))
+    return principal
 
 
 async def admit(

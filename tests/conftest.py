@@ -104,7 +104,6 @@ def _reset_process_state() -> None:
     lifecycle.reset()
 
 
-
 @pytest.fixture
 async def embedded_worker() -> AsyncIterator[object]:
     """The worker consumer running in the test's event loop on the in-memory layer."""

@@ -1,352 +1,370 @@
-"""The ``/v1/tts/ws`` consumer: thin I/O between the client, accounts and a worker job."""
+"""The ``/v1/tts/ws`` consumer: thin I/O between the client, accounts and a worker job.
+
+Handlers never await a worker: replies (``gpu.*``) and timers (``timer.fire``, the usage tick
+included) arrive as separate dispatched messages (Q5). Incremental text input (§9.2) lives in
+``tts.incremental``, audio output in ``tts.forwarding``, metering in ``tts.usage``.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import time
 import uuid
 from typing import Any
 
+from channels.exceptions import ChannelFull
 from django.conf import settings
 
-from accounts.admission import Admission, admit
-from accounts.exceptions import AdmissionDenied, MissingApiKey
-from tts.audio import wav_stream_header
-from tts.engines import ENGINE_INFO
-from tts.messages import TtsAck, TtsChunk, TtsDone, TtsSubmit
+from accounts.admission import admit
+from accounts.exceptions import AdmissionDenied
+from tts.errors import denial_close_code, denial_error, outcome_error
+from tts.forwarding import AudioOutput
+from tts.incremental import IncrementalInput
 from tts.protocol import (
-    Control,
+    CLOSE_CODES,
+    NON_FATAL_CODES,
+    Cancel,
+    Clear,
+    ClientEvent,
+    End,
+    Flush,
+    Ping,
     ProtocolError,
+    TextInput,
     TtsRequest,
     error_event,
     parse_client_event,
 )
-from tts.session import TtsSession, TtsState
-from tts.speakers import UnknownSpeaker, resolve_speaker
-from tts.text import segment_text
+from tts.requests import RequestFlow, idle_timeout_s
+from tts.session import ActiveRequest, StreamState, TtsSession
+from tts.timers import NamedTimers, Ticker
+from tts.usage import TICK_S, TtsUsage
 from veena_site import metrics
 from veena_site.consumers import WorkerClientConsumer
-from veena_site.contracts import JobFailed
-from veena_site.jobclient import Outcome
+from veena_site.contracts import WORKER_CHANNELS, JobFailed, TtsJobCancel
+from veena_site.jobclient import TIMER, Outcome, Phase
 from veena_site.logs import request_id_var
 
 logger = logging.getLogger(__name__)
 
-ACK_EVERY = 8
-DENIALS = {
-    "invalid_api_key": ("AUTH_FAILED", "Invalid API key"),
-    "origin_not_allowed": ("AUTH_FAILED", "Origin not allowed"),
-    "endpoint_not_allowed": ("AUTH_FAILED", "Endpoint not allowed for this key"),
-    "rate_limited": ("RATE_LIMIT_EXCEEDED", "Rate limit exceeded."),
-    "too_many_streams": ("RATE_LIMIT_EXCEEDED", "Too many concurrent streams."),
-    "quota_exceeded": ("QUOTA_EXCEEDED", "Quota exceeded"),
-    "limits_unavailable": (
-        "STREAMING_OVERLOADED",
-        "Streaming capacity exhausted. Retry shortly.",
-    ),
-}
-OUTCOME_ERRORS = {
-    Outcome.OVERLOADED: (
-        "STREAMING_OVERLOADED",
-        "Streaming capacity exhausted. Retry shortly.",
-    ),
-    Outcome.NOT_LOADED: ("MODEL_NOT_LOADED", "TTS model not initialized"),
-    Outcome.LOST: ("MODEL_NOT_LOADED", "synthesis worker stopped responding"),
-}
-
 
 class TtsConsumer(WorkerClientConsumer):
-    """One TTS stream: admission, one request, audio forwarding, cancel and ping."""
+    """One TTS stream: admission, requests one at a time, audio forwarding, cancel, ping."""
 
-    admission: Admission | None = None
+    released = False
+    draining = False  # W12: the gateway is stopping; the active request may finish
 
     async def connect(self) -> None:
-        """Accept first (tts W5), then admit; a denial is one error and a close."""
+        """Accept first (W5), then admit; a denial is one error and a close (W6)."""
         offered = self.scope.get("subprotocols") or []
         await self.accept(subprotocol="veena-tts" if "veena-tts" in offered else None)
-        self.session = TtsSession(stream_request_id=str(uuid.uuid4()))
+        self.session = TtsSession()
+        self.timers = NamedTimers(self.post_later)
+        self.ticker = Ticker(self.post_now, "tick", TICK_S)
+        self.input = IncrementalInput(self)
+        self.output = AudioOutput(self)
+        self.flow = RequestFlow(self)
+        self.usage = TtsUsage()
         request_id_var.set(self.session.stream_request_id)
         metrics.ACTIVE_STREAMS.labels("tts").inc()
         try:
             if settings.TTS_AUTH_REQUIRED:
-                self.admission = await admit(self.scope, endpoint="tts")
+                self.usage.admission = await admit(self.scope, endpoint="tts")
         except AdmissionDenied as denied:
-            code, message = DENIALS.get(
-                denied.reason, ("AUTH_FAILED", "Invalid API key")
-            )
-            if isinstance(denied, MissingApiKey):
-                message = "API key required"
-            await self.fail(code, message, retry_after_ms=denied.retry_after_ms)
+            await self.deny(denied)
             return
-        self.session.timeout_task = self.post_later(
-            settings.TTS_REQUEST_TIMEOUT_S, "request"
-        )
+        self.ticker.start()  # accounts E6
+        self.timers.arm("request", settings.TTS_REQUEST_TIMEOUT_S)
 
     async def disconnect(self, code: int) -> None:
-        """Release the worker job and the admission on every exit path (tts Z3)."""
+        """W10: a client close cancels the active request; then release everything (Z3)."""
+        if hasattr(self, "session"):
+            await self.release(code)
+
+    async def release(self, close_code: int) -> None:
+        """Z2/Z3 on every exit path, once: timers, tick, worker job, usage record, lease."""
+        if self.released:
+            return
+        self.released = True
         metrics.ACTIVE_STREAMS.labels("tts").dec()
-        self.session.state = TtsState.CLOSED
-        if self.session.timeout_task is not None:
-            self.session.timeout_task.cancel()
-        if self.link is not None:
-            await self.link.close()
-        if self.admission is not None:
-            await self.admission.release()
+        busy = self.session.busy
+        await self.shut()
+        await self.ticker.stop()
+        if busy:
+            await self.flow.end("cancelled", close_code=close_code)
+        await self.release_link()
+        await self.usage.finish(status="cancelled", close_code=close_code)
+        await self.usage.release()  # after the record, as accounts.metering says
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
     ) -> None:
         """Parse one client message and apply it to the stream."""
-        if self.session.state is TtsState.CLOSED:
+        if self.session.closed:
             return
-        if (
-            text_data is not None
-            and len(text_data.encode()) > settings.TTS_MAX_MESSAGE_BYTES
-        ):
-            await self.fail("VALIDATION_ERROR", "Message too large", close_code=1009)
-            return
-        active = self.session.state is not TtsState.IDLE
+        limit = settings.TTS_MAX_MESSAGE_BYTES
+        if text_data is not None and len(text_data) * 4 > limit:
+            if len(text_data.encode()) > limit:
+                await self.fail(
+                    "VALIDATION_ERROR", "Message too large", close_code=1009
+                )
+                return
+        self.on_client_message()
         try:
-            if text_data is None:
-                raise ProtocolError("INVALID_JSON", "Invalid JSON: binary message")
-            event = parse_client_event(text_data)
+            event = parse_client_event(text_data, bytes_data)
         except ProtocolError as exc:
-            if active:
-                await self.warn(
-                    "IGNORED_MESSAGE", "Message ignored while a request is active"
-                )
-            else:
-                await self.fail(exc.code, exc.message, close_code=exc.close_code)
+            await self.on_bad_message(exc)
             return
-        if isinstance(event, Control):
-            await self.on_control(event)
-        elif active:
-            await self.warn("IGNORED_MESSAGE", "A request is already active")
+        await self.on_event(event)
+
+    def on_client_message(self) -> None:
+        """K5 and I6: any client message restarts the idle timers."""
+        active = self.session.active
+        if self.session.busy and active is not None and active.request.incremental:
+            self.timers.arm("input", settings.TTS_INPUT_IDLE_S)
+        elif not self.session.busy and self.session.requests_started:
+            self.timers.arm("idle", idle_timeout_s())
+
+    async def on_bad_message(self, exc: ProtocolError) -> None:
+        """R3/R8/K2: an unusable message fails the stream only when nothing is active."""
+        if self.session.busy and exc.event in ("request", "start"):
+            await self.reject_second_request(exc.request_id)
+        elif self.session.busy:
+            await self.warn(
+                "IGNORED_MESSAGE", "Message ignored while a request is active"
+            )
         else:
-            await self.start_request(event)
-
-    async def on_control(self, event: Control) -> None:
-        """Answer ping; cancel the active request; warn on anything else."""
-        if event.event == "ping":
-            await self.send_json({"event": "pong"})
-        elif event.event in ("cancel", "clear"):
-            rid = self.session.request_id
-            if self.session.state is TtsState.IDLE or event.request_id not in (
-                None,
-                rid,
-            ):
-                await self.warn(
-                    "NOT_ACTIVE", "No such active request", event.request_id
-                )
-            else:
-                await self.finish(cancelled=True)
-        else:
-            await self.warn("IGNORED_MESSAGE", f"Unknown event '{event.event[:40]}'")
-
-    async def start_request(self, req: TtsRequest) -> None:
-        """Resolve the speaker, segment, and submit the job to a worker."""
-        info = ENGINE_INFO[settings.TTS_ENGINE]
-        session = self.session
-        session.begin(req)
-        try:
-            voice = resolve_speaker(
-                req.speaker, engine=settings.TTS_ENGINE, voices=info.voices
-            )
-        except UnknownSpeaker as exc:
-            message = f"Unknown speaker '{exc.name[:64]}'. Valid speakers: {', '.join(exc.valid)}"
-            await self.fail("VALIDATION_ERROR", message, valid_speakers=exc.valid)
-            return
-        session.voice = voice
-        metrics.REQUESTS.labels("tts").inc()
-        segments = segment_text(req.text, chunking=req.chunking)
-        payload = [
-            {
-                "seq": s.seq,
-                "text": s.text_of(req.text),
-                "char_start": s.char_start,
-                "char_end": s.char_end,
-            }
-            for s in segments
-        ]
-        link = self.new_link(
-            kind="tts",
-            answer_ms=settings.TTS_WORKER_ANSWER_MS,
-            wait_ms=settings.TTS_ADMISSION_WAIT_MS,
-            stall_s=settings.TTS_WORKER_STALL_S,
-        )
-
-        def build(job_id: str, deadline: float) -> TtsSubmit:
-            return TtsSubmit(
-                job_id=job_id,
-                reply_channel=self.channel_name,
-                deadline=deadline,
-                voice=voice,
-                segments=payload,
-                format=req.format,
-                sample_rate=req.sample_rate,
-                speed=req.speed,
-                seed=req.seed,
-                temperature=req.temperature,
-                top_k=req.top_k,
-                top_p=req.top_p,
-                max_tokens=req.max_tokens,
-                repetition_penalty=req.repetition_penalty,
-            )
-
-        await self.on_outcome(await link.submit(build))
-
-    # Worker replies and timers (each a separately dispatched message, tts Q5).
-
-    async def gpu_job_failed(self, message: dict[str, Any]) -> None:
-        """Handle gpu.job.failed: the request ends with INTERNAL_ERROR."""
-        if self.link is None or not self.link.touch(message):
-            return
-        failed = JobFailed.from_message(message)
-        logger.warning(
-            "tts request %s: worker failed (%s)", self.session.request_id, failed.code
-        )
-        await self.fail("INTERNAL_ERROR", "Synthesis failed")
-
-    async def gpu_tts_chunk(self, message: dict[str, Any]) -> None:
-        """Handle gpu.tts.chunk: forward one audio frame, with progress and acks."""
-        if self.link is None or not self.link.touch(message):
-            return
-        chunk = TtsChunk.from_message(message)
-        session = self.session
-        if chunk.seq != session.next_chunk_seq:
-            logger.error(
-                "tts request %s: chunk gap at %d", session.request_id, chunk.seq
-            )
-            await self.fail("INTERNAL_ERROR", "Audio stream interrupted")
-            return
-        session.next_chunk_seq += 1
-        if session.first_audio_at is None:
-            session.first_audio_at = time.monotonic()
-            metrics.TTFB.labels("tts").observe(session.first_audio_at - session.t0)
-        await self.send_frame(chunk.data, samples=chunk.samples)
-        if session.next_chunk_seq % ACK_EVERY == 0:
-            await self.link.send(TtsAck(job_id=chunk.job_id, seq=chunk.seq))
-
-    async def gpu_tts_done(self, message: dict[str, Any]) -> None:
-        """Handle gpu.tts.done: send complete and close."""
-        if self.link is None or not self.link.touch(message):
-            return
-        done = TtsDone.from_message(message)
-        if done.chunks != self.session.next_chunk_seq:
-            await self.fail("INTERNAL_ERROR", "Audio stream interrupted")
-            return
-        await self.finish(cancelled=False)
-
-    def closed(self) -> bool:
-        """True once the stream has ended."""
-        return self.session.state is TtsState.CLOSED
-
-    async def on_timer(self, name: str) -> None:
-        """The request timeout (tts W8): only while no request has arrived."""
-        if name == "request" and self.session.state is TtsState.IDLE:
             await self.fail(
-                "TIMEOUT",
-                f"No request received within {settings.TTS_REQUEST_TIMEOUT_S:g} seconds",
+                exc.code,
+                exc.message,
+                close_code=exc.close_code,
+                request_id=exc.request_id or self.session.request_id_for(),
+                keep_alive=exc.keep_alive,
+                **exc.extra,
             )
 
-    # Output.
+    async def on_event(self, event: ClientEvent) -> None:
+        """Apply one parsed client event."""
+        busy = self.session.busy
+        match event:
+            case Ping():
+                await self.send_json({"event": "pong"})
+            case Cancel(request_id=rid) if busy and rid in (
+                None,
+                self.active.request_id,
+            ):
+                await self.flow.complete(cancelled=True)
+            case Clear() if busy and self.active.request.incremental:
+                await self.input.clear()
+            case Clear() if busy:
+                await self.flow.complete(cancelled=True)
+            case Cancel(request_id=rid):
+                await self.warn("NOT_ACTIVE", "No such active request", rid)
+            case Clear():
+                await self.warn("NOT_ACTIVE", "No active request")
+            case TtsRequest() if busy:
+                await self.reject_second_request(event.request_id)
+            case TtsRequest():
+                await self.flow.start(event)
+            case TextInput() | Flush() | End() if (
+                busy and self.active.request.incremental
+            ):
+                await self.input.on_event(event)
+            case _:
+                await self.warn("IGNORED_MESSAGE", "No incremental request is active")
+
+    @property
+    def active(self) -> ActiveRequest:
+        """The current request (callers check ``session.busy`` first)."""
+        assert self.session.active is not None
+        return self.session.active
+
+    async def reject_second_request(self, request_id: str | None) -> None:
+        """K2: non-fatal, carrying the rejected request's id; the active one goes on."""
+        event = error_event(
+            "VALIDATION_ERROR",
+            "A request is already active",
+            request_id or str(uuid.uuid4()),
+            fatal=False,
+        )
+        await self.send_json(event)
+
+    # Worker replies and timers (each a separately dispatched message, Q5).
 
     async def on_outcome(self, outcome: Outcome | None) -> None:
         """Act on what the worker link decided."""
-        if outcome is None or self.session.state is TtsState.CLOSED:
+        if outcome is None:
             return
-        if outcome is Outcome.ACCEPTED:
-            await self.send_header()
+        if not self.session.busy:
+            await self.release_link()  # the request ended first: cancel its job (Q4)
+        elif outcome is Outcome.ACCEPTED:
+            await self.flow.accepted()
+        else:
+            code, message, retry = outcome_error(outcome)
+            await self.fail(code, message, retry_after_ms=retry)
+
+    async def release_link(self) -> None:
+        """Z2/Q4: stop the worker job now, also one whose acceptance is still on its way."""
+        link = self.link
+        if link is None:
             return
-        code, message = OUTCOME_ERRORS[outcome]
-        retry = (
-            settings.TTS_OVERLOAD_RETRY_MS if code == "STREAMING_OVERLOADED" else None
-        )
-        await self.fail(code, message, retry_after_ms=retry)
+        if link.phase is Phase.SUBMITTING and link.job_id:
+            # The accepting worker answers a channel that may be gone by then; in the
+            # embedded topology (one worker) this cancel reaches it behind the submit.
+            # Elsewhere the job stops unconfirmed (tts.jobs.CONFIRM_S).
+            cancel = TtsJobCancel(job_id=link.job_id).to_message()
+            with contextlib.suppress(ChannelFull):
+                await self.channel_layer.send(WORKER_CHANNELS["tts"], cancel)
+        await link.close()
 
-    async def send_header(self) -> None:
-        """Send the header event and, for WAV, the 44-byte streaming header frame."""
-        session, req = self.session, self.session.request
-        assert req is not None and self.link is not None
-        session.state = TtsState.STREAMING
-        await self.send_json(
-            {
-                "event": "header",
-                "request_id": session.request_id,
-                "sample_rate": req.sample_rate,
-                "format": req.format,
-                "model_version": self.link.model_version,
-                "speaker": session.voice,
-                "engine": settings.TTS_ENGINE,
-                "encoding": "mulaw" if req.format == "mulaw" else "pcm_s16le",
-                "channels": 1,
-                "protocol_version": 2,
-            }
-        )
-        if req.format == "wav":
-            await self.send_frame(wav_stream_header(req.sample_rate), samples=0)
+    async def gpu_tts_chunk(self, message: dict[str, Any]) -> None:
+        """Handle gpu.tts.chunk: forward one frame, with timestamps, progress and acks."""
+        await self.output.on_chunk(message)
 
-    async def send_frame(self, data: bytes, *, samples: int) -> None:
-        """Send one binary frame and a progress event after every N-th frame (tts E2)."""
-        session = self.session
-        await self.send(bytes_data=data)
-        session.count_frame(len(data), samples)
-        if session.chunks_sent % settings.TTS_PROGRESS_EVERY == 0:
-            await self.send_json(session.progress_event())
+    async def gpu_tts_flushed(self, message: dict[str, Any]) -> None:
+        """Handle gpu.tts.flushed: I4's ``flushed`` after the flushed text's audio."""
+        await self.output.on_flushed(message)
 
-    async def finish(self, *, cancelled: bool) -> None:
-        """Send complete (tts E3) and close 1000; a cancel stops the worker job first."""
-        if self.link is not None:
-            await self.link.close()
-        session = self.session
-        if session.state is TtsState.SUBMITTING and cancelled:
-            await self.send_header_for_cancel()
-        metrics_ = session.complete_metrics(
-            cancelled=cancelled, engine=settings.TTS_ENGINE
-        )
-        if metrics_["rtf"]:
-            metrics.RTF.labels("tts").observe(metrics_["rtf"])
-        session.state = TtsState.CLOSED
-        await self.send_json(
-            {"event": "complete", "request_id": session.request_id, "metrics": metrics_}
-        )
-        await self.close(code=1000)
+    async def gpu_tts_done(self, message: dict[str, Any]) -> None:
+        """Handle gpu.tts.done: every frame is sent; complete the request."""
+        await self.output.on_done(message)
 
-    async def send_header_for_cancel(self) -> None:
-        """A cancel read before the header still gets header then complete (tts Z1)."""
-        req = self.session.request
-        assert req is not None
-        info = ENGINE_INFO[settings.TTS_ENGINE]
-        await self.send_json(
-            {
-                "event": "header",
-                "request_id": self.session.request_id,
-                "sample_rate": req.sample_rate,
-                "format": req.format,
-                "model_version": info.model_version,
-            }
+    async def gpu_job_failed(self, message: dict[str, Any]) -> None:
+        """Handle gpu.job.failed: the request ends with INTERNAL_ERROR."""
+        if self.link is None or not self.link.touch(message) or not self.session.busy:
+            return
+        failed = JobFailed.from_message(message)
+        logger.warning(
+            "tts request %s: worker failed (%s)", self.active.request_id, failed.code
+        )
+        await self.fail("INTERNAL_ERROR", "Synthesis failed")
+
+    def closed(self) -> bool:
+        """True once the stream has ended."""
+        return self.session.closed
+
+    async def on_timer(self, name: str) -> None:
+        """The consumer's own timers: request (W8), idle (K5), buffer (I3), input (I6)."""
+        if name == self.ticker.name:
+            await self.on_tick()
+            return
+        timer = self.timers.fired(name)
+        if timer is None or self.session.closed:
+            return
+        if timer == "request" and not self.session.requests_started:
+            timeout = settings.TTS_REQUEST_TIMEOUT_S
+            await self.fail(
+                "TIMEOUT", f"No request received within {timeout:g} seconds"
+            )
+        elif timer == "idle" and not self.session.busy:
+            await self.fail(
+                "TIMEOUT", f"No message received within {idle_timeout_s():g} seconds"
+            )
+        elif timer in ("buffer", "input") and self.session.busy:
+            await self.input.on_timer(timer)
+        elif timer == "drain" and self.session.busy:
+            await self.fail("INTERNAL_ERROR", "server shutting down", close_code=1001)
+
+    async def on_shutdown(self) -> None:
+        """W12: an idle stream closes 1001 now; an active request may run for
+        ``TTS_DRAIN_S``, then ends with INTERNAL_ERROR and 1001."""
+        if not self.session.busy:
+            await self.close_stream(1001)
+            return
+        self.draining = True
+        self.timers.arm("drain", settings.TTS_DRAIN_S)
+
+    async def on_tick(self) -> None:
+        """accounts E6: checkpoint, key, lease, duration; a stop reason ends the stream (E7)."""
+        self.ticker.ticked()
+        reason = await self.usage.tick()
+        if reason is not None:
+            await self.deny(AdmissionDenied(reason), fatal=True)
+
+    async def post_now(self, name: str) -> bool:
+        """Post ``timer.fire`` named ``name`` to this consumer's own channel now."""
+        try:
+            await self.channel_layer.send(
+                self.channel_name, {"type": TIMER, "name": name}
+            )
+        except ChannelFull:
+            return False
+        return True
+
+    # Output.
+
+    async def deny(
+        self,
+        denied: AdmissionDenied,
+        *,
+        request_id: str | None = None,
+        fatal: bool | None = None,
+    ) -> None:
+        """An accounts denial (W6, K4, Q7) or stop (E7) as its §6 error; the record keeps
+        the accounts reason as its ``error_code`` (U3)."""
+        code, message, retry = denial_error(denied)
+        await self.fail(
+            code,
+            message,
+            close_code=denial_close_code(denied),
+            request_id=request_id,
+            fatal=fatal,
+            usage_error=denied.reason,
+            retry_after_ms=retry,
         )
 
     async def fail(
-        self, code: str, message: str, *, close_code: int | None = None, **extra: Any
+        self,
+        code: str,
+        message: str,
+        *,
+        close_code: int | None = None,
+        request_id: str | None = None,
+        keep_alive: bool | None = None,
+        fatal: bool | None = None,
+        usage_error: str | None = None,
+        **extra: Any,
     ) -> None:
-        """Send the one error event and close with the code's close code (tts §6)."""
-        if self.session.state is TtsState.CLOSED:
+        """Send the one error event (§6); end the request, and the stream when fatal."""
+        session = self.session
+        if session.closed:
             return
-        self.session.state = TtsState.CLOSED
-        metrics.ERRORS.labels("tts", code).inc()
-        if self.link is not None:
-            await self.link.close()
-        await self.send_json(
-            error_event(code, message[:500], self.session.request_id, **extra)
+        keep = session.keep_alive if keep_alive is None else keep_alive
+        if fatal is None:
+            fatal = not (keep and code in NON_FATAL_CODES)
+        close = (close_code or CLOSE_CODES[code]) if fatal else None
+        busy = session.busy
+        rid = request_id or (
+            self.active.request_id if busy else self.session.request_id_for()
         )
-        await self.close(code=close_code or ProtocolError(code, message).close_code)
+        metrics.ERRORS.labels("tts", code).inc()
+        if busy:
+            error_code = usage_error or code.lower()
+            await self.flow.end("failed", error_code=error_code, close_code=close)
+        event = error_event(code, message[:500], rid, fatal=fatal, **extra)
+        await self.send_json(event)
+        if close is not None:
+            await self.close_stream(close)
+        elif self.draining:  # W12: no further request on a stopping gateway
+            await self.close_stream(1001)
+        elif session.requests_started:
+            self.timers.arm("idle", idle_timeout_s())
+
+    async def close_stream(self, code: int) -> None:
+        """End the stream with ``code``; the lease goes back now, not at the disconnect."""
+        await self.release(code)
+        await self.close(code=code)
+
+    async def shut(self) -> None:
+        """Mark the stream closed and stop the consumer's own timers."""
+        self.session.state = StreamState.CLOSED
+        self.timers.disarm_all()
 
     async def warn(
         self, code: str, message: str, request_id: str | None = None
     ) -> None:
-        """Send a warning that never ends anything (tts E4)."""
-        event = {"event": "warning", "code": code, "message": message}
+        """Send a warning that never ends anything (E4)."""
+        event: dict[str, Any] = {"event": "warning", "code": code, "message": message}
         if request_id is not None:
             event["request_id"] = request_id
         await self.send_json(event)

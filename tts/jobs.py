@@ -1,9 +1,14 @@
-"""The worker side of a TTS job: engine → fades → resampler → frames → ``gpu.tts.chunk``.
+"""The worker side of a TTS job: segments → engine → fades → resampler → ``gpu.tts.chunk``.
 
-The worker owns the audio pipeline (tts Q8): joins, resampling, encoding and framing. It keeps at
-most ``TTS_CHUNK_WINDOW`` chunks beyond the gateway's last ack, pausing the engine while the window
-is full, so its sends never hit ``ChannelFull``; a window full for ``WINDOW_STALL_S`` means the
-gateway is gone and the job ends.
+The worker owns the audio pipeline (tts Q8): joins, resampling, encoding and framing. Segments are
+synthesised one at a time, in order, starting with the first as soon as the job is accepted (T8).
+Incremental jobs (§9.2, and long texts sent in parts) get more segments, flushes, clears and the
+end as later messages. The job keeps at most ``TTS_CHUNK_WINDOW`` chunks beyond the gateway's last
+ack, pausing the engine while the window is full, so its sends never hit ``ChannelFull``; a window
+full for ``WINDOW_STALL_S`` means the gateway is gone and the job ends.
+
+The last frame produced is held until the next one exists (or the segment ends), so that the
+frame ending a segment carries ``segment_end`` (timestamps, TS1).
 """
 
 from __future__ import annotations
@@ -11,19 +16,59 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 
-from tts.audio import FrameEncoder, fade_edges
+from tts.engines import segment_pause_ms
 from tts.engines.base import Pcm, TtsEngine, TtsEngineRequest
-from tts.messages import TtsAck, TtsChunk, TtsDone, TtsSubmit
+from tts.messages import (
+    FlushId,
+    TtsAck,
+    TtsChunk,
+    TtsClear,
+    TtsDone,
+    TtsEnd,
+    TtsFlush,
+    TtsFlushed,
+    TtsSubmit,
+    TtsText,
+)
+from tts.pipeline import AudioPipeline
 from veena_site.contracts import Kind
 from veena_site.jobs import ReplyLost, Sender
 
 logger = logging.getLogger(__name__)
 
 WINDOW_STALL_S = 10.0
+# The gateway confirms an acceptance with an ack of seq -1 (any ack counts). A job accepted for a
+# gateway that had already gone (a client that left while its job was being admitted) gets no
+# confirmation and stops after this long, freeing its slot (Z3).
+CONFIRM_S = 2.0
+
+
+@dataclass(frozen=True)
+class _FlushMark:
+    flush_id: FlushId
+
+
+@dataclass(frozen=True)
+class _EndMark:
+    pass
+
+
+Item = dict[str, Any] | _FlushMark | _EndMark
+
+
+@dataclass
+class _Frame:
+    data: bytes
+    segment_seq: int
+    epoch: int
+    segment_start: bool
 
 
 class TtsJob:
@@ -40,84 +85,204 @@ class TtsJob:
         self.window = settings.TTS_CHUNK_WINDOW
         self.next_seq = 0
         self.acked = -1
+        self.epoch = 0
+        self.samples_sent = 0
+        self.items: deque[Item] = deque(submit.segments)
+        if not submit.incremental:
+            self.items.append(_EndMark())
+        self.pipeline = AudioPipeline(
+            native_rate=engine.native_rate,
+            out_rate=submit.sample_rate,
+            fmt=submit.format,  # type: ignore[arg-type]  # validated at the edge
+            max_frame_ms=settings.TTS_WS_MAX_FRAME_MS,
+            pause_ms=segment_pause_ms(engine.name),
+        )
+        self._more = asyncio.Event()
         self._window_open = asyncio.Event()
         self._window_open.set()
+        self._engine_step: asyncio.Task[Pcm | None] | None = None
+        self._held: _Frame | None = None
+        self._starting = False
+        self._segment_seq = 0  # the segment the pipeline's audio belongs to
+        self._cleared = False
+        self._confirmed = asyncio.Event()
 
     def receive(self, message: dict[str, Any]) -> None:
-        """Take an ack: the gateway handed chunks up to ``seq`` to the socket."""
-        if message["type"] == TtsAck.TYPE:
+        """Take an ack, more text, a flush, the end or a clear, without blocking."""
+        kind = message["type"]
+        if kind == TtsAck.TYPE:
+            self._confirmed.set()
             self.acked = max(self.acked, TtsAck.from_message(message).seq)
             if self.next_seq - self.acked <= self.window:
                 self._window_open.set()
+            return
+        if kind == TtsText.TYPE:
+            text = TtsText.from_message(message)
+            if text.epoch == self.epoch:
+                self.items.extend(text.segments)
+        elif kind == TtsFlush.TYPE:
+            self.items.append(_FlushMark(TtsFlush.from_message(message).flush_id))
+        elif kind == TtsEnd.TYPE:
+            self.items.append(_EndMark())
+        elif kind == TtsClear.TYPE:
+            self._clear(TtsClear.from_message(message).epoch)
+        self._more.set()
 
     async def run(self) -> None:
-        """Synthesize every segment in order and send its frames, then ``gpu.tts.done``."""
-        job = self.submit
+        """Work through the items in order until the end mark, then ``gpu.tts.done``."""
+        task = asyncio.current_task()
+        assert task is not None
+        watchdog = asyncio.create_task(self._expect_confirmation(task))
+        try:
+            await self._run()
+        finally:
+            watchdog.cancel()
+
+    async def _expect_confirmation(self, job: asyncio.Task[None]) -> None:
+        try:
+            await asyncio.wait_for(self._confirmed.wait(), CONFIRM_S)
+        except TimeoutError:
+            logger.info("tts job %s: acceptance never confirmed; stopped", self.job_id)
+            job.cancel()
+
+    async def _run(self) -> None:
         started = time.monotonic()
-        encoder = FrameEncoder(
-            self.engine.native_rate,
-            job.sample_rate,
-            job.format,
-            settings.TTS_WS_MAX_FRAME_MS,
-        )
-        for segment in job.segments:
-            seq = int(segment["seq"])
-            async for pcm in self._segment_audio(segment["text"]):
-                for frame in encoder.push(pcm):
-                    await self._emit(frame, seq)
-        last_seq = int(job.segments[-1]["seq"]) if job.segments else 0
-        for frame in encoder.finish():
-            await self._emit(frame, last_seq)
+        while True:
+            item = await self._next_item()
+            if isinstance(item, dict):
+                await self._segment(item)
+            elif isinstance(item, _FlushMark):
+                await self._drain()
+                await self.send(TtsFlushed(job_id=self.job_id, flush_id=item.flush_id))
+            else:
+                await self._drain()
+                break
         await self.send(
             TtsDone(
                 job_id=self.job_id,
-                samples=encoder.samples_out,
+                samples=self.samples_sent,
                 chunks=self.next_seq,
                 engine_ms=int((time.monotonic() - started) * 1000),
             )
         )
 
-    async def _segment_audio(self, text: str) -> Any:
-        """Yield the segment's engine audio with 5 ms fades at both of its ends (tts AU9)."""
-        req = TtsEngineRequest(
-            text=text,
-            voice=self.submit.voice,
-            speed=self.submit.speed,
-            seed=self.submit.seed,
-            temperature=self.submit.temperature,
-            top_k=self.submit.top_k,
-            top_p=self.submit.top_p,
-            max_tokens=self.submit.max_tokens,
-            repetition_penalty=self.submit.repetition_penalty,
-        )
-        rate = self.engine.native_rate
-        held: Pcm | None = None
-        first = True
-        async for pcm in self.engine.stream(req):
-            if len(pcm) == 0:
-                continue
-            if held is not None:
-                yield fade_edges(held, rate, fade_in=first, fade_out=False)
-                first = False
-            held = pcm
-        if held is not None:
-            yield fade_edges(held, rate, fade_in=first, fade_out=True)
+    def _clear(self, epoch: int) -> None:
+        """C2: drop queued text and unsent audio; stop the engine within the deadline."""
+        self.epoch = epoch
+        self.items = deque(i for i in self.items if not isinstance(i, dict))
+        self._cleared = True
+        if self._engine_step is not None:
+            self._engine_step.cancel()
+        self._window_open.set()
 
-    async def _emit(self, data: bytes, segment_seq: int) -> None:
+    async def _next_item(self) -> Item:
+        while not self.items:
+            self._more.clear()
+            await self._more.wait()
+        self._apply_clear()
+        return self.items.popleft()
+
+    def _apply_clear(self) -> None:
+        if self._cleared:
+            self._cleared = False
+            self.pipeline.reset()
+            self._held = None
+
+    def _next_is_segment(self) -> bool:
+        return bool(self.items) and isinstance(self.items[0], dict)
+
+    async def _segment(self, segment: dict[str, Any]) -> None:
+        """Synthesise one segment; a clear stops it at once and drops its audio."""
+        epoch, seq = self.epoch, int(segment["seq"])
+        self._segment_seq = seq
+        self.pipeline.begin_segment()
+        self._starting = True
+        stream = self.engine.stream(self._engine_request(segment["text"]))
+        while (pcm := await self._engine_next(stream)) is not None:
+            if epoch != self.epoch:
+                break
+            await self._out(self.pipeline.push(pcm), seq, epoch)
+        if epoch != self.epoch:
+            self._apply_clear()
+            return
+        more = self._next_is_segment()
+        frames = self.pipeline.end_segment(pause=more)
+        if not more:
+            frames += self.pipeline.flush()
+        await self._out(frames, seq, epoch)
+        await self._release_held(segment_end=True)
+
+    async def _engine_next(self, stream: AsyncIterator[Pcm]) -> Pcm | None:
+        """The engine's next chunk, None at its end or when a clear cancelled it."""
+        step = asyncio.create_task(_anext_or_none(stream))
+        self._engine_step = step
+        try:
+            await asyncio.wait({step})
+        finally:
+            self._engine_step = None
+            if not step.done():
+                step.cancel()  # the job itself is being cancelled: stop the engine too
+        return None if step.cancelled() else step.result()
+
+    async def _drain(self) -> None:
+        """Send the resampler's tail and the held frame (flush, end: AU11)."""
+        self._apply_clear()
+        await self._out(self.pipeline.flush(), self._segment_seq, self.epoch)
+        await self._release_held(segment_end=True)
+
+    async def _out(self, frames: list[bytes], segment_seq: int, epoch: int) -> None:
+        for data in frames:
+            if self._held is not None:
+                await self._release_held(segment_end=False)
+            self._held = _Frame(data, segment_seq, epoch, self._starting)
+            self._starting = False
+
+    async def _release_held(self, *, segment_end: bool) -> None:
+        held, self._held = self._held, None
+        if held is None or held.epoch != self.epoch:
+            return
         while self.next_seq - self.acked > self.window:
             self._window_open.clear()
             try:
                 await asyncio.wait_for(self._window_open.wait(), WINDOW_STALL_S)
             except TimeoutError:
                 raise ReplyLost(self.reply_channel) from None
-        bytes_per_sample = 1 if self.submit.format == "mulaw" else 2
+            if held.epoch != self.epoch:
+                return
+        samples = len(held.data) // (1 if self.submit.format == "mulaw" else 2)
         await self.send(
             TtsChunk(
                 job_id=self.job_id,
                 seq=self.next_seq,
-                segment_seq=segment_seq,
-                data=data,
-                samples=len(data) // bytes_per_sample,
+                segment_seq=held.segment_seq,
+                data=held.data,
+                samples=samples,
+                epoch=held.epoch,
+                segment_start=held.segment_start,
+                segment_end=segment_end,
             )
         )
         self.next_seq += 1
+        self.samples_sent += samples
+
+    def _engine_request(self, text: str) -> TtsEngineRequest:
+        job = self.submit
+        return TtsEngineRequest(
+            text=text,
+            voice=job.voice,
+            speed=job.speed,
+            seed=job.seed,
+            temperature=job.temperature,
+            top_k=job.top_k,
+            top_p=job.top_p,
+            max_tokens=job.max_tokens,
+            repetition_penalty=job.repetition_penalty,
+        )
+
+
+async def _anext_or_none(stream: AsyncIterator[Pcm]) -> Pcm | None:
+    """One step of an engine stream; None at its end (a task cannot raise StopAsyncIteration)."""
+    try:
+        return await anext(stream)
+    except StopAsyncIteration:
+        return None

@@ -1,23 +1,32 @@
-"""Wire schema of ``/v1/tts/ws`` (specs/tts-ws.md §2–§3, §6).
+"""Wire schema of ``/v1/tts/ws`` and ``POST /v1/tts`` (specs/tts-ws.md §2–§3, §6, §9, §13).
 
-Supported here: the legacy request (every reference field, validated in table order per R1–R4),
-``ping``, ``cancel`` (with or without ``request_id``), the error envelope with ``fatal`` and
-``retry_after_ms``, and the header / progress / complete events. The extensions of §9 other than
-``request_id`` and ``speed`` (keep_alive, incremental text, clear, timestamps) are not built yet:
-their fields are accepted and ignored, as R2 asks for unknown fields.
+Supported: the legacy request (every reference field with its default, validated in table order,
+speaker last: R1–R5), ``ping``, ``cancel`` with or without ``request_id``, ``clear``, the
+incremental ``start`` / ``text`` / ``flush`` / ``end`` events, and the extension fields
+``request_id``, ``speed``, ``keep_alive`` and ``timestamps``. Server events follow §3.1; the
+error envelope is the reference's, plus ``fatal``, ``retry_after_ms`` and ``valid_speakers``.
+
+Deviations from the reference (all decided in §15): a non-object or binary message is a protocol
+error instead of a crash; any number of pings may precede the request; ``format`` may be ``pcm``
+or ``mulaw``; unknown fields are ignored instead of passed on.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tts.audio import FORMATS, SAMPLE_RATES
 
+logger = logging.getLogger(__name__)
+
 MAX_TEXT_CHARS = 50_000
+PROTOCOL_VERSION = 2
 CLOSE_CODES = {
     "AUTH_FAILED": 1008,
     "RATE_LIMIT_EXCEEDED": 1008,
@@ -29,21 +38,63 @@ CLOSE_CODES = {
     "STREAMING_OVERLOADED": 1013,
     "INTERNAL_ERROR": 1011,
 }
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+# §6 "Fatal with keep_alive": these codes end only the request on a keep-alive stream.
+NON_FATAL_CODES = frozenset(
+    ("VALIDATION_ERROR", "MODEL_NOT_LOADED", "STREAMING_OVERLOADED")
+)
+HTTP_STATUS = {
+    "AUTH_FAILED": 401,
+    "RATE_LIMIT_EXCEEDED": 429,
+    "QUOTA_EXCEEDED": 402,
+    "TIMEOUT": 504,
+    "INVALID_JSON": 400,
+    "VALIDATION_ERROR": 400,
+    "MODEL_NOT_LOADED": 503,
+    "STREAMING_OVERLOADED": 503,
+    "INTERNAL_ERROR": 500,
+}
+REQUEST_FIELDS = (
+    "text speaker temperature top_k top_p max_tokens repetition_penalty seed chunking "
+    "normalize format sample_rate request_id speed keep_alive timestamps"
+).split()
+REST_EXCLUDED_FIELDS = ("keep_alive", "timestamps", "request_id")  # H1
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 
 class ProtocolError(Exception):
-    """A client message that cannot be used: its code, fixed message and close code."""
+    """A client message that cannot be used: code, fixed message, close code, and context."""
 
-    def __init__(self, code: str, message: str, close_code: int | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        close_code: int | None = None,
+        *,
+        event: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.code, self.message = code, message
         self.close_code = close_code if close_code is not None else CLOSE_CODES[code]
+        self.event = event  # the message's event name, when it was a JSON object
+        self.raw: dict[str, Any] = {}
+        self.extra: dict[str, Any] = {}  # additive error fields (valid_speakers, X4)
+
+    @property
+    def keep_alive(self) -> bool | None:
+        """The message's own ``keep_alive`` when it is a JSON boolean (K1 decides fatality)."""
+        value = self.raw.get("keep_alive")
+        return value if isinstance(value, bool) else None
+
+    @property
+    def request_id(self) -> str | None:
+        """The message's ``request_id`` when it is well formed."""
+        value = self.raw.get("request_id")
+        return value if isinstance(value, str) and REQUEST_ID.fullmatch(value) else None
 
 
 @dataclass(frozen=True)
 class TtsRequest:
-    """A validated request message (speaker not yet resolved)."""
+    """A validated request message or ``start`` (speaker not yet resolved)."""
 
     text: str
     speaker: str = "male1"
@@ -59,34 +110,105 @@ class TtsRequest:
     sample_rate: int = 16_000
     request_id: str | None = None
     speed: float = 1.0
+    keep_alive: bool = False
+    timestamps: bool = False
+    incremental: bool = False  # a ``start``: text arrives in ``text`` events (§9.2)
 
 
 @dataclass(frozen=True)
-class Control:
-    """A control message: ping or cancel."""
+class Ping:
+    """``{"event":"ping"}``: answered with exactly ``{"event":"pong"}`` (R9)."""
 
-    event: str
+
+@dataclass(frozen=True)
+class Cancel:
+    """``cancel``: the active request, or only ``request_id`` when given (C1)."""
+
     request_id: str | None = None
 
 
-ClientEvent = TtsRequest | Control
+@dataclass(frozen=True)
+class Clear:
+    """``clear``: drop buffered text and unsent audio (C2)."""
 
 
-def parse_client_event(text: str) -> ClientEvent:
-    """Parse one text message into a request or a control event; raise ProtocolError."""
+@dataclass(frozen=True)
+class TextInput:
+    """``text``: more text for the active incremental request (I2)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Flush:
+    """``flush``: synthesise everything buffered, then ``flushed`` (I4)."""
+
+    flush_id: str | int | None = None
+
+
+@dataclass(frozen=True)
+class End:
+    """``end``: a flush, then ``complete`` once its audio is sent (I5)."""
+
+
+ClientEvent = TtsRequest | Ping | Cancel | Clear | TextInput | Flush | End
+
+
+def parse_client_event(text: str | None, data: bytes | None = None) -> ClientEvent:
+    """Parse one WebSocket message; raise ProtocolError (R3, R8)."""
+    if text is None:
+        raise ProtocolError("INVALID_JSON", "Invalid JSON: binary message")
     try:
-        data = json.loads(text)
+        message = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ProtocolError("INVALID_JSON", f"Invalid JSON: {exc.msg}") from None
-    if not isinstance(data, dict):
+    if not isinstance(message, dict):
         raise ProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
-    event = data.get("event", "request")
-    if event is None or event == "request":
-        return _parse_request(data)
-    if event in ("ping", "cancel", "clear"):
-        rid = data.get("request_id")
-        return Control(event=event, request_id=rid if isinstance(rid, str) else None)
-    return Control(event=str(event))
+    event = message.get("event")
+    name = "request" if event is None else str(event)[:40]
+    parse = CLIENT_EVENTS.get(name)
+    if parse is None:
+        error = ProtocolError("VALIDATION_ERROR", f"Unknown event '{name}'", event=name)
+        error.raw = message
+        raise error
+    try:
+        return parse(message)
+    except ProtocolError as exc:
+        exc.event, exc.raw = name, message
+        raise
+
+
+def parse_rest_body(body: bytes) -> TtsRequest:
+    """Parse a ``POST /v1/tts`` body (H1): the request fields except the WebSocket-only ones."""
+    try:
+        message = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
+        raise ProtocolError("INVALID_JSON", f"Invalid JSON: {reason}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
+    for name in REST_EXCLUDED_FIELDS:
+        message.pop(name, None)
+    return _parse_request(message)
+
+
+def error_event(
+    code: str, message: str, request_id: str, *, fatal: bool = True, **extra: Any
+) -> dict[str, Any]:
+    """The reference error envelope with the additive fields (§6, X1–X4)."""
+    error = {"code": code, "message": message, "request_id": request_id, "fatal": fatal}
+    error.update({k: v for k, v in extra.items() if v is not None})
+    return {"event": "error", "error": error}
+
+
+def rate_limit_message(retry_after_ms: int) -> str:
+    """X3: the reference wording with N = ⌈retry_after_ms ÷ 1000⌉."""
+    return (
+        f"Rate limit exceeded. Retry after {math.ceil(retry_after_ms / 1000)} seconds."
+    )
+
+
+# Field validation, in the table order of §2.1.
 
 
 def _field_error(name: str, expected: str) -> ProtocolError:
@@ -109,15 +231,28 @@ def _number(
     return float(value)
 
 
-def _integer(
-    data: dict[str, Any], name: str, default: int | None, lo: int, hi: int
-) -> int | None:
+def _integer(data: dict[str, Any], name: str) -> int | None:
+    """The field as an int (integral floats allowed, R2), None when absent; raise else."""
     value = data.get(name)
     if value is None:
-        return default
+        return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(name)
+    return value
+
+
+def _ranged_integer(
+    data: dict[str, Any], name: str, default: int, lo: int, hi: int
+) -> int:
+    try:
+        value = _integer(data, name)
+    except ValueError:
+        value = lo - 1
+    if value is None:
+        return default
+    if not lo <= value <= hi:
         raise _field_error(name, f"an integer between {lo} and {hi}")
     return value
 
@@ -131,7 +266,7 @@ def _boolean(data: dict[str, Any], name: str, default: bool) -> bool:
     return value
 
 
-def _parse_request(data: dict[str, Any]) -> TtsRequest:
+def _text(data: dict[str, Any]) -> str:
     text = data.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ProtocolError("VALIDATION_ERROR", "Text is required and cannot be empty")
@@ -140,57 +275,158 @@ def _parse_request(data: dict[str, Any]) -> TtsRequest:
             "VALIDATION_ERROR",
             f"Text too long: {len(text)} chars (max {MAX_TEXT_CHARS})",
         )
-    speaker = data.get("speaker")
-    if speaker is not None and not isinstance(speaker, str):
-        raise _field_error("speaker", "a string")
-    temperature = _number(data, "temperature", 0.8, 0.0, 2.0)
-    top_k = _integer(data, "top_k", 50, -1, 1000)
-    top_p = _number(data, "top_p", 1.0, 0.0, 1.0)
-    if top_p <= 0.0:
+    return text
+
+
+def _top_k(data: dict[str, Any]) -> int:
+    try:
+        value = _integer(data, "top_k")
+    except ValueError:
+        value = -2
+    if value is None:
+        return 50
+    if not -1 <= value <= 1000:
+        raise _field_error("top_k", "an integer between 1 and 1000, or 0 or -1")
+    return value
+
+
+def _top_p(data: dict[str, Any]) -> float:
+    value = data.get("top_p")
+    if value is None:
+        return 1.0
+    ok = (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and 0.0 < value <= 1.0
+    )
+    if not ok:
         raise _field_error("top_p", "a number greater than 0 and at most 1")
-    max_tokens = _integer(data, "max_tokens", 4096, 1, 8192)
-    repetition_penalty = _number(data, "repetition_penalty", 1.05, 1.0, 2.0)
-    seed = _integer(data, "seed", None, 0, 4_294_967_295)
-    chunking = _boolean(data, "chunking", False)
-    normalize = _boolean(data, "normalize", True)
-    fmt = data.get("format") or "wav"
+    return float(value)
+
+
+def _seed(data: dict[str, Any]) -> int | None:
+    if data.get("seed") is None:
+        return None
+    return _ranged_integer(data, "seed", 0, 0, 4_294_967_295)
+
+
+def _format_and_rate(data: dict[str, Any]) -> tuple[str, int]:
+    fmt = data.get("format")
+    fmt = "wav" if fmt is None else fmt
     if fmt not in FORMATS:
+        shown = str(fmt)[:32]
         raise ProtocolError(
             "VALIDATION_ERROR",
-            f"Unsupported format '{fmt}' (supported: {', '.join(FORMATS)})",
+            f"Unsupported format '{shown}' (supported: {', '.join(FORMATS)})",
         )
-    rate = _integer(data, "sample_rate", 8000 if fmt == "mulaw" else 16_000, 1, 10**6)
-    if rate not in SAMPLE_RATES or (fmt == "mulaw" and rate != 8000):
-        allowed = "8000" if fmt == "mulaw" else ", ".join(map(str, SAMPLE_RATES))
-        raise _field_error("sample_rate", f"one of {allowed}")
-    request_id = data.get("request_id")
-    if request_id is not None and not (
-        isinstance(request_id, str) and _REQUEST_ID.fullmatch(request_id)
-    ):
+    default = 8000 if fmt == "mulaw" else 16_000
+    try:
+        rate = _integer(data, "sample_rate")
+    except ValueError:
+        rate = 0
+    rate = default if rate is None else rate
+    if fmt == "mulaw" and rate != 8000:
+        raise _field_error("sample_rate", "8000 when format is 'mulaw'")
+    if rate not in SAMPLE_RATES:
+        raise _field_error("sample_rate", f"one of {', '.join(map(str, SAMPLE_RATES))}")
+    return fmt, rate
+
+
+def _request_id(data: dict[str, Any]) -> str | None:
+    value = data.get("request_id")
+    if value is None:
+        return None
+    if not (isinstance(value, str) and REQUEST_ID.fullmatch(value)):
         raise _field_error("request_id", "at most 64 characters of [A-Za-z0-9._:-]")
+    return value
+
+
+def _speaker(data: dict[str, Any]) -> str:
+    value = data.get("speaker")
+    if value is None:
+        return "male1"
+    if not isinstance(value, str):
+        raise _field_error("speaker", "a string")
+    return value
+
+
+def _fields(data: dict[str, Any], text: str, *, incremental: bool) -> TtsRequest:
+    temperature = _number(data, "temperature", 0.8, 0.0, 2.0)
+    top_k = _top_k(data)
+    top_p = _top_p(data)
+    max_tokens = _ranged_integer(data, "max_tokens", 4096, 1, 8192)
+    repetition_penalty = _number(data, "repetition_penalty", 1.05, 1.0, 2.0)
+    seed = _seed(data)
+    chunking = _boolean(data, "chunking", False)
+    normalize = _boolean(data, "normalize", True)
+    fmt, rate = _format_and_rate(data)
+    request_id = _request_id(data)
     speed = _number(data, "speed", 1.0, 0.5, 2.0)
+    keep_alive = _boolean(data, "keep_alive", False)
+    timestamps = _boolean(data, "timestamps", False)
+    speaker = _speaker(data)
+    unknown = sorted(set(data) - set(REQUEST_FIELDS) - {"event"})
+    if unknown:
+        logger.debug("ignored unknown request fields: %s", ", ".join(unknown)[:200])
     return TtsRequest(
         text=text,
-        speaker=speaker or "male1",
+        speaker=speaker,
         temperature=temperature,
-        top_k=top_k if top_k is not None else 50,
+        top_k=top_k,
         top_p=top_p,
-        max_tokens=max_tokens if max_tokens is not None else 4096,
+        max_tokens=max_tokens,
         repetition_penalty=repetition_penalty,
         seed=seed,
         chunking=chunking,
         normalize=normalize,
         format=fmt,
-        sample_rate=rate if rate is not None else 16_000,
+        sample_rate=rate,
         request_id=request_id,
         speed=speed,
+        keep_alive=keep_alive,
+        timestamps=timestamps,
+        incremental=incremental,
     )
 
 
-def error_event(
-    code: str, message: str, request_id: str, *, fatal: bool = True, **extra: Any
-) -> dict[str, Any]:
-    """The reference error envelope with the additive fields."""
-    error = {"code": code, "message": message, "request_id": request_id, "fatal": fatal}
-    error.update({k: v for k, v in extra.items() if v is not None})
-    return {"event": "error", "error": error}
+def _parse_request(data: dict[str, Any]) -> TtsRequest:
+    return _fields(data, _text(data), incremental=False)
+
+
+def _parse_start(data: dict[str, Any]) -> TtsRequest:
+    return _fields(data, "", incremental=True)
+
+
+def _parse_cancel(data: dict[str, Any]) -> Cancel:
+    rid = data.get("request_id")
+    return Cancel(request_id=rid[:64] if isinstance(rid, str) else None)
+
+
+def _parse_text(data: dict[str, Any]) -> TextInput:
+    text = data.get("text")
+    if not isinstance(text, str):
+        raise _field_error("text", "a string")
+    return TextInput(text=text)
+
+
+def _parse_flush(data: dict[str, Any]) -> Flush:
+    flush_id = data.get("flush_id")
+    if flush_id is not None and not (
+        isinstance(flush_id, str | int) and not isinstance(flush_id, bool)
+    ):
+        raise _field_error("flush_id", "a string or an integer")
+    if isinstance(flush_id, str):
+        flush_id = flush_id[:64]
+    return Flush(flush_id=flush_id)
+
+
+CLIENT_EVENTS: dict[str, Callable[[dict[str, Any]], ClientEvent]] = {
+    "request": _parse_request,
+    "start": _parse_start,
+    "ping": lambda data: Ping(),
+    "cancel": _parse_cancel,
+    "clear": lambda data: Clear(),
+    "text": _parse_text,
+    "flush": _parse_flush,
+    "end": lambda data: End(),
+}

@@ -1,15 +1,27 @@
-"""Text segmentation (specs/tts-ws.md T6–T7): sentences with code-point offsets, pure functions."""
+"""Text segmentation (specs/tts-ws.md T6–T7, I3): sentences with code-point offsets, pure code.
+
+Segments always cover the text in order without gaps or overlap: the whitespace between two
+sentences belongs to the later one.
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SEGMENT_MIN_CHARS = 20
 SEGMENT_MAX_CHARS = 200
-ABBREVIATIONS = ("dr", "mr", "mrs", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "no")
-_SENTENCE_END = re.compile(r"(?:[.!?…।॥]+)(?=\s|$)|\n+")
-_SOFT_BREAKS = ",;:—–"
+# The T2 abbreviations: a period after them never ends a sentence.
+ABBREVIATIONS = frozenset(
+    ("dr", "mr", "mrs", "st", "jr", "sr", "vs", "etc", "e.g", "i.e", "no")
+)
+_SENTENCE_END = re.compile(r"[.!?…।॥]+(?=\s|$)|\n+")
+_WORD_BEFORE = re.compile(r"(\S+)$")
+_SOFT_BREAK = re.compile(r"[,;:—–]")
+_WHITESPACE = re.compile(r"\s")
+_LOOKBACK = 12  # longest abbreviation plus its punctuation, with room
+
+Span = tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -26,60 +38,87 @@ class Segment:
 
 
 def _is_sentence_end(text: str, match: re.Match[str]) -> bool:
-    if match.group().startswith("\n"):
+    mark = match.group()
+    if mark.startswith("\n"):
         return True
-    before = text[: match.start()].split()
-    word = before[-1].lower() if before else ""
-    if match.group() == "." and (
-        word in ABBREVIATIONS or re.fullmatch(r"[A-Za-z]", word)
-    ):
-        return False
-    return True
+    if mark != ".":
+        return True
+    before = _WORD_BEFORE.search(text, max(0, match.start() - _LOOKBACK), match.start())
+    word = before.group(1).lstrip("([{\"'") if before else ""
+    return word.lower() not in ABBREVIATIONS and not re.fullmatch(r"[A-Z]", word)
 
 
-def _sentences(text: str) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for match in _SENTENCE_END.finditer(text):
-        if _is_sentence_end(text, match):
-            spans.append((start, match.end()))
-            start = match.end()
-    if start < len(text):
-        spans.append((start, len(text)))
-    return [(a, b) for a, b in spans if text[a:b].strip()]
+def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[Span]:
+    """Step 1 of T6: contiguous sentence spans of ``text[start:end]``."""
+    end = len(text) if end is None else end
+    cuts = [
+        m.end()
+        for m in _SENTENCE_END.finditer(text, start, end)
+        if _is_sentence_end(text, m)
+    ]
+    spans, a = [], start
+    for b in cuts:
+        if text[a:b].strip():
+            spans.append((a, b))
+            a = b
+    if a < end:
+        if text[a:end].strip() or not spans:
+            spans.append((a, end))
+        else:  # trailing whitespace joins the last sentence
+            spans[-1] = (spans[-1][0], end)
+    return spans
 
 
-def _merge_short(
-    spans: list[tuple[int, int]], text: str, min_chars: int
-) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    pending: tuple[int, int] | None = None
+def merge_short(spans: list[Span], text: str, min_chars: int) -> list[Span]:
+    """Step 2 of T6: a sentence under ``min_chars`` joins the next (the last, the previous)."""
+    merged: list[Span] = []
+    pending: int | None = None
     for a, b in spans:
         if pending is not None:
-            a, pending = pending[0], None
+            a, pending = pending, None
         if len(text[a:b].strip()) < min_chars:
-            pending = (a, b)
+            pending = a
         else:
             merged.append((a, b))
     if pending is not None:
-        if merged:
-            merged[-1] = (merged[-1][0], pending[1])
-        else:
-            merged.append(pending)
+        tail = (pending, spans[-1][1])
+        merged[-1:] = [(merged[-1][0], tail[1])] if merged else [tail]
     return merged
 
 
-def _split_long(a: int, b: int, text: str, max_chars: int) -> list[tuple[int, int]]:
+def split_long(a: int, b: int, text: str, max_chars: int) -> list[Span]:
+    """Step 3 of T6: cut after the last soft break, else the last whitespace, else hard."""
     out = []
     while b - a > max_chars:
         window = text[a : a + max_chars]
-        cut = max(window.rfind(c) for c in _SOFT_BREAKS)
+        cut = _last(_SOFT_BREAK, window)
         if cut <= 0:
-            cut = window.rfind(" ")
+            cut = _last(_WHITESPACE, window)
         cut = cut + 1 if cut > 0 else max_chars
         out.append((a, a + cut))
         a += cut
     out.append((a, b))
     return out
+
+
+def _last(pattern: re.Pattern[str], window: str) -> int:
+    found = -1
+    for found_match in pattern.finditer(window):
+        found = found_match.start()
+    return found
+
+
+def segment_spans(
+    text: str,
+    start: int,
+    end: int,
+    *,
+    min_chars: int = SEGMENT_MIN_CHARS,
+    max_chars: int = SEGMENT_MAX_CHARS,
+) -> list[Span]:
+    """Steps 1–3 of T6 over ``text[start:end]``."""
+    spans = merge_short(sentence_spans(text, start, end), text, min_chars)
+    return [p for a, b in spans for p in split_long(a, b, text, max_chars)]
 
 
 def segment_text(
@@ -89,12 +128,71 @@ def segment_text(
     min_chars: int = SEGMENT_MIN_CHARS,
     max_chars: int = SEGMENT_MAX_CHARS,
 ) -> list[Segment]:
-    """Cut ``text`` into ordered, non-overlapping segments that cover all of it."""
+    """Cut ``text`` into ordered, non-overlapping segments that cover all of it (T6 step 4)."""
     if not chunking and len(text) <= max_chars:
         return [Segment(seq=0, char_start=0, char_end=len(text))]
-    spans = _merge_short(_sentences(text), text, min_chars)
-    pieces = [p for a, b in spans for p in _split_long(a, b, text, max_chars)]
-    if pieces:
-        pieces[0] = (0, pieces[0][1])
-        pieces[-1] = (pieces[-1][0], len(text))
-    return [Segment(seq=i, char_start=a, char_end=b) for i, (a, b) in enumerate(pieces)]
+    spans = segment_spans(text, 0, len(text), min_chars=min_chars, max_chars=max_chars)
+    return [Segment(seq=i, char_start=a, char_end=b) for i, (a, b) in enumerate(spans)]
+
+
+@dataclass
+class TextBuffer:
+    """Incremental text of one request (I2–I3): appended pieces, cut into segments."""
+
+    min_chars: int = SEGMENT_MIN_CHARS
+    max_chars: int = SEGMENT_MAX_CHARS
+    text: str = field(default="", repr=False)
+    cut_at: int = 0  # text before this offset has been cut into segments (or cleared)
+    next_seq: int = 0
+
+    @property
+    def pending(self) -> bool:
+        """True while some buffered text has not been cut into a segment."""
+        return bool(self.text[self.cut_at :].strip())
+
+    def append(self, piece: str) -> list[Segment]:
+        """Add ``piece``; return the segments that are complete now (I3)."""
+        self.text += piece
+        end = self._last_sentence_end()
+        segments = self._cut(end) if end > self.cut_at else []
+        if len(self.text) - self.cut_at > self.max_chars:
+            spans = split_long(self.cut_at, len(self.text), self.text, self.max_chars)
+            segments += self._emit(spans[:-1])
+        return segments
+
+    def drain(self) -> list[Segment]:
+        """Cut everything buffered (flush, end, buffer delay)."""
+        return self._cut(len(self.text))
+
+    def clear(self) -> None:
+        """Discard the buffered text (C2); offsets keep counting."""
+        self.cut_at = len(self.text)
+
+    def _last_sentence_end(self) -> int:
+        """Offset after the last sentence end that is followed by whitespace."""
+        last = self.cut_at
+        for match in _SENTENCE_END.finditer(self.text, self.cut_at):
+            followed = match.end() < len(self.text)
+            if followed and _is_sentence_end(self.text, match):
+                last = match.end()
+        return last
+
+    def _cut(self, end: int) -> list[Segment]:
+        if not self.text[self.cut_at : end].strip():
+            return []
+        spans = segment_spans(
+            self.text,
+            self.cut_at,
+            end,
+            min_chars=self.min_chars,
+            max_chars=self.max_chars,
+        )
+        return self._emit(spans)
+
+    def _emit(self, spans: list[Span]) -> list[Segment]:
+        segments = []
+        for a, b in spans:
+            segments.append(Segment(seq=self.next_seq, char_start=a, char_end=b))
+            self.next_seq += 1
+            self.cut_at = b
+        return segments

@@ -84,8 +84,8 @@ async def test_z2_cancel_mid_run_releases_caller_and_slot_within_200_ms(
     assert task.cancelled()
     assert caller_latency < CANCEL_DEADLINE_S
     # The only slot thread is free again: the next stream is not queued behind
-    # the ~15 s run (its own first sentence takes ~0.1 s on one thread).
+    # the ~15 s run. Its own sentence takes ~0.1 s; the bound leaves CI headroom.
     started = time.monotonic()
     chunk = await first_chunk(piper, "Still here.")
     assert len(chunk) > 0
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 2.0

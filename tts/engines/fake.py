@@ -25,7 +25,7 @@ class FakeTts:
     name = "fake"
     model_version = "fake/tone"
     native_rate = 22_050
-    voices = ("tone",)
+    voices: tuple[str, ...] = ("tone",)
     default_voice = "tone"
     supports_speed = True
 

@@ -60,7 +60,7 @@ class PiperTts:
 
     name = "piper"
     model_version = "piper/en_US-joe-medium"
-    voices = ("joe",)
+    voices: tuple[str, ...] = ("joe",)
     default_voice = "joe"
     supports_speed = True
 

@@ -1,0 +1,149 @@
+"""One TTS job run from outside a consumer (``POST /v1/tts``), on a private channel.
+
+A view has no dispatch loop, so it receives on a channel of its own (``new_channel()``) and feeds
+every message to the same ``WorkerLink`` the consumers use: the same admission retries, busy /
+not_ready / no-answer handling (Q3), pinning, ``tts.job.cancel`` of late acceptances (Q4) and
+stall detection (Z4). Audio is collected into a spooled temporary file (H3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+from channels.layers import BaseChannelLayer
+from django.conf import settings
+
+from tts.errors import outcome_error
+from tts.messages import TtsAck, TtsChunk, TtsDone, TtsSubmit, ack_interval
+from veena_site.jobclient import TIMER, Outcome, Phase, WorkerLink
+
+logger = logging.getLogger(__name__)
+
+SPOOL_BYTES = 8 * 1024 * 1024  # H3: bodies above this go to a temporary file
+LINK_REPLIES = ("gpu.job.accepted", "gpu.job.busy", "gpu.job.not_ready")
+
+
+class JobError(Exception):
+    """The job ended without audio: a §6 code and its fixed message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+@dataclass
+class JobAudio:
+    """The job's audio: final-format bytes in ``body`` after ``offset`` bytes of room."""
+
+    body: IO[bytes]
+    data_bytes: int
+    samples: int
+    model_version: str
+
+
+class ChannelJob:
+    """Submit one job and collect its audio, answering flow control as the consumer does."""
+
+    def __init__(
+        self,
+        layer: BaseChannelLayer,
+        *,
+        header_room: int = 0,
+        on_accepted: Callable[[], None] | None = None,
+    ) -> None:
+        self.layer = layer
+        self.header_room = header_room  # bytes left free at the start of the body
+        self.on_accepted = on_accepted  # a worker holds the job (tts U2: chars charged)
+        self.link: WorkerLink | None = None
+        self.channel = ""
+
+    async def run(
+        self, build: Callable[[str, str, float], TtsSubmit], *, timeout_s: float
+    ) -> JobAudio:
+        """Run the job to its end; raise JobError, or TimeoutError past ``timeout_s``."""
+        self.channel = await self.layer.new_channel("tts-rest.")
+        link = self.link = WorkerLink(
+            layer=self.layer,
+            own_channel=self.channel,
+            kind="tts",
+            answer_ms=settings.TTS_WORKER_ANSWER_MS,
+            wait_ms=settings.TTS_ADMISSION_WAIT_MS,
+            stall_s=settings.TTS_WORKER_STALL_S,
+        )
+        body = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
+        body.write(bytes(self.header_room))
+        try:
+            async with asyncio.timeout(timeout_s):
+                outcome = await link.submit(
+                    lambda job_id, deadline: build(job_id, self.channel, deadline)
+                )
+                await self._check(link, outcome)
+                return await self._collect(link, body)
+        except BaseException:
+            body.close()
+            await asyncio.shield(self.withdraw())
+            raise
+        finally:
+            await link.close()
+
+    async def withdraw(self) -> None:
+        """Z2/Q4: stop the job; one still being admitted is cancelled when it is accepted."""
+        link = self.link
+        if link is None:
+            return
+        deadline = time.monotonic() + link.answer_s + link.wait_s
+        while link.phase is Phase.SUBMITTING and time.monotonic() < deadline:
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    message = await self.layer.receive(self.channel)
+            except TimeoutError:
+                break
+            if message["type"] == "gpu.job.accepted":
+                await link.on_reply(message)  # ACCEPTED; close() below cancels it
+                break
+            if message["type"] in LINK_REPLIES:
+                break  # busy or not ready: nothing runs
+        await link.close()
+
+    async def _check(self, link: WorkerLink, outcome: Outcome | None) -> None:
+        if outcome is Outcome.ACCEPTED:
+            await link.send(TtsAck(job_id=link.job_id, seq=-1))  # confirm (tts.jobs)
+            if self.on_accepted is not None:
+                self.on_accepted()
+        elif outcome is not None:
+            code, message, _ = outcome_error(outcome)
+            raise JobError(code, message)
+
+    async def _collect(self, link: WorkerLink, body: IO[bytes]) -> JobAudio:
+        next_seq, data_bytes, samples = 0, 0, 0
+        while True:
+            message: dict[str, Any] = await self.layer.receive(self.channel)
+            kind = message["type"]
+            if kind == TIMER:
+                await self._check(link, await link.on_timer(message))
+            elif kind in LINK_REPLIES:
+                await self._check(link, await link.on_reply(message))
+            elif not link.touch(message):
+                continue
+            elif kind == TtsChunk.TYPE:
+                chunk = TtsChunk.from_message(message)
+                if chunk.seq != next_seq:
+                    raise JobError("INTERNAL_ERROR", "Audio stream interrupted")
+                next_seq += 1
+                if next_seq % ack_interval(settings.TTS_CHUNK_WINDOW) == 0:
+                    await link.send(TtsAck(job_id=chunk.job_id, seq=chunk.seq))
+                body.write(chunk.data)
+                data_bytes += len(chunk.data)
+                samples += chunk.samples
+            elif kind == TtsDone.TYPE:
+                if TtsDone.from_message(message).chunks != next_seq:
+                    raise JobError("INTERNAL_ERROR", "Audio stream interrupted")
+                return JobAudio(body, data_bytes, samples, link.model_version)
+            elif kind == "gpu.job.failed":
+                raise JobError("INTERNAL_ERROR", "Synthesis failed")

@@ -1,0 +1,169 @@
+"""Usage metering, quota and per-request limits of the TTS endpoints (tts §12, K4, I2).
+
+One ``TtsUsage`` per stream (or per REST call) holds the stream's ``Admission`` (None with auth
+off, W7) and the ``UsageMeter`` of its current request, and calls ``accounts.metering`` in the
+order its module docstring gives: reserve before submit, open alongside the submission and
+committed before the first binary frame, count in memory, tick, finish once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable
+from typing import Any, Literal, TypeVar
+
+from accounts.admission import Admission
+from accounts.exceptions import AdmissionDenied, DenialReason
+from accounts.metering import UsageMeter, stream_tick
+
+logger = logging.getLogger(__name__)
+
+UsageStatus = Literal["completed", "cancelled", "failed"]
+T = TypeVar("T")
+
+# accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop
+# within E7's 1 s even when the tick message waits behind audio in the channel.
+TICK_S = 0.5
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a task's failure as seen: its owner acts on it another way."""
+    if not task.cancelled():
+        task.exception()
+
+
+class TtsUsage:
+    """Usage of one stream's requests, one at a time; every release is idempotent."""
+
+    def __init__(
+        self, admission: Admission | None = None, *, stream_id: uuid.UUID | None = None
+    ) -> None:
+        self.admission = admission
+        self.anonymous_stream_id = stream_id or uuid.uuid4()  # auth off (W7)
+        self.meter: UsageMeter | None = None
+        self._opening: asyncio.Future[None] | None = None
+        self._accepted = False  # the worker holds the job: reservations are charged
+        self._uncharged = 0  # reserved characters not yet charged (U2)
+
+    async def take_request_token(self) -> None:
+        """K4 / accounts E8: one more RPM token for each request after the first."""
+        if self.admission is not None:
+            await self.admission.take_request_token()
+
+    async def open_request(
+        self, *, request_id: str, model: str, text_chars: int
+    ) -> None:
+        """L1 step 7: reserve the text all-or-nothing (Q7), then start the record's INSERT.
+
+        Raises ``AdmissionDenied`` (``quota_exceeded``, ``limits_unavailable``) before any
+        audio; the INSERT runs alongside the job submission and ``ready()`` awaits it.
+        """
+        if self.meter is not None:  # a request that was never finished: close it now
+            await self.finish(status="failed", error_code="internal_error")
+        if self.admission is not None:
+            meter = UsageMeter.for_admission(
+                self.admission, endpoint="tts", request_id=request_id, model=model
+            )
+        else:
+            meter = UsageMeter.anonymous(
+                endpoint="tts",
+                request_id=request_id,
+                model=model,
+                stream_id=self.anonymous_stream_id,
+            )
+        self.meter, self._accepted, self._uncharged = meter, False, 0
+        await self.reserve_text(chars=text_chars)
+        self._opening = asyncio.ensure_future(meter.open())
+        self._opening.add_done_callback(_retrieve)
+
+    async def ready(self) -> None:
+        """U1/U2: wait until the record is committed; call before the first binary frame.
+
+        Raises ``AdmissionDenied("usage_unavailable")`` when the database refused it.
+        """
+        if self.meter is not None:
+            await self.meter.open()
+
+    def job_accepted(self) -> None:
+        """U2: a worker accepted the job, so the characters reserved so far are charged."""
+        self._accepted = True
+        self._charge()
+
+    async def reserve_text(self, *, chars: int) -> None:
+        """I2 / Q7: one text unit, all or nothing; charged once the job is accepted."""
+        if self.meter is None or chars <= 0:
+            return
+        await self.meter.reserve_tts_chars(chars)
+        self._uncharged += chars
+        if self._accepted:
+            self._charge()
+
+    def _charge(self) -> None:
+        if self.meter is not None and self._uncharged:
+            self.meter.add(tts_chars_in=self._uncharged)
+            self._uncharged = 0
+
+    def audio_sent(self, samples: int, sample_rate: int) -> None:
+        """U2: PCM samples handed to the socket (a WAV header frame carries none)."""
+        if self.meter is not None and samples > 0:
+            self.meter.add_audio(samples, sample_rate)
+
+    async def tick(self) -> DenialReason | None:
+        """accounts E6: checkpoint, key check, lease renewal, duration; the stop reason."""
+        return await stream_tick(self.admission, self.meter)
+
+    async def finish(
+        self,
+        *,
+        status: UsageStatus,
+        error_code: str = "",
+        close_code: int | None = None,
+        ttfb_ms: int | None = None,
+        rtf: float | None = None,
+    ) -> bool:
+        """U3 / accounts U8: finalize the current request's record once, shielded.
+
+        Later calls, and calls with no request, do nothing and return False.
+        """
+        meter, self.meter, self._opening = self.meter, None, None
+        if meter is None:
+            return False
+        return await asyncio.shield(
+            meter.finish(
+                status=status,
+                error_code=error_code[:40],
+                close_code=close_code,
+                ttfb_ms=ttfb_ms,
+                rtf=rtf,
+            )
+        )
+
+    async def release(self) -> None:
+        """Give back the lease (E5, C3); finish the request first. Idempotent."""
+        if self.admission is not None:
+            await self.admission.release()
+
+
+async def while_ticking(usage: TtsUsage, work: Awaitable[T]) -> T:
+    """Await ``work`` while ticking ``usage`` every ``TICK_S`` (REST, accounts E6).
+
+    A stop reason cancels the work and raises ``AdmissionDenied(reason)``; so does the
+    caller's own cancellation (H5), which the work sees first.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait([task], timeout=TICK_S)
+            if done:
+                return task.result()
+            reason = await usage.tick()
+            if reason is not None:
+                logger.info("tts rest request stopped: %s", reason)
+                raise AdmissionDenied(reason)
+    finally:
+        if not task.done():
+            task.add_done_callback(_retrieve)
+            task.cancel()
+            await asyncio.wait([task])

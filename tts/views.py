@@ -1,0 +1,274 @@
+"""REST endpoints of the TTS app: ``POST /v1/tts`` (H1–H5), ``GET /v1/tts/speakers`` (H6–H7).
+
+The view awaits its job directly, on a private channel (``tts.client``): unlike a consumer it has
+no dispatch loop that a wait could block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import IO, Any
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.admission import KeyPrincipal, admit, authenticate_request
+from accounts.exceptions import AdmissionDenied
+from tts.audio import wav_file_header
+from tts.client import ChannelJob, JobAudio, JobError
+from tts.errors import denial_error
+from tts.messages import TtsSubmit
+from tts.prepare import engine_info, job_submit, prepare_segments, resolve_voice
+from tts.protocol import HTTP_STATUS, ProtocolError, TtsRequest, parse_rest_body
+from tts.speakers import speakers_listing
+from tts.usage import TtsUsage, while_ticking
+from veena_site.liveness import get_liveness
+
+logger = logging.getLogger(__name__)
+
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+CONTENT_TYPES = {
+    "wav": "audio/wav",
+    "pcm": "audio/pcm;rate={rate};channels=1;encoding=s16le",
+    "mulaw": "audio/basic",
+}
+READ_BYTES = 256 * 1024
+WAV_HEADER_BYTES = 44
+
+
+class RestError(Exception):
+    """A §6 error for an HTTP client (H4)."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        retry_after_ms: int | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code, self.message, self.retry_after_ms = code, message, retry_after_ms
+        self.status = status or HTTP_STATUS[code]
+
+
+def error_response(error: RestError, request_id: str) -> JsonResponse:
+    """H4: the error body, §6 status, and ``Retry-After`` on 429 and 503."""
+    body: dict[str, Any] = {
+        "code": error.code,
+        "message": error.message[:500],
+        "request_id": request_id,
+    }
+    if error.retry_after_ms is not None:
+        body["retry_after_ms"] = error.retry_after_ms
+    status = error.status
+    response = JsonResponse({"error": body}, status=status)
+    if status in (429, 503):
+        retry = error.retry_after_ms or settings.TTS_OVERLOAD_RETRY_MS
+        response["Retry-After"] = str(math.ceil(retry / 1000))
+    response["X-Request-Id"] = request_id
+    return response
+
+
+def rest_request_id(request: HttpRequest) -> str:
+    """H1: the client's ``X-Request-Id`` when well formed, else a UUID4."""
+    given = request.headers.get("X-Request-Id", "")
+    return given if REQUEST_ID.fullmatch(given) else str(uuid.uuid4())
+
+
+def authenticate(request: HttpRequest) -> KeyPrincipal | None:
+    """H6: the W2 sources except the subprotocol; Origin checked only when sent (sync)."""
+    if not settings.TTS_AUTH_REQUIRED:
+        return None
+    try:
+        principal = authenticate_request(request, endpoint="tts")
+    except AdmissionDenied as denied:
+        raise rest_denial(denied) from None
+    return principal
+
+
+@require_GET
+def speakers(request: HttpRequest) -> JsonResponse:
+    """``GET /v1/tts/speakers``: the engine's voices and aliases, even with no worker up."""
+    request_id = rest_request_id(request)
+    try:
+        authenticate(request)
+    except RestError as error:
+        return error_response(error, request_id)
+    info = engine_info()
+    ready = any(s.serves("tts") for s in get_liveness().live_workers())
+    body = speakers_listing(info, ready=ready, overrides=settings.TTS_SPEAKER_ALIASES)
+    return JsonResponse(body)
+
+
+def rest_denial(denied: AdmissionDenied) -> RestError:
+    """An accounts denial or stop as its §6 status: 401/403/429/402/503 (H1, H4)."""
+    forbidden = denied.reason in ("origin_not_allowed", "endpoint_not_allowed")
+    return RestError(*denial_error(denied), status=403 if forbidden else None)
+
+
+def http_scope(request: HttpRequest) -> dict[str, Any]:
+    """The request as ``admit()`` reads it: headers and query, no subprotocol (H1, W2)."""
+    return {
+        "type": "http",
+        "headers": [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in request.headers.items()
+        ],
+        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
+        "subprotocols": [],
+    }
+
+
+@csrf_exempt
+@require_POST
+async def synthesize(request: HttpRequest) -> HttpResponseBase:
+    """``POST /v1/tts``: the whole audio of one request as one response (H1–H5).
+
+    The admission's lease is held until the response ends: for a streamed (spooled) body,
+    until its last chunk is sent.
+    """
+    request_id = rest_request_id(request)
+    usage = TtsUsage()
+    try:
+        response = await metered_synthesis(request, request_id, usage)
+    except asyncio.CancelledError:  # H5: the client went away; the job was withdrawn
+        await usage.finish(status="cancelled")
+        await asyncio.shield(usage.release())
+        raise
+    if not isinstance(response, StreamingHttpResponse):  # else read_chunks releases
+        await usage.release()
+    return response
+
+
+async def metered_synthesis(
+    request: HttpRequest, request_id: str, usage: TtsUsage
+) -> HttpResponseBase:
+    """H1: admit, validate, reserve and open the record, run the job, finish the record."""
+    t0 = time.monotonic()
+    try:
+        if settings.TTS_AUTH_REQUIRED:
+            usage.admission = await admit(http_scope(request), endpoint="tts")
+        req = parse_body(request)
+        info = engine_info()
+        voice = resolve_voice(req, info)
+        segments = await prepare_segments(req)
+        if not segments:
+            raise ProtocolError("VALIDATION_ERROR", "Text has no speakable content")
+        await usage.open_request(
+            request_id=request_id, model=info.model_version, text_chars=len(req.text)
+        )
+        await usage.ready()  # U2: committed before any audio exists
+        job = run_job(req, voice, segments, request_id, usage.job_accepted)
+        audio = await while_ticking(usage, job)
+    except ProtocolError as exc:  # validation opens no record (U3)
+        return error_response(RestError(exc.code, exc.message), request_id)
+    except RestError as error:
+        await usage.finish(status="failed", error_code=error.code.lower())
+        return error_response(error, request_id)
+    except AdmissionDenied as denied:
+        await usage.finish(status="failed", error_code=denied.reason)
+        return error_response(rest_denial(denied), request_id)
+    usage.audio_sent(audio.samples, req.sample_rate)
+    seconds = audio.samples / req.sample_rate
+    rtf = round((time.monotonic() - t0) / seconds, 3) if seconds else None
+    await usage.finish(status="completed", rtf=rtf)  # no frames, so no ttfb_ms
+    return audio_response(req, voice, audio, request_id, usage)
+
+
+def parse_body(request: HttpRequest) -> TtsRequest:
+    """W11/H4: the size cap (413), then the JSON body (400)."""
+    too_large = RestError("VALIDATION_ERROR", "Message too large", status=413)
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        raise too_large from None
+    if len(body) > settings.TTS_MAX_MESSAGE_BYTES:
+        raise too_large
+    return parse_rest_body(body)
+
+
+async def run_job(
+    req: TtsRequest,
+    voice: str,
+    segments: list[dict[str, Any]],
+    request_id: str,
+    on_accepted: Callable[[], None],
+) -> JobAudio:
+    """Run the worker job to its end (Q2–Q4); H4's timeout is 504."""
+    room = WAV_HEADER_BYTES if req.format == "wav" else 0
+    job = ChannelJob(get_channel_layer(), header_room=room, on_accepted=on_accepted)
+
+    def build(job_id: str, reply: str, deadline: float) -> TtsSubmit:
+        return job_submit(
+            job_id=job_id,
+            reply_channel=reply,
+            deadline=deadline,
+            req=req,
+            request_id=request_id,
+            voice=voice,
+            segments=segments,
+        )
+
+    try:
+        return await job.run(build, timeout_s=settings.TTS_REST_TIMEOUT_S)
+    except JobError as error:
+        retry = settings.TTS_OVERLOAD_RETRY_MS
+        raise RestError(
+            error.code,
+            error.message,
+            retry if error.code == "STREAMING_OVERLOADED" else None,
+        ) from None
+    except TimeoutError:
+        raise RestError("TIMEOUT", "Synthesis timed out") from None
+
+
+def audio_response(
+    req: TtsRequest, voice: str, audio: JobAudio, request_id: str, usage: TtsUsage
+) -> HttpResponseBase:
+    """H2: the complete body with its sizes and metadata headers."""
+    body = audio.body
+    if req.format == "wav":
+        body.seek(0)
+        body.write(wav_file_header(req.sample_rate, audio.data_bytes))
+    size = body.seek(0, 2)
+    body.seek(0)
+    response: HttpResponseBase
+    if size <= READ_BYTES * 32:
+        response = HttpResponse(body.read())
+        body.close()
+    else:
+        response = StreamingHttpResponse(read_chunks(body, usage))
+    response["Content-Type"] = CONTENT_TYPES[req.format].format(rate=req.sample_rate)
+    response["Content-Length"] = str(size)
+    response["X-Request-Id"] = request_id
+    response["X-Audio-Duration-Seconds"] = f"{audio.samples / req.sample_rate:.2f}"
+    response["X-Sample-Rate"] = str(req.sample_rate)
+    response["X-Speaker"] = voice
+    return response
+
+
+async def read_chunks(body: IO[bytes], usage: TtsUsage) -> AsyncIterator[bytes]:
+    """Stream a spooled body; at its end (or when abandoned) close it and give the
+    lease back (H1)."""
+    try:
+        while chunk := body.read(READ_BYTES):
+            yield chunk
+    finally:
+        body.close()
+        await asyncio.shield(usage.release())

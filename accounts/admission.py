@@ -177,11 +177,18 @@ class Admission:
         the key's log is full, ``AdmissionDenied("limits_unavailable")`` when the store is
         unreachable.
         """
+        await self._take_token(uuid.uuid4().hex)
+
+    async def _take_token(self, token: str) -> uuid.UUID | None:
+        """Take ``token`` from the account's log (and the key's, E9); the key id used.
+
+        Raises ``AdmissionDenied("rate_limited", retry_after_ms=…)`` when a log is full.
+        """
         p = self.principal
         rpm_key = p.key_id if p.key_rpm_limit is not None else None
         decision = await in_store(
             get_limiter().take_request,
-            member=uuid.uuid4().hex,
+            member=token,
             account_id=p.account_id,
             account_limit=p.rpm_limit,
             key_id=rpm_key,
@@ -191,6 +198,7 @@ class Admission:
             raise AdmissionDenied(
                 "rate_limited", retry_after_ms=decision.retry_after_ms
             )
+        return rpm_key
 
     async def refresh_lease(self) -> bool:
         """Renew the lease for ``LEASE_TTL_SECONDS`` (C2); False means it is lost.
@@ -243,15 +251,7 @@ class Admission:
         self.released = True
         if self.lease_held:
             self.lease_held = False
-            try:
-                await in_store(
-                    get_limiter().release_lease,
-                    member=str(self.stream_id),
-                    account_id=self.principal.account_id,
-                    key_id=self.lease_key_id,
-                )
-            except AdmissionDenied:
-                logger.warning("stream %s: lease left to expire", self.stream_id)
+            await _give_back_lease(self)
         await self._touch_key()
 
     async def _touch_key(self) -> None:
@@ -289,19 +289,7 @@ class Admission:
         admitted = False
         try:
             token = uuid.uuid4().hex
-            rpm_key = p.key_id if p.key_rpm_limit is not None else None
-            decision = await in_store(
-                limiter.take_request,
-                member=token,
-                account_id=p.account_id,
-                account_limit=p.rpm_limit,
-                key_id=rpm_key,
-                key_limit=p.key_rpm_limit,
-            )
-            if not decision.allowed:
-                raise AdmissionDenied(
-                    "rate_limited", retry_after_ms=decision.retry_after_ms
-                )
+            rpm_key = await self._take_token(token)
             try:
                 await self._check_quota()
             except AdmissionDenied:

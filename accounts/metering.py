@@ -181,6 +181,34 @@ class UsageMeter:
             started_at=started_at,
         )
 
+    @classmethod
+    def for_stream(
+        cls,
+        admission: Admission | None,
+        *,
+        endpoint: MeteredEndpoint,
+        request_id: str,
+        model: str,
+        stream_id: uuid.UUID,
+        started_at: datetime | None = None,
+    ) -> UsageMeter:
+        """``for_admission`` when admitted, else ``anonymous`` on ``stream_id`` (W7)."""
+        if admission is not None:
+            return cls.for_admission(
+                admission,
+                endpoint=endpoint,
+                request_id=request_id,
+                model=model,
+                started_at=started_at,
+            )
+        return cls.anonymous(
+            endpoint=endpoint,
+            request_id=request_id,
+            model=model,
+            stream_id=stream_id,
+            started_at=started_at,
+        )
+
     # Counters.
 
     @property

@@ -43,22 +43,14 @@ class RealtimeUsage:
         Raises ``AdmissionDenied("usage_unavailable")`` when the database refuses.
         """
         if self.meter is None:
-            if self.admission is not None:
-                self.meter = UsageMeter.for_admission(
-                    self.admission,
-                    endpoint="asr",
-                    request_id=request_id,
-                    model=model,
-                    started_at=self.started_at,
-                )
-            else:
-                self.meter = UsageMeter.anonymous(
-                    endpoint="asr",
-                    request_id=request_id,
-                    model=model,
-                    stream_id=self.stream_id,
-                    started_at=self.started_at,
-                )
+            self.meter = UsageMeter.for_stream(
+                self.admission,
+                endpoint="asr",
+                request_id=request_id,
+                model=model,
+                stream_id=self.stream_id,
+                started_at=self.started_at,
+            )
         await self.meter.open()
 
     async def accept(self, samples: int, rate: int) -> int:

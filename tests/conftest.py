@@ -7,11 +7,13 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from channels.db import database_sync_to_async
 from channels.layers import channel_layers
 
 from veena_site.liveness import get_liveness
@@ -83,6 +85,34 @@ def manage(
     )
 
 
+@pytest.fixture(scope="module")
+def pg_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A fresh PostgreSQL database with every migration applied, for this module."""
+    import psycopg
+
+    try:
+        psycopg.connect(POSTGRES_TEST_URL, connect_timeout=3).close()
+    except psycopg.Error:
+        _unavailable("PostgreSQL at " + POSTGRES_TEST_URL)
+    name = f"veena_x_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(POSTGRES_TEST_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = POSTGRES_TEST_URL.rsplit("/", 1)[0] + "/" + name
+    env = child_env(
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        DATABASE_URL=url,
+        REDIS_URL=REDIS_TEST_URL,
+        DATA_DIR=str(tmp_path_factory.mktemp("data")),
+    )
+    try:
+        migrate = manage("migrate", "--noinput", env=env, stdout=subprocess.PIPE)
+        assert migrate.wait(timeout=120) == 0
+        yield url
+    finally:
+        with psycopg.connect(POSTGRES_TEST_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(autouse=True)
 def fresh_layers_and_runtime() -> Iterator[None]:
     """Each test gets a fresh channel layer, runtime, liveness store, limiter and key cache."""
@@ -115,6 +145,55 @@ async def embedded_worker() -> AsyncIterator[object]:
     yield runtime
     await runtime.shutdown()
     task.cancel()
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def limits_backend(request: pytest.FixtureRequest, settings: Any) -> str:
+    """The limits store on MemoryLimiter, and on RedisLimiter under the ``redis`` marker."""
+    if request.param == "redis":
+        settings.REDIS_URL = request.getfixturevalue("redis_url")
+        settings.REDIS_KEY_PREFIX = f"t{uuid.uuid4().hex[:8]}:"
+    else:
+        settings.REDIS_URL = ""
+    return str(request.param)
+
+
+KeyMaker = Callable[..., Awaitable[tuple[Any, str]]]
+
+
+@pytest.fixture
+def plan_rpm() -> int:
+    """The ``requests_per_minute`` of the plans ``keyed`` makes, unless a test sets it."""
+    return 1000
+
+
+@pytest.fixture
+def keyed(transactional_db: None, plan_rpm: int) -> KeyMaker:
+    """``await keyed({plan values}, **key fields)``: a key on a fresh account and plan."""
+    from accounts.models import Account, Plan
+    from accounts.services.api_keys import api_key_create
+
+    def make_sync(plan: dict[str, Any] | None, **key: Any) -> tuple[Any, str]:
+        values = {
+            "requests_per_minute": plan_rpm,
+            "max_concurrent_streams": 10,
+            "monthly_tts_characters": None,
+            "monthly_asr_seconds": None,
+            "max_session_seconds": 600,
+            **(plan or {}),
+        }
+        name = f"p-{uuid.uuid4().hex[:8]}"
+        account = Account.objects.create(
+            name=name, slug=name, plan=Plan.objects.create(name=name, **values)
+        )
+        return api_key_create(
+            account=account, name="k", actor=None, actor_label="pytest", **key
+        )
+
+    async def make(plan: dict[str, Any] | None = None, **key: Any) -> tuple[Any, str]:
+        return await database_sync_to_async(make_sync)(plan, **key)
+
+    return make
 
 
 @pytest.fixture

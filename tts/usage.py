@@ -62,17 +62,13 @@ class TtsUsage:
         """
         if self.meter is not None:  # a request that was never finished: close it now
             await self.finish(status="failed", error_code="internal_error")
-        if self.admission is not None:
-            meter = UsageMeter.for_admission(
-                self.admission, endpoint="tts", request_id=request_id, model=model
-            )
-        else:
-            meter = UsageMeter.anonymous(
-                endpoint="tts",
-                request_id=request_id,
-                model=model,
-                stream_id=self.anonymous_stream_id,
-            )
+        meter = UsageMeter.for_stream(
+            self.admission,
+            endpoint="tts",
+            request_id=request_id,
+            model=model,
+            stream_id=self.anonymous_stream_id,
+        )
         self.meter, self._accepted, self._uncharged = meter, False, 0
         await self.reserve_text(chars=text_chars)
         self._opening = asyncio.ensure_future(meter.open())

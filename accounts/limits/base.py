@@ -152,6 +152,16 @@ class Limiter(Protocol):
         ...
 
 
+def scoped_limits(
+    account_limit: int, key_id: UUID | None, key_limit: int | None
+) -> list[int]:
+    """The limits that go with ``Keys.rate_logs`` or ``Keys.lease_sets``, in their order."""
+    if key_id is None:
+        return [account_limit]
+    assert key_limit is not None, "a key-scoped take or lease needs the key's limit"
+    return [account_limit, key_limit]
+
+
 class Keys:
     """Store key names (B3): one hash tag per account, so scripts stay cluster-safe."""
 
@@ -165,6 +175,20 @@ class Keys:
     def leases(self, account_id: int, key_id: UUID | None = None) -> str:
         base = f"{self.prefix}cc:{{a:{account_id}}}"
         return base if key_id is None else f"{base}:k:{key_id}"
+
+    def rate_logs(self, account_id: int, key_id: UUID | None) -> list[str]:
+        """The account's request log, then the key's when it has its own cap (E9)."""
+        logs = [self.rate(account_id)]
+        if key_id is not None:
+            logs.append(self.rate(account_id, key_id))
+        return logs
+
+    def lease_sets(self, account_id: int, key_id: UUID | None) -> list[str]:
+        """The account's lease set, then the key's when it has its own cap (E9)."""
+        sets = [self.leases(account_id)]
+        if key_id is not None:
+            sets.append(self.leases(account_id, key_id))
+        return sets
 
     def generation(self, account_id: int) -> str:
         return f"{self.prefix}cg:{{a:{account_id}}}"

@@ -21,6 +21,7 @@ from accounts.limits.base import (
     Decision,
     Keys,
     QuotaGrant,
+    scoped_limits,
 )
 
 Clock = Callable[[], int]
@@ -86,10 +87,13 @@ class MemoryLimiter:
         key_id: UUID | None = None,
         key_limit: int | None = None,
     ) -> Decision:
-        logs = [(self.keys.rate(account_id), account_limit)]
-        if key_id is not None:
-            assert key_limit is not None, "a key-scoped take needs the key's limit"
-            logs.append((self.keys.rate(account_id, key_id), key_limit))
+        logs = list(
+            zip(
+                self.keys.rate_logs(account_id, key_id),
+                scoped_limits(account_limit, key_id, key_limit),
+                strict=True,
+            )
+        )
         with self._lock:
             now = self.clock()
             retry = 0
@@ -108,11 +112,8 @@ class MemoryLimiter:
     def refund_request(
         self, *, member: str, account_id: int, key_id: UUID | None = None
     ) -> None:
-        keys = [self.keys.rate(account_id)]
-        if key_id is not None:
-            keys.append(self.keys.rate(account_id, key_id))
         with self._lock:
-            self._remove(keys, member)
+            self._remove(self.keys.rate_logs(account_id, key_id), member)
 
     def _remove(self, keys: list[str], member: str) -> None:
         for key in keys:
@@ -124,12 +125,6 @@ class MemoryLimiter:
 
     # Concurrency leases (C1-C4).
 
-    def _lease_sets(self, account_id: int, key_id: UUID | None) -> list[str]:
-        keys = [self.keys.leases(account_id)]
-        if key_id is not None:
-            keys.append(self.keys.leases(account_id, key_id))
-        return keys
-
     def acquire_lease(
         self,
         *,
@@ -140,11 +135,8 @@ class MemoryLimiter:
         key_id: UUID | None = None,
         key_limit: int | None = None,
     ) -> Decision:
-        limits = [account_limit]
-        if key_id is not None:
-            assert key_limit is not None, "a key-scoped lease needs the key's limit"
-            limits.append(key_limit)
-        sets = self._lease_sets(account_id, key_id)
+        limits = scoped_limits(account_limit, key_id, key_limit)
+        sets = self.keys.lease_sets(account_id, key_id)
         with self._lock:
             now = self.clock()
             for key, limit in zip(sets, limits, strict=True):
@@ -162,7 +154,7 @@ class MemoryLimiter:
     def renew_lease(
         self, *, member: str, account_id: int, ttl_ms: int, key_id: UUID | None = None
     ) -> bool:
-        sets = self._lease_sets(account_id, key_id)
+        sets = self.keys.lease_sets(account_id, key_id)
         with self._lock:
             now = self.clock()
             for key in sets:
@@ -178,7 +170,7 @@ class MemoryLimiter:
         self, *, member: str, account_id: int, key_id: UUID | None = None
     ) -> None:
         with self._lock:
-            self._remove(self._lease_sets(account_id, key_id), member)
+            self._remove(self.keys.lease_sets(account_id, key_id), member)
 
     def lease_generation(self, account_id: int) -> int:
         with self._lock:

@@ -25,6 +25,7 @@ from accounts.limits.base import (
     Decision,
     Keys,
     QuotaGrant,
+    scoped_limits,
 )
 
 LUA_DIR = Path(__file__).resolve().parent / "lua"
@@ -61,15 +62,6 @@ def _store_call(method: Callable[P, R]) -> Callable[P, R]:
             raise LimitsUnavailable("limits store unreachable") from exc
 
     return wrapper
-
-
-def _both(
-    account_key: str, key_key: str | None, account_limit: int, key_limit: int | None
-) -> tuple[list[str], list[int]]:
-    if key_key is None:
-        return [account_key], [account_limit]
-    assert key_limit is not None, "a key-scoped take needs the key's limit"
-    return [account_key, key_key], [account_limit, key_limit]
 
 
 class RedisLimiter:
@@ -114,10 +106,8 @@ class RedisLimiter:
         key_id: UUID | None = None,
         key_limit: int | None = None,
     ) -> Decision:
-        key_log = None if key_id is None else self.keys.rate(account_id, key_id)
-        keys, limits = _both(
-            self.keys.rate(account_id), key_log, account_limit, key_limit
-        )
+        keys = self.keys.rate_logs(account_id, key_id)
+        limits = scoped_limits(account_limit, key_id, key_limit)
         allowed, retry = self._run(
             "take_request", keys, [member, self.rpm_window_ms, *limits]
         )
@@ -127,9 +117,7 @@ class RedisLimiter:
     def refund_request(
         self, *, member: str, account_id: int, key_id: UUID | None = None
     ) -> None:
-        keys = [self.keys.rate(account_id)]
-        if key_id is not None:
-            keys.append(self.keys.rate(account_id, key_id))
+        keys = self.keys.rate_logs(account_id, key_id)
         self._run("refund_request", keys, [member])
 
     @_store_call
@@ -143,10 +131,8 @@ class RedisLimiter:
         key_id: UUID | None = None,
         key_limit: int | None = None,
     ) -> Decision:
-        key_set = None if key_id is None else self.keys.leases(account_id, key_id)
-        keys, limits = _both(
-            self.keys.leases(account_id), key_set, account_limit, key_limit
-        )
+        keys = self.keys.lease_sets(account_id, key_id)
+        limits = scoped_limits(account_limit, key_id, key_limit)
         acquired = self._run(
             "acquire_lease",
             [self.keys.generation(account_id), *keys],
@@ -154,24 +140,18 @@ class RedisLimiter:
         )
         return Decision(bool(acquired))
 
-    def _lease_sets(self, account_id: int, key_id: UUID | None) -> list[str]:
-        keys = [self.keys.leases(account_id)]
-        if key_id is not None:
-            keys.append(self.keys.leases(account_id, key_id))
-        return keys
-
     @_store_call
     def renew_lease(
         self, *, member: str, account_id: int, ttl_ms: int, key_id: UUID | None = None
     ) -> bool:
-        keys = self._lease_sets(account_id, key_id)
+        keys = self.keys.lease_sets(account_id, key_id)
         return bool(self._run("renew_lease", keys, [member, ttl_ms]))
 
     @_store_call
     def release_lease(
         self, *, member: str, account_id: int, key_id: UUID | None = None
     ) -> None:
-        self._run("release_lease", self._lease_sets(account_id, key_id), [member])
+        self._run("release_lease", self.keys.lease_sets(account_id, key_id), [member])
 
     @_store_call
     def lease_generation(self, account_id: int) -> int:

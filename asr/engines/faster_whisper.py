@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from asr.engines.base import AsrDecodeRequest, AsrHypothesis, Word
+from veena_site.runtime import engine_threads
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel
@@ -19,15 +20,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CT2_THREADS = 2
-
-
-def default_threads() -> int:
-    """Return ENGINE_THREADS when Django settings are configured, else the CPU count."""
-    from django.conf import settings
-
-    if settings.configured:
-        return int(getattr(settings, "ENGINE_THREADS", os.cpu_count() or 1))
-    return os.cpu_count() or 1
 
 
 def load_model() -> WhisperModel:
@@ -80,7 +72,7 @@ class FasterWhisperAsr:
     def load(cls, threads: int | None = None) -> FasterWhisperAsr:
         """Load the model and start a pool of ``threads`` decode threads."""
         started = time.monotonic()
-        size = threads or default_threads()
+        size = threads or engine_threads()
         engine = cls(load_model(), ThreadPoolExecutor(size, thread_name_prefix="asr"))
         logger.info(
             "faster-whisper loaded in %.2f s with %d threads",

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import redis
-from channels.db import database_sync_to_async
 from django.db import connection
 
 from accounts import admission as admission_module
@@ -33,15 +32,10 @@ def fresh_limits() -> Iterator[None]:
     principal_cache.clear()
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-def backend(request: pytest.FixtureRequest, settings: Any) -> str:
+@pytest.fixture
+def backend(limits_backend: str) -> str:
     """Run the test once on MemoryLimiter and once on RedisLimiter (accounts B5)."""
-    if request.param == "redis":
-        settings.REDIS_URL = request.getfixturevalue("redis_url")
-        settings.REDIS_KEY_PREFIX = f"t{uuid.uuid4().hex[:8]}:"
-    else:
-        settings.REDIS_URL = ""
-    return str(request.param)
+    return limits_backend
 
 
 class FakeClock:
@@ -132,29 +126,6 @@ def bearer_scope(raw: str, *, origin: str | None = None) -> dict[str, Any]:
 
 
 @pytest.fixture
-def keyed(transactional_db: None):
-    """``await keyed(plan_values, **key_fields)``: a key on a fresh account and plan."""
-
-    def make_sync(plan: dict[str, Any] | None = None, **key: Any) -> tuple[ApiKey, str]:
-        values = {
-            "requests_per_minute": 100,
-            "max_concurrent_streams": 10,
-            "monthly_tts_characters": None,
-            "monthly_asr_seconds": None,
-            "max_session_seconds": 600,
-            **(plan or {}),
-        }
-        name = f"p-{uuid.uuid4().hex[:8]}"
-        account = Account.objects.create(
-            name=name, slug=name, plan=Plan.objects.create(name=name, **values)
-        )
-        return api_key_create(
-            account=account, name="k", actor=None, actor_label="pytest", **key
-        )
-
-    async def make(
-        plan: dict[str, Any] | None = None, **key: Any
-    ) -> tuple[ApiKey, str]:
-        return await database_sync_to_async(make_sync)(plan, **key)
-
-    return make
+def plan_rpm() -> int:
+    """The accounts tests' plans allow 100 requests a minute unless a test says otherwise."""
+    return 100

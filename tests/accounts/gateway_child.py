@@ -8,12 +8,12 @@ other processes). Each scenario prints JSON lines on stdout; some wait for a lin
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import time
 from typing import Any
 
 import django
+
+from tests.support.scenarios import run_scenario, say, wait_for_stdin
 
 django.setup()
 
@@ -24,10 +24,6 @@ from accounts.exceptions import AdmissionDenied  # noqa: E402
 from accounts.metering import UsageMeter  # noqa: E402
 
 
-def say(**event: Any) -> None:
-    print(json.dumps({"t": time.time(), **event}), flush=True)
-
-
 def scope(raw: str) -> dict[str, Any]:
     return {
         "type": "websocket",
@@ -35,10 +31,6 @@ def scope(raw: str) -> dict[str, Any]:
         "headers": [(b"authorization", f"Bearer {raw}".encode())],
         "subprotocols": [],
     }
-
-
-async def wait_for_stdin() -> str:
-    return (await asyncio.to_thread(sys.stdin.readline)).strip()
 
 
 def setup(args: dict[str, Any]) -> None:
@@ -209,9 +201,4 @@ SCENARIOS = {
 }
 
 if __name__ == "__main__":
-    scenario = SCENARIOS[sys.argv[1]]
-    arguments = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
-    if asyncio.iscoroutinefunction(scenario):
-        asyncio.run(scenario(arguments))
-    else:
-        scenario(arguments)
+    run_scenario(SCENARIOS)

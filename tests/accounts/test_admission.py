@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 
 from accounts.admission import Admission, admit
 from accounts.exceptions import AdmissionDenied
 
+from .conftest import bearer_scope as scope
+
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def scope(raw: str, *, origin: str | None = None) -> dict[str, Any]:
-    headers = [(b"authorization", f"Bearer {raw}".encode())]
-    if origin is not None:
-        headers.append((b"origin", origin.encode()))
-    return {
-        "type": "websocket",
-        "query_string": b"",
-        "headers": headers,
-        "subprotocols": [],
-    }
 
 
 @pytest.fixture

@@ -7,13 +7,9 @@ R2, C1, C4, U10, G6, V2, V4).
 
 from __future__ import annotations
 
-import json
 import os
-import queue
 import signal
 import subprocess
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,107 +19,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import (
-    POSTGRES_TEST_URL,
-    REDIS_TEST_URL,
-    ROOT,
-    _unavailable,
-    child_env,
-    manage,
-)
+from tests.conftest import child_env, manage
+from tests.support.children import Child
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
 TIMEOUT = 20.0
-
-
-class Child:
-    """A gateway child process whose JSON stdout lines are read with a timeout."""
-
-    def __init__(
-        self, scenario: str, args: dict[str, Any], env: dict[str, str], log: Path
-    ):
-        self.log = log
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.accounts.gateway_child",
-                scenario,
-                json.dumps(args),
-            ],
-            env=env,
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log.open("w"),
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def event(self, timeout: float = TIMEOUT) -> dict[str, Any]:
-        """The next JSON line; fails with the child's stderr when none comes."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.1)
-            except queue.Empty:
-                if self.proc.poll() is not None and self.lines.empty():
-                    break
-                continue
-            if line.startswith("{"):
-                return json.loads(line)
-        pytest.fail(f"no event from the child; stderr:\n{self.log.read_text()[-3000:]}")
-
-    def until(self, key: str, timeout: float = TIMEOUT) -> dict[str, Any]:
-        """The next event that has ``key``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            event = self.event(max(0.1, deadline - time.monotonic()))
-            if key in event:
-                return event
-
-    def send(self, line: str = "go") -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def pg_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A fresh PostgreSQL database with every migration applied, for this module."""
-    try:
-        psycopg.connect(POSTGRES_TEST_URL, connect_timeout=3).close()
-    except psycopg.Error:
-        _unavailable("PostgreSQL at " + POSTGRES_TEST_URL)
-    name = f"veena_x_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(POSTGRES_TEST_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = POSTGRES_TEST_URL.rsplit("/", 1)[0] + "/" + name
-    env = child_env(
-        DJANGO_SETTINGS_MODULE="tests.settings",
-        DATABASE_URL=url,
-        REDIS_URL=REDIS_TEST_URL,
-        DATA_DIR=str(tmp_path_factory.mktemp("data")),
-    )
-    try:
-        migrate = manage("migrate", "--noinput", env=env, stdout=subprocess.PIPE)
-        assert migrate.wait(timeout=120) == 0
-        yield url
-    finally:
-        with psycopg.connect(POSTGRES_TEST_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
@@ -147,10 +48,12 @@ def gateway(pg_database: str, redis_url: str, tmp_path: Path) -> Iterator[Any]:
         scenario: str, args: dict[str, Any] | None = None, **overrides: str
     ) -> Child:
         child = Child(
+            "tests.accounts.gateway_child",
             scenario,
             args or {},
             env(**overrides),
             tmp_path / f"child{len(children)}.log",
+            timeout=TIMEOUT,
         )
         children.append(child)
         return child

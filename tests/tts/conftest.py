@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,48 +151,6 @@ def slow_fake(embedded_worker: WorkerRuntime) -> WorkerRuntime:
 
 
 # Accounts: plans, keys, records and limits for the metering tests (tts §12, accounts §5–§6).
-
-KeyMaker = Callable[..., Awaitable[tuple[Any, str]]]
-
-
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-def limits_backend(request: pytest.FixtureRequest, settings: Any) -> str:
-    """The limits store on MemoryLimiter, and on RedisLimiter under the ``redis`` marker."""
-    if request.param == "redis":
-        settings.REDIS_URL = request.getfixturevalue("redis_url")
-        settings.REDIS_KEY_PREFIX = f"t{uuid.uuid4().hex[:8]}:"
-    else:
-        settings.REDIS_URL = ""
-    return str(request.param)
-
-
-@pytest.fixture
-def keyed(transactional_db: None) -> KeyMaker:
-    """``await keyed({plan values}, **key fields)``: a key on a fresh account and plan."""
-    from accounts.models import Account, Plan
-    from accounts.services.api_keys import api_key_create
-
-    def make_sync(plan: dict[str, Any] | None, **key: Any) -> tuple[Any, str]:
-        values = {
-            "requests_per_minute": 1000,
-            "max_concurrent_streams": 10,
-            "monthly_tts_characters": None,
-            "monthly_asr_seconds": None,
-            "max_session_seconds": 600,
-            **(plan or {}),
-        }
-        name = f"p-{uuid.uuid4().hex[:8]}"
-        account = Account.objects.create(
-            name=name, slug=name, plan=Plan.objects.create(name=name, **values)
-        )
-        return api_key_create(
-            account=account, name="k", actor=None, actor_label="pytest", **key
-        )
-
-    async def make(plan: dict[str, Any] | None = None, **key: Any) -> tuple[Any, str]:
-        return await database_sync_to_async(make_sync)(plan, **key)
-
-    return make
 
 
 @database_sync_to_async

@@ -9,25 +9,17 @@ the database from its own connection at that moment.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 import time
 from typing import Any
 
 import django
 
+from tests.support.scenarios import run_scenario, say, wait_for_stdin
+
 django.setup()
 
 from channels.db import database_sync_to_async  # noqa: E402
-
-
-def say(**event: Any) -> None:
-    print(json.dumps({"t": time.time(), **event}), flush=True)
-
-
-async def wait_for_stdin() -> str:
-    return (await asyncio.to_thread(sys.stdin.readline)).strip()
 
 
 def setup(args: dict[str, Any]) -> None:
@@ -137,9 +129,4 @@ async def stream(args: dict[str, Any]) -> None:
 SCENARIOS = {"setup": setup, "revoke": revoke, "stream": stream}
 
 if __name__ == "__main__":
-    scenario = SCENARIOS[sys.argv[1]]
-    arguments = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
-    if asyncio.iscoroutinefunction(scenario):
-        asyncio.run(scenario(arguments))
-    else:
-        scenario(arguments)
+    run_scenario(SCENARIOS)

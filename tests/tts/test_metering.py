@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from accounts.models import UsageRecord
+from tests.conftest import KeyMaker
 from tests.tts.conftest import (
-    KeyMaker,
     Opener,
     Stream,
     bearer,

@@ -4,12 +4,6 @@ database with its own psycopg connection, as another process or an operator woul
 
 from __future__ import annotations
 
-import json
-import queue
-import subprocess
-import sys
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,69 +12,18 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.accounts.test_cross_process import pg_database  # noqa: F401
-from tests.conftest import ROOT, child_env
+from tests.conftest import child_env
+from tests.support.children import Child
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]  # subprocesses
 
 TIMEOUT = 30.0
 
 
-class Gateway:
-    """A child process whose JSON stdout lines are read with a timeout."""
-
-    def __init__(
-        self, scenario: str, args: dict[str, Any], env: dict[str, str], log: Path
-    ):
-        self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.tts.pg_gateway", scenario, json.dumps(args)],
-            env=env,
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log.open("w"),
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def until(self, key: str, timeout: float = TIMEOUT) -> dict[str, Any]:
-        """The next JSON line that has ``key``; fails with the child's stderr otherwise."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=0.1)
-            except queue.Empty:
-                if self.proc.poll() is not None and self.lines.empty():
-                    break
-                continue
-            if line.startswith("{") and key in (event := json.loads(line)):
-                return event
-        pytest.fail(
-            f"no {key!r} from the child; stderr:\n{self.log.read_text()[-3000:]}"
-        )
-
-    def send(self, line: str = "go") -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-
-
 @pytest.fixture
-def gateway(pg_database: str, redis_url: str, tmp_path: Path) -> Iterator[Any]:  # noqa: F811
+def gateway(pg_database: str, redis_url: str, tmp_path: Path) -> Iterator[Any]:
     """``gateway(scenario, args)`` starts a child on the shared PostgreSQL and Redis."""
-    children: list[Gateway] = []
+    children: list[Child] = []
     prefix = f"x{uuid.uuid4().hex[:8]}"
     env = child_env(
         DJANGO_SETTINGS_MODULE="tests.settings",
@@ -93,9 +36,14 @@ def gateway(pg_database: str, redis_url: str, tmp_path: Path) -> Iterator[Any]: 
         USAGE_CHECKPOINT_SECONDS="60",
     )
 
-    def start(scenario: str, args: dict[str, Any] | None = None) -> Gateway:
-        child = Gateway(
-            scenario, args or {}, env, tmp_path / f"child{len(children)}.log"
+    def start(scenario: str, args: dict[str, Any] | None = None) -> Child:
+        child = Child(
+            "tests.tts.pg_gateway",
+            scenario,
+            args or {},
+            env,
+            tmp_path / f"child{len(children)}.log",
+            timeout=TIMEOUT,
         )
         children.append(child)
         return child
@@ -135,7 +83,7 @@ def chars_used(url: str, account_id: int) -> int:
 
 def test_tts_u1_u2_u4_record_visible_before_the_first_frame_and_equal_to_complete(
     gateway: Any,
-    pg_database: str,  # noqa: F811
+    pg_database: str,
 ) -> None:
     account = gateway("setup", {"monthly_tts_characters": 1000}).until("raw")
     text = "Hello world. How are you today?"
@@ -189,7 +137,7 @@ def test_tts_u1_u2_u4_record_visible_before_the_first_frame_and_equal_to_complet
 
 def test_tts_q7_quota_runs_out_on_a_keep_alive_stream(
     gateway: Any,
-    pg_database: str,  # noqa: F811
+    pg_database: str,
 ) -> None:
     account = gateway("setup", {"monthly_tts_characters": 100}).until("raw")
     child = gateway(
@@ -212,7 +160,7 @@ def test_tts_q7_quota_runs_out_on_a_keep_alive_stream(
 
 def test_tts_e7_revocation_in_another_process_stops_the_stream(
     gateway: Any,
-    pg_database: str,  # noqa: F811
+    pg_database: str,
 ) -> None:
     account = gateway("setup").until("raw")
     revoker = gateway("revoke", {"key_id": account["key_id"]})

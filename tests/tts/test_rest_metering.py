@@ -12,8 +12,8 @@ from channels.db import database_sync_to_async
 
 from accounts.models import ApiKey, UsageRecord
 from accounts.services.api_keys import api_key_revoke
+from tests.conftest import KeyMaker
 from tests.tts.conftest import (
-    KeyMaker,
     Opener,
     bearer,
     chars_used,

@@ -15,8 +15,8 @@ from accounts.admission import Admission
 from accounts.limits import get_limiter
 from accounts.models import ApiKey, UsageRecord
 from accounts.services.api_keys import api_key_revoke
+from tests.conftest import KeyMaker
 from tests.tts.conftest import (
-    KeyMaker,
     Opener,
     chars_used,
     lease_free,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,21 +17,13 @@ from piper.config import PiperConfig
 from piper.voice import PiperVoice
 
 from tts.engines.base import Pcm, TtsEngineRequest
+from veena_site.runtime import engine_threads
 
 logger = logging.getLogger(__name__)
 
 # A fixed gain, not per-sentence peak normalisation, keeps levels even (§1.5).
 VOLUME = 1.4
 WARMUP_TEXT = "Ready."
-
-
-def default_threads() -> int:
-    """Return ENGINE_THREADS when Django settings are configured, else the CPU count."""
-    from django.conf import settings
-
-    if settings.configured:
-        return int(getattr(settings, "ENGINE_THREADS", os.cpu_count() or 1))
-    return os.cpu_count() or 1
 
 
 def build_voice() -> PiperVoice:
@@ -73,7 +64,7 @@ class PiperTts:
     def load(cls, threads: int | None = None) -> PiperTts:
         """Load the voice and start a pool of ``threads`` slot threads."""
         started = time.monotonic()
-        size = threads or default_threads()
+        size = threads or engine_threads()
         engine = cls(
             build_voice(), ThreadPoolExecutor(size, thread_name_prefix="piper")
         )

@@ -158,7 +158,7 @@ async def session(key: str, pcm: bytes) -> dict[str, float]:
             latency = time.monotonic() - committed
             break
     await comm.disconnect()
-    return {"latency": latency, "first_delta": first_delta or float("nan")}
+    return {"latency": latency, "first_delta": first_delta}
 
 
 async def direct(engine: object, audio: np.ndarray, concurrency: int) -> list[float]:
@@ -185,27 +185,36 @@ async def main() -> None:
     await runtime.wait_loaded()
     engine = runtime.engine("asr")
     await direct(engine, audio16k, 1)  # warm up
+    from django.conf import settings
+
     rows = []
-    for level in LEVELS:
-        meter.bytes.clear()
-        results = await asyncio.gather(*(session(key, pcm) for _ in range(level)))
-        engine_times = await direct(engine, audio16k, level)
-        stack = statistics.median(r["latency"] for r in results)
-        alone = statistics.median(engine_times)
-        first = statistics.median(r["first_delta"] for r in results)
-        per_session = statistics.mean(meter.bytes.values())
-        rows.append(
-            (
-                level,
-                stack,
-                max(r["latency"] for r in results),
-                alone,
-                stack / alone,
-                first,
-                per_session,
-                per_session / len(pcm),
+    for precommit in (
+        True,
+        False,
+    ):  # streaming deltas cost decode time before the commit
+        settings.ASR_PRECOMMIT_DELTAS = precommit
+        for level in LEVELS:
+            meter.bytes.clear()
+            results = await asyncio.gather(*(session(key, pcm) for _ in range(level)))
+            engine_times = await direct(engine, audio16k, level)
+            stack = statistics.median(r["latency"] for r in results)
+            alone = statistics.median(engine_times)
+            firsts = [r["first_delta"] for r in results if r["first_delta"] is not None]
+            per_session = statistics.mean(meter.bytes.values())
+            rows.append(
+                (
+                    "on" if precommit else "off",
+                    level,
+                    stack,
+                    max(r["latency"] for r in results),
+                    alone,
+                    stack - alone,
+                    stack / alone,
+                    statistics.median(firsts) if firsts else None,
+                    per_session,
+                    per_session / len(pcm),
+                )
             )
-        )
     await runtime.shutdown()
     task.cancel()
     seconds = len(pcm) / 2 / RATE
@@ -213,12 +222,24 @@ async def main() -> None:
         f"\nRealtime ASR bench: faster-whisper tiny.en, {os.cpu_count()} CPUs, {seconds:.1f} s of 24 kHz speech per session, 100 ms appends in real time"
     )
     print(
-        "| sessions | commit→completed p50 (max) | engine alone p50 | stack ÷ engine | first delta p50 | channel bytes/session | ÷ client PCM bytes |"
+        "| pre-commit deltas | sessions | commit→completed p50 (max) | engine alone p50 | overhead p50 | stack ÷ engine | first delta p50 | channel bytes/session | ÷ client PCM bytes |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for level, stack, worst, alone, ratio, first, per_session, bytes_ratio in rows:
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (
+        mode,
+        level,
+        stack,
+        worst,
+        alone,
+        extra,
+        ratio,
+        first,
+        per_session,
+        ratio_b,
+    ) in rows:
+        first_s = f"{first:.2f} s" if first is not None else "—"
         print(
-            f"| {level} | {stack * 1000:.0f} ms ({worst * 1000:.0f} ms) | {alone * 1000:.0f} ms | {ratio:.2f} | {first:.2f} s | {per_session / 1024:.0f} KiB | {bytes_ratio:.3f} |"
+            f"| {mode} | {level} | {stack * 1000:.0f} ms ({worst * 1000:.0f} ms) | {alone * 1000:.0f} ms | {extra * 1000:+.0f} ms | {ratio:.2f} | {first_s} | {per_session / 1024:.0f} KiB | {ratio_b:.3f} |"
         )
 
 

@@ -51,7 +51,10 @@ async def test_asr_t_a1_bad_credentials_are_one_error_and_1008(
 ) -> None:
     headers = {
         "wrong": [
-            (b"authorization", b"Bearer vk_test_" + b"A" * 32)  # key-shaped, bad checksum
+            (
+                b"authorization",
+                b"Bearer vk_test_" + b"A" * 32,
+            )  # key-shaped, bad checksum
         ],
         "missing": [],
         "two-keys": [

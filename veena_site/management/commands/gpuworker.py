@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import sys
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -22,6 +24,8 @@ from veena_site.routing import channel_router
 from veena_site.runtime import get_runtime
 
 logger = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_S = 10.0
 
 
 class Command(BaseCommand):
@@ -44,9 +48,17 @@ class Command(BaseCommand):
                 "gpuworker needs REDIS_URL (the in-memory layer is per process)"
             )
         settings.WORKER_KINDS = [k for k in kinds.split(",") if k]
-        asyncio.run(self.serve())
+        status = asyncio.run(self.serve())
+        # Everything that matters is released by now (jobs told, slots freed, liveness
+        # withdrawn). Channels' listeners and engine threads can keep the interpreter from
+        # exiting (seen: a worker still alive 15 s after SIGTERM), so leave at once.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
 
-    async def serve(self) -> None:
+    async def serve(self) -> int:
+        """Serve until a signal; then shut down within ``SHUTDOWN_GRACE_S``; exit status."""
         runtime = get_runtime()
         runtime.start()
         worker = Worker(
@@ -65,5 +77,15 @@ class Command(BaseCommand):
             return_when=asyncio.FIRST_COMPLETED,
         )
         logger.info("worker %s shutting down", runtime.worker_id)
-        await runtime.shutdown()
+        status = 0
+        try:
+            await asyncio.wait_for(runtime.shutdown(), SHUTDOWN_GRACE_S)
+        except TimeoutError:
+            logger.error(
+                "worker %s: shutdown exceeded %gs", runtime.worker_id, SHUTDOWN_GRACE_S
+            )
+            status = 1
         listener.cancel()
+        await asyncio.wait({listener}, timeout=1.0)
+        logger.info("worker %s stopped", runtime.worker_id)
+        return status

@@ -6,3 +6,16 @@ TTS_ENGINE = "fake"
 ASR_ENGINE = "fake"
 API_KEY_PREFIX = "vk_test_"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# A file, not Django's shared-cache in-memory SQLite: in shared-cache mode a table lock held by
+# one thread fails another at once ("database table is locked") instead of waiting for the busy
+# timeout, and metering writes from worker threads while tests read (seen once in CI).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    import os as _os
+    import tempfile as _tempfile
+
+    DATABASES["default"]["TEST"] = {  # noqa: F405
+        "NAME": _os.path.join(
+            _tempfile.gettempdir(), f"veena-test-{_os.getpid()}.sqlite3"
+        )
+    }

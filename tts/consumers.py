@@ -7,7 +7,6 @@ included) arrive as separate dispatched messages (Q5). Incremental text input (Â
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 from typing import Any
@@ -41,8 +40,8 @@ from tts.timers import NamedTimers, Ticker
 from tts.usage import TICK_S, TtsUsage
 from veena_site import metrics
 from veena_site.consumers import WorkerClientConsumer
-from veena_site.contracts import WORKER_CHANNELS, JobFailed, TtsJobCancel
-from veena_site.jobclient import TIMER, Outcome, Phase
+from veena_site.contracts import JobFailed
+from veena_site.jobclient import TIMER, Outcome
 from veena_site.logs import request_id_var
 
 logger = logging.getLogger(__name__)
@@ -204,18 +203,14 @@ class TtsConsumer(WorkerClientConsumer):
             await self.fail(code, message, retry_after_ms=retry)
 
     async def release_link(self) -> None:
-        """Z2/Q4: stop the worker job now, also one whose acceptance is still on its way."""
-        link = self.link
-        if link is None:
-            return
-        if link.phase is Phase.SUBMITTING and link.job_id:
-            # The accepting worker answers a channel that may be gone by then; in the
-            # embedded topology (one worker) this cancel reaches it behind the submit.
-            # Elsewhere the job stops unconfirmed (tts.jobs.CONFIRM_S).
-            cancel = TtsJobCancel(job_id=link.job_id).to_message()
-            with contextlib.suppress(ChannelFull):
-                await self.channel_layer.send(WORKER_CHANNELS["tts"], cancel)
-        await link.close()
+        """Z2/Q4: stop the worker job now, also one whose acceptance is still on its way.
+
+        ``WorkerLink.close`` sends the cancel to the pinned worker, or to the shared channel
+        while the job is still being admitted; an accepting worker that never hears from
+        this consumer again stops the job unconfirmed (tts.jobs.CONFIRM_S).
+        """
+        if self.link is not None:
+            await self.link.close()
 
     async def gpu_tts_chunk(self, message: dict[str, Any]) -> None:
         """Handle gpu.tts.chunk: forward one frame, with timestamps, progress and acks."""

@@ -4,17 +4,17 @@ The gateway sends each new 16 kHz sample once (WK-5); ``receive`` appends it at 
 item's task (WK-6). With ``stream`` set, the task runs a chunk decode whenever ``ASR_CHUNK_S`` of
 new audio arrived since the last decode started, at most one at a time per item, so a slow engine
 skips intermediate states instead of queueing them (SA-2). At commit the in-flight chunk decode is
-cancelled and the final decode runs with priority over every chunk decode of the process (SA-7).
+cancelled and the final decode runs with priority over every chunk decode of the process (SA-7):
+chunk decodes ask the engine for background priority, and the gate never holds a final for one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 import time
 import weakref
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -45,41 +45,61 @@ STALE_JOB_GRACE_S = 60  # WK-9: a job older than ASR_MAX_SESSION_S + this is dro
 
 
 class DecodeGate:
-    """Decode slots shared by every job of a process; final decodes go first (WK-6)."""
+    """Decode slots of one engine, ``slots`` for final and as many for chunk decodes (WK-6).
+
+    Engines run chunk decodes at background priority, so a final decode never waits for one;
+    a chunk decode does not start while a final decode waits.
+    """
 
     def __init__(self, slots: int) -> None:
-        self.free = slots
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
-        self._order = itertools.count()
+        self.slots = slots
+        self.busy = {True: 0, False: 0}  # by ``final``
+        self._waiters: dict[bool, deque[asyncio.Future[None]]] = {
+            True: deque(),
+            False: deque(),
+        }
 
     @asynccontextmanager
     async def slot(self, *, final: bool) -> AsyncIterator[None]:
-        """Hold one decode slot; finals are served before chunk decodes."""
-        if self.free > 0 and not self._waiters:
-            self.free -= 1
+        """Hold one decode slot of the class ``final``."""
+        if self._may_start(final):
+            self.busy[final] += 1
         else:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            heapq.heappush(
-                self._waiters, (0 if final else 1, next(self._order), waiter)
-            )
+            self._waiters[final].append(waiter)
             try:
-                await waiter
+                await waiter  # _wake counted the slot as ours
             except asyncio.CancelledError:
                 if waiter.done() and not waiter.cancelled():
-                    self._release()
+                    self._release(final)
+                elif waiter in self._waiters[final]:
+                    self._waiters[final].remove(waiter)
+                    self._wake()
                 raise
         try:
             yield
         finally:
-            self._release()
+            self._release(final)
 
-    def _release(self) -> None:
-        while self._waiters:
-            _, _, waiter = heapq.heappop(self._waiters)
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-        self.free += 1
+    def _may_start(self, final: bool) -> bool:
+        if self._waiters[final] or self.busy[final] >= self.slots:
+            return False
+        return final or not self._waiters[True]
+
+    def _release(self, final: bool) -> None:
+        self.busy[final] -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        for final in (True, False):
+            waiters = self._waiters[final]
+            while waiters and self.busy[final] < self.slots:
+                if not final and self._waiters[True]:
+                    return
+                waiter = waiters.popleft()
+                if not waiter.done():
+                    self.busy[final] += 1
+                    waiter.set_result(None)
 
 
 _gates: weakref.WeakKeyDictionary[Any, DecodeGate] = weakref.WeakKeyDictionary()
@@ -336,6 +356,7 @@ class AsrJob:
             prefix=plan.prefix,
             language=item.options.language,
             word_timestamps=plan.words,
+            background=not plan.final,
         )
         async with self.gate.slot(final=plan.final):
             return await self.engine.decode(request)

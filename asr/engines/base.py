@@ -31,6 +31,9 @@ class AsrDecodeRequest:
     prefix: str = field(default="", repr=False)
     language: str | None = "en"
     word_timestamps: bool = False
+    background: bool = (
+        False  # a chunk decode: may run slower, must not slow a final one
+    )
 
 
 @dataclass(frozen=True)

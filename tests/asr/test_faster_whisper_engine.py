@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 from collections.abc import Iterator
 
@@ -111,3 +113,24 @@ async def test_wk9_cancelled_decode_returns_control_within_200_ms(
 
     assert task.cancelled()
     assert time.monotonic() - cancelled_at < CANCEL_DEADLINE_S
+
+
+def idle_threads() -> set[int]:
+    """Native ids of this process's threads in the idle scheduling class."""
+    ids = {int(tid) for tid in os.listdir("/proc/self/task")}
+    return {tid for tid in ids if os.sched_getscheduler(tid) == os.SCHED_IDLE}
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="Linux scheduling classes")
+async def test_wk6_chunk_decodes_run_on_idle_priority_threads_only(
+    whisper: FasterWhisperAsr, speech: Pcm
+) -> None:
+    final = await whisper.decode(AsrDecodeRequest(audio=speech))
+    chunk = await whisper.decode(AsrDecodeRequest(audio=speech, background=True))
+
+    idle = idle_threads()
+    assert idle, "the chunk model's CTranslate2 threads run at idle priority"
+    assert threading.get_native_id() not in idle
+    python_threads = {t.native_id for t in threading.enumerate()}
+    assert not idle & python_threads  # no Python thread can starve holding the GIL
+    assert chunk.text == final.text  # the same model, only scheduled differently

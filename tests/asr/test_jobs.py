@@ -50,7 +50,7 @@ def audio(seq: int, offset: int, samples: int) -> dict:
 
 
 def open_(seq: int, **kw: object) -> dict:
-    return AsrItemOpen(job_id="j", item_seq=seq, **kw).to_message()  # type: ignore[arg-type]
+    return AsrItemOpen(job_id="j", item_seq=seq, **kw).to_message()
 
 
 async def settle(rec: Recorder, kind: type, count: int = 1, timeout: float = 3) -> None:
@@ -209,23 +209,83 @@ async def test_asr_wk4_drop_forgets_the_item() -> None:
     await stop(task)
 
 
+async def use(
+    gate: DecodeGate, order: list[str], name: str, *, final: bool, hold: float = 0
+) -> None:
+    async with gate.slot(final=final):
+        order.append(name)
+        await asyncio.sleep(hold)
+
+
 async def test_asr_wk6_final_decodes_jump_the_queue() -> None:
     gate, order = DecodeGate(1), []
-
-    async def use(name: str, final: bool, hold: float) -> None:
-        async with gate.slot(final=final):
-            order.append(name)
-            await asyncio.sleep(hold)
-
-    first = asyncio.create_task(use("chunk-1", False, 0.05))
+    first = asyncio.create_task(use(gate, order, "chunk-1", final=False, hold=0.05))
     await asyncio.sleep(0.01)
     waiting = [
-        asyncio.create_task(use("chunk-2", False, 0)),
-        asyncio.create_task(use("final", True, 0)),
+        asyncio.create_task(use(gate, order, "chunk-2", final=False)),
+        asyncio.create_task(use(gate, order, "final", final=True)),
     ]
     await asyncio.gather(first, *waiting)
     assert order == ["chunk-1", "final", "chunk-2"]
-    assert gate.free == 1
+    assert gate.busy == {True: 0, False: 0}
+
+
+async def test_asr_wk6_a_final_never_waits_for_a_running_chunk_decode() -> None:
+    gate, order = DecodeGate(1), []
+    chunk = asyncio.create_task(use(gate, order, "chunk", final=False, hold=10))
+    await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(use(gate, order, "final", final=True), timeout=1)
+
+    assert order == ["chunk", "final"] and not chunk.done()
+    await stop(chunk)
+    assert gate.busy == {True: 0, False: 0}
+
+
+async def test_asr_wk6_chunk_decodes_wait_while_a_final_waits() -> None:
+    gate, order = DecodeGate(1), []
+    first = asyncio.create_task(use(gate, order, "final-1", final=True, hold=0.05))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(use(gate, order, "final-2", final=True, hold=0.05))
+    await asyncio.sleep(0.01)
+    chunk = asyncio.create_task(use(gate, order, "chunk", final=False))
+    await asyncio.sleep(0.01)
+    assert order == ["final-1"]  # the chunk slot is free, but a final is waiting
+
+    await asyncio.gather(first, second, chunk)
+
+    assert order == ["final-1", "final-2", "chunk"]
+
+
+async def test_asr_wk6_a_cancelled_waiter_gives_its_turn_away() -> None:
+    gate, order = DecodeGate(1), []
+    first = asyncio.create_task(use(gate, order, "final-1", final=True, hold=0.05))
+    await asyncio.sleep(0.01)
+    gone = asyncio.create_task(use(gate, order, "final-2", final=True))
+    chunk = asyncio.create_task(use(gate, order, "chunk", final=False))
+    await asyncio.sleep(0.01)
+    await stop(gone)
+
+    await asyncio.wait_for(chunk, timeout=1)  # no longer held back by a waiting final
+
+    assert order == ["final-1", "chunk"]
+    await first
+    assert gate.busy == {True: 0, False: 0}
+
+
+async def test_asr_wk6_chunk_decodes_ask_for_background_priority() -> None:
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, 2 * SECOND))
+    await asyncio.sleep(0.05)
+    job.receive(
+        AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND).to_message()
+    )
+    await settle(rec, AsrFinal)
+
+    assert [call.background for call in engine.calls] == [True, False]
+    await stop(task)
 
 
 @pytest.mark.parametrize("logprobs", [False, True])

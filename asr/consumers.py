@@ -9,7 +9,6 @@ messages (AR-3). Usage is metered through ``asr.usage`` (the ``meter_*`` methods
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -37,6 +36,7 @@ from veena_site import metrics
 from veena_site.contracts import JobFailed, Message
 from veena_site.jobclient import Outcome
 from veena_site.logs import new_request_id
+from veena_site.timers import NamedTimers, Ticker
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,8 @@ class RealtimeConsumer(RealtimeHandlers):
         self.early_bytes = 0
         self.outbox: deque[Message] = deque()
         self.full_since: float | None = None
-        self.timers: dict[str, asyncio.Task[None]] = {}
+        self.timers = NamedTimers(self.post_later)
+        self.ticker = Ticker(self.post_now, "tick", TICK_S)
         self.failing_over = False
         self.failovers = 0
         self.released = False
@@ -166,9 +167,8 @@ class RealtimeConsumer(RealtimeHandlers):
             return
         self.released = True
         metrics.ACTIVE_STREAMS.labels("asr").dec()
-        for task in self.timers.values():
-            task.cancel()
-        self.timers.clear()
+        self.timers.disarm_all()
+        await self.ticker.stop()
         self.outbox.clear()
         if self.link is not None:
             await self.link.close()
@@ -325,11 +325,9 @@ class RealtimeConsumer(RealtimeHandlers):
         metrics.REQUESTS.labels("asr").inc()
         await self.send_json(self.session_created())
         if settings.ASR_IDLE_TIMEOUT_S:
-            self.timers["idle"] = self.post_later(settings.ASR_IDLE_TIMEOUT_S, "idle")
-        self.timers["expire"] = self.post_later(
-            max(0.0, self.expires_at - time.time()), "expire"
-        )
-        self.timers["tick"] = self.post_later(TICK_S, "tick")
+            self.timers.arm("idle", settings.ASR_IDLE_TIMEOUT_S)
+        self.timers.arm("expire", max(0.0, self.expires_at - time.time()))
+        self.ticker.start()  # accounts E6
         early, self.early = self.early, []
         for text, data in early:
             if self.closed():
@@ -352,30 +350,28 @@ class RealtimeConsumer(RealtimeHandlers):
         await self.submit()
 
     async def on_timer(self, name: str) -> None:
-        """Idle (LM-3), expiry (LM-4) and the outbox retry."""
-        self.timers.pop(name, None)
-        if name == "pump":
-            await self.pump()
-        elif name == "tick":
+        """The usage tick, idle (LM-3), expiry (LM-4) and the outbox retry."""
+        if name == self.ticker.name:
             await self.tick()
-        elif name == "expire":
+            return
+        timer = self.timers.fired(name)
+        if timer == "pump":
+            await self.pump()
+        elif timer == "expire":
             await self.fail("session_expired", reason=self.expiry_reason())
-        elif name == "idle":
+        elif timer == "idle":
             idle = time.monotonic() - self.last_message_at
             if idle >= settings.ASR_IDLE_TIMEOUT_S:
                 await self.fail("idle_timeout")
             else:
-                self.timers["idle"] = self.post_later(
-                    settings.ASR_IDLE_TIMEOUT_S - idle, "idle"
-                )
+                self.timers.arm("idle", settings.ASR_IDLE_TIMEOUT_S - idle)
 
     async def tick(self) -> None:
         """accounts E6 (checkpoint, key, lease, duration); a stop ends the session (LM-5)."""
+        self.ticker.ticked()
         reason = await self.meter_tick()
         if reason is not None:
             await self.stop(reason)
-        elif not self.closed():
-            self.timers["tick"] = self.post_later(TICK_S, "tick")
 
     async def stop(self, reason: str) -> None:
         """accounts E7: the reason's wire error and close; the record keeps the reason."""

@@ -20,11 +20,10 @@ from asr.config import (
     VLLM_RATE,
     Models,
     SessionConfig,
-    validate_update,
-    validate_vllm_update,
 )
 from asr.protocol import ClientEvent, ProtocolError
 from asr.session import Dialect
+from asr.updates import validate_update, validate_vllm_update
 from asr.vad import AudioFrontEnd
 
 BASE64_INLINE_LIMIT = 64 * 1024  # AR-2: larger payloads are decoded off the loop

@@ -7,7 +7,6 @@ worker; the fixed error texts and close codes of §3.4, §10 and §11 live here 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import deque
@@ -19,6 +18,21 @@ from accounts.admission import Admission
 from accounts.exceptions import DenialReason
 from asr import protocol
 from asr.config import beta_session_object, session_object
+from asr.items import (
+    Committed,
+    Completed,
+    Delta,
+    Drop,
+    Failed,
+    Forward,
+    Item,
+    OpenItem,
+    Out,
+    Overflow,
+    SpeechStarted,
+    SpeechStopped,
+    WorkerCommit,
+)
 from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen
 from asr.protocol import (
     FAILED_ERROR,
@@ -30,26 +44,14 @@ from asr.protocol import (
     vllm_error,
 )
 from asr.session import (
-    Committed,
-    Completed,
-    Delta,
     Dialect,
-    Drop,
-    Failed,
-    Forward,
-    Item,
-    OpenItem,
-    Out,
-    Overflow,
     RealtimeSession,
-    SpeechStarted,
-    SpeechStopped,
-    WorkerCommit,
 )
 from asr.usage import RealtimeUsage, UsageStatus
 from veena_site import metrics
 from veena_site.consumers import WorkerClientConsumer
 from veena_site.contracts import Message
+from veena_site.timers import NamedTimers
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +128,7 @@ class RealtimeSender(WorkerClientConsumer):
     stats: dict[str, int]
     outbox: deque[Message]
     full_since: float | None
-    timers: dict[str, asyncio.Task[None]]
+    timers: NamedTimers
     failing_over: bool
 
     async def fail(
@@ -419,8 +421,8 @@ class RealtimeSender(WorkerClientConsumer):
                 self.full_since = self.full_since or now
                 if now - self.full_since > settings.ASR_WORKER_STALL_S:
                     await self.failover()
-                elif "pump" not in self.timers:
-                    self.timers["pump"] = self.post_later(PUMP_RETRY_S, "pump")
+                elif not self.timers.armed("pump"):
+                    self.timers.arm("pump", PUMP_RETRY_S)
                 return
             self.outbox.popleft()
             self.full_since = None

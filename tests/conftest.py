@@ -16,11 +16,11 @@ import redis
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers
 
+from tests.support.redis_db import redis_test_url
 from veena_site.liveness import get_liveness
 from veena_site.runtime import get_runtime, reset_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
-REDIS_TEST_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15")
 POSTGRES_TEST_URL = os.environ.get(
     "POSTGRES_TEST_URL", "postgres://postgres@127.0.0.1:5432/test"
 )
@@ -35,14 +35,15 @@ def _unavailable(what: str) -> None:
 
 @pytest.fixture
 def redis_url() -> Iterator[str]:
-    """A Redis URL with a clean test database (flushed before and after)."""
-    client = redis.Redis.from_url(REDIS_TEST_URL, socket_timeout=2)
+    """This run's Redis database (tests/support/redis_db.py), flushed before and after."""
+    url = redis_test_url()
+    client = redis.Redis.from_url(url, socket_timeout=2)
     try:
         client.ping()
     except redis.RedisError:
-        _unavailable("Redis at " + REDIS_TEST_URL)
+        _unavailable("Redis at " + url)
     client.flushdb()
-    yield REDIS_TEST_URL
+    yield url
     client.flushdb()
     client.close()
 
@@ -101,7 +102,7 @@ def pg_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = child_env(
         DJANGO_SETTINGS_MODULE="tests.settings",
         DATABASE_URL=url,
-        REDIS_URL=REDIS_TEST_URL,
+        REDIS_URL=redis_test_url(),
         DATA_DIR=str(tmp_path_factory.mktemp("data")),
     )
     try:

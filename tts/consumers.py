@@ -11,7 +11,6 @@ import logging
 import uuid
 from typing import Any
 
-from channels.exceptions import ChannelFull
 from django.conf import settings
 
 from accounts.admission import admit
@@ -36,13 +35,13 @@ from tts.protocol import (
 )
 from tts.requests import RequestFlow, idle_timeout_s
 from tts.session import ActiveRequest, StreamState, TtsSession
-from tts.timers import NamedTimers, Ticker
 from tts.usage import TICK_S, TtsUsage
 from veena_site import metrics
 from veena_site.consumers import WorkerClientConsumer
 from veena_site.contracts import JobFailed
-from veena_site.jobclient import TIMER, Outcome
+from veena_site.jobclient import Outcome
 from veena_site.logs import request_id_var
+from veena_site.timers import NamedTimers, Ticker
 
 logger = logging.getLogger(__name__)
 
@@ -275,16 +274,6 @@ class TtsConsumer(WorkerClientConsumer):
         reason = await self.usage.tick()
         if reason is not None:
             await self.deny(AdmissionDenied(reason), fatal=True)
-
-    async def post_now(self, name: str) -> bool:
-        """Post ``timer.fire`` named ``name`` to this consumer's own channel now."""
-        try:
-            await self.channel_layer.send(
-                self.channel_name, {"type": TIMER, "name": name}
-            )
-        except ChannelFull:
-            return False
-        return True
 
     # Output.
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+from channels.exceptions import ChannelFull
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from veena_site import lifecycle
@@ -92,6 +93,16 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
             )
 
         return asyncio.create_task(post())
+
+    async def post_now(self, name: str) -> bool:
+        """Post ``timer.fire`` named ``name`` to this consumer's own channel now."""
+        try:
+            await self.channel_layer.send(
+                self.channel_name, {"type": TIMER, "name": name}
+            )
+        except ChannelFull:
+            return False
+        return True
 
     def new_link(
         self, *, kind: Any, answer_ms: int, wait_ms: int, stall_s: float

@@ -14,6 +14,8 @@ from typing import Any
 
 import environ
 
+from veena_site.redis_layer import redis_host
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
@@ -100,12 +102,15 @@ REDIS_URL = env("REDIS_URL", default="")
 CHANNEL_CAPACITY = env.int("CHANNEL_CAPACITY", default=100)
 WORKER_CHANNEL_CAPACITY = env.int("WORKER_CHANNEL_CAPACITY", default=500)
 CHANNEL_EXPIRY_S = env.int("CHANNEL_EXPIRY_S", default=60)
+REDIS_SOCKET_TIMEOUT_S = env.float("REDIS_SOCKET_TIMEOUT_S", default=30.0)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                "hosts": [REDIS_URL],
+                "hosts": [
+                    redis_host(REDIS_URL, socket_timeout_s=REDIS_SOCKET_TIMEOUT_S)
+                ],
                 "prefix": env("CHANNEL_PREFIX", default="veena"),
                 "expiry": CHANNEL_EXPIRY_S,
                 "capacity": CHANNEL_CAPACITY,

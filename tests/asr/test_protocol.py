@@ -17,8 +17,6 @@ from asr.config import (
     beta_session_object,
     default_config,
     session_object,
-    validate_update,
-    validate_vllm_update,
 )
 from asr.protocol import (
     ProtocolError,
@@ -29,6 +27,7 @@ from asr.protocol import (
     vllm_done,
     vllm_error,
 )
+from asr.updates import validate_update, validate_vllm_update
 
 MODELS = Models(
     served="whisper-tiny.en",

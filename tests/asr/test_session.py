@@ -7,22 +7,24 @@ import dataclasses
 import pytest
 
 from asr.config import SessionConfig, TurnDetection
-from asr.protocol import ClientEvent
-from asr.session import (
-    MAX_FORWARD,
-    MIN_FORWARD,
+from asr.items import (
     Committed,
     Completed,
     Delta,
-    Dialect,
     Drop,
     Forward,
     OpenItem,
     Overflow,
-    RealtimeSession,
     SpeechStarted,
     SpeechStopped,
     WorkerCommit,
+)
+from asr.protocol import ClientEvent
+from asr.session import (
+    MAX_FORWARD,
+    MIN_FORWARD,
+    Dialect,
+    RealtimeSession,
     dialect_signal,
 )
 from asr.vad import FRAME

@@ -25,8 +25,8 @@ from tests.tts.conftest import (
     usage_records,
 )
 from tests.tts.test_metering import RATE, TEXT, audio_frames, connect, request
-from tts.timers import Ticker
 from veena_site.runtime import WorkerRuntime
+from veena_site.timers import Ticker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

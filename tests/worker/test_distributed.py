@@ -17,6 +17,7 @@ from tests.conftest import child_env, manage
 from tests.worker.test_roundtrip import bearer, collect_tts
 from veena_site.asgi import application
 from veena_site.liveness import get_liveness
+from veena_site.redis_layer import BLOCKING_WAIT_S, redis_host
 
 pytestmark = [
     pytest.mark.redis,
@@ -37,7 +38,10 @@ def redis_layer(redis_url: str, prefix: str, settings: object) -> str:
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [redis_url], "prefix": prefix},
+            "CONFIG": {
+                "hosts": [redis_host(redis_url, socket_timeout_s=30)],
+                "prefix": prefix,
+            },
         }
     }
     channel_layers.backends.clear()
@@ -86,6 +90,22 @@ async def test_tts_round_trip_through_redis_to_worker_process(
     assert events[-1]["event"] == "complete", events[-1]
     assert abs(len(b"".join(frames[1:])) // 2 - 24 * 10 * len(text)) <= 2
     assert close["code"] == 1000
+
+
+async def test_an_idle_worker_outlives_the_layers_blocking_wait(
+    worker: subprocess.Popen[bytes], api_key: str
+) -> None:
+    """An idle receive outlasts redis-py's default 5 s read timeout (veena_site/redis_layer.py)."""
+    time.sleep(
+        BLOCKING_WAIT_S + 2
+    )  # at least one empty BZPOPMIN on every worker channel
+
+    assert worker.poll() is None, "the worker's listener ended while idle"
+    comm = WebsocketCommunicator(application, "/v1/tts/ws", headers=bearer(api_key))
+    await comm.connect()
+    await comm.send_to(text_data=json.dumps({"text": "Still here."}))
+    events, _, close = await collect_tts(comm)
+    assert events[-1]["event"] == "complete" and close["code"] == 1000
 
 
 async def test_worker_killed_mid_job_is_reported_within_5s(

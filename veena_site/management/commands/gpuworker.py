@@ -76,8 +76,14 @@ class Command(BaseCommand):
             [listener, asyncio.create_task(stop.wait())],
             return_when=asyncio.FIRST_COMPLETED,
         )
-        logger.info("worker %s shutting down", runtime.worker_id)
         status = 0
+        if listener.done():  # the layer listener ended without a signal: a failure
+            error = None if listener.cancelled() else listener.exception()
+            logger.error(
+                "worker %s: channel listener ended", runtime.worker_id, exc_info=error
+            )
+            status = 1
+        logger.info("worker %s shutting down", runtime.worker_id)
         try:
             await asyncio.wait_for(runtime.shutdown(), SHUTDOWN_GRACE_S)
         except TimeoutError:

@@ -1,4 +1,4 @@
-"""Timers of a consumer, delivered through its own channel (tts Q5).
+"""Timers of an API consumer, delivered through its own channel (tts Q5, realtime LM-3/LM-4).
 
 Named one-shot timers: each arm posts ``timer.fire`` named ``<name>:<n>``; re-arming or
 disarming makes an earlier firing stale, so a timer already in the channel queue is ignored
@@ -28,6 +28,10 @@ class NamedTimers:
         self._count += 1
         task = self._post_later(delay, f"{name}:{self._count}")
         self._pending[name] = (self._count, task)
+
+    def armed(self, name: str) -> bool:
+        """True while ``name`` is pending."""
+        return name in self._pending
 
     def disarm(self, *names: str) -> None:
         """Stop the named timers."""

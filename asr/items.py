@@ -1,0 +1,158 @@
+"""An item as the gateway sees it, and the outputs the session returns about items.
+
+``RealtimeSession`` (``asr/session.py``) returns these plain outputs (what to tell the worker,
+what to tell the client); the consumer performs them. Pure dataclasses, no I/O (STYLE 6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from asr.engines.base import MODEL_RATE
+
+
+@dataclass(frozen=True)
+class ItemOptions:
+    """Decoding options an item keeps from its first audio on (SE-8)."""
+
+    language: str | None
+    prompt: str
+    logprobs: bool
+
+
+@dataclass(eq=False)
+class Item:
+    """One item as the gateway sees it."""
+
+    seq: int
+    item_id: str
+    boundary: int  # session clock at the item's start
+    buf: bytearray = field(default_factory=bytearray, repr=False)
+    buf_start: int = (
+        0  # clock of buf[0]; from speech start on, buf is the retained audio
+    )
+    speech: bool = False
+    sent: int = 0  # retained samples forwarded to the worker
+    opened: bool = False
+    options: ItemOptions | None = None
+    input_ms: float = 0.0  # audio accepted since the boundary, in input terms (IT-4)
+    emitted: str = field(default="", repr=False)
+    logprobs: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    previous_item_id: str | None = None
+    commit_point: int | None = None
+    committed_at: float = 0.0
+    finished: bool = False
+    held: list[Out] = field(default_factory=list, repr=False)
+
+    @property
+    def retained(self) -> int:
+        """Retained samples (0 before speech when trimming)."""
+        return len(self.buf) // 2 if self.speech else 0
+
+    @property
+    def usage_seconds(self) -> float:
+        """IT-11: commit point minus boundary, in seconds."""
+        assert self.commit_point is not None
+        return round((self.commit_point - self.boundary) / MODEL_RATE, 3)
+
+
+@dataclass(frozen=True)
+class OpenItem:
+    """Send asr.job.item_open (first audio, option change, or replay)."""
+
+    item: Item
+    stream: bool
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Send retained PCM from ``offset`` (samples from the retained start)."""
+
+    item: Item
+    offset: int
+    pcm: bytes
+
+
+@dataclass(frozen=True)
+class WorkerCommit:
+    """Send asr.job.commit."""
+
+    item: Item
+    total: int
+
+
+@dataclass(frozen=True)
+class Drop:
+    """Send asr.job.drop."""
+
+    item: Item
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    """server_vad: speech started in ``item`` at ``ms`` (VD-4)."""
+
+    item: Item
+    ms: int
+
+
+@dataclass(frozen=True)
+class SpeechStopped:
+    """server_vad: speech stopped at ``ms`` (VD-5)."""
+
+    item: Item
+    ms: int
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The item is committed: committed + added/created now (IT-3)."""
+
+    item: Item
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Transcript text of an item (IT-7, IT-8)."""
+
+    item: Item
+    text: str
+    logprobs: list[dict[str, Any]] | None
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The item's transcript (IT-11), then item.done."""
+
+    item: Item
+    transcript: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The final decode failed (IT-12), then item.done with a null transcript."""
+
+    item: Item
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """An item's retained audio passed ``ASR_MAX_BUFFER_S`` (AI-1 step 6)."""
+
+
+Out = (
+    OpenItem
+    | Forward
+    | WorkerCommit
+    | Drop
+    | SpeechStarted
+    | SpeechStopped
+    | Committed
+    | Delta
+    | Completed
+    | Failed
+    | Overflow
+)

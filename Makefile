@@ -20,9 +20,8 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt $(VENV)/.installed
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@
 
-## make serve: install, migrate, start (embedded without REDIS_URL, distributed with it)
+## make serve: install, then `manage.py serve` migrates and starts (embedded without REDIS_URL, distributed with it)
 serve: $(VENV)/.installed
-	$(BIN)/python manage.py migrate --noinput
 	exec $(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
 
 ## make test: install test tools, lint, run the whole suite

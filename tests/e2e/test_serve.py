@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -144,3 +145,42 @@ async def test_make_serve_distributed(tmp_path: Path, redis_url: str) -> None:
     finally:
         code = stop(proc)
     assert code in (0, 1, -signal.SIGTERM), (tmp_path / "serve.log").read_text()[-2000:]
+
+
+MIGRATE = (
+    "import django; django.setup(); "
+    "from veena_site.management.commands.serve import migrate; migrate()"
+)
+
+
+@pytest.mark.postgres
+def test_machines_starting_together_migrate_one_after_another(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    """Three ``serve`` start-ups on one fresh database: each migrates, none races (advisory lock)."""
+    import psycopg
+
+    name = f"veena_m_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    env = child_env(
+        DJANGO_SETTINGS_MODULE="veena_site.settings",
+        DATABASE_URL=postgres_url.rsplit("/", 1)[0] + "/" + name,
+        DATA_DIR=str(tmp_path),
+    )
+    try:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", MIGRATE],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(3)
+        ]
+        results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
+        assert [code for code, _ in results] == [0, 0, 0], results
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')

@@ -6,6 +6,9 @@ With ``REDIS_URL``: supervises the distributed topology as child processes — a
 all are stopped and the command fails, so an outer supervisor (systemd, k8s) sees it. SIGINT or
 SIGTERM stops every child cleanly. ``SERVE_ROLES`` picks the roles on this machine, so more gateways
 or workers can be added on other machines sharing the same Redis and database.
+
+Migrations run first. On PostgreSQL they hold an advisory lock, so machines that start together
+(gateways and workers of one deployment) take turns instead of racing to create the same tables.
 """
 
 from __future__ import annotations
@@ -25,6 +28,22 @@ from django.core.management.base import BaseCommand, CommandError
 logger = logging.getLogger(__name__)
 
 ROLES = ("gateway", "worker", "celery", "beat")
+MIGRATE_LOCK = 0x7665656E61  # pg_advisory_lock key: b"veena"
+
+
+def migrate() -> None:
+    """Apply migrations; on PostgreSQL one process at a time (advisory lock)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        call_command("migrate", interactive=False)
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s)", [MIGRATE_LOCK])
+        call_command("migrate", interactive=False)
+    finally:
+        connection.close()  # ends the session, and with it the lock
 
 
 def role_commands(
@@ -68,6 +87,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
+        migrate()
         if not settings.REDIS_URL:
             logger.info("embedded topology: one process on %s:%d", host, port)
             call_command("rungateway", host=host, port=port)

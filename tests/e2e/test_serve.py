@@ -184,3 +184,26 @@ def test_machines_starting_together_migrate_one_after_another(
     finally:
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def test_serve_with_an_unreachable_redis_fails_at_once_without_the_password(
+    tmp_path: Path,
+) -> None:
+    url = f"redis://:hunter2-secret@127.0.0.1:{free_port()}/0"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "manage.py", "serve"],
+        cwd=ROOT,
+        env=child_env(
+            DJANGO_SETTINGS_MODULE="veena_site.settings",
+            DATA_DIR=str(tmp_path),
+            REDIS_URL=url,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "REDIS_URL (127.0.0.1:" in done.stderr and "does not answer" in done.stderr
+    assert "hunter2" not in done.stdout + done.stderr
+    assert time.monotonic() - started < 30

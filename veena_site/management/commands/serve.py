@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management import call_command
@@ -29,6 +30,23 @@ logger = logging.getLogger(__name__)
 
 ROLES = ("gateway", "worker", "celery", "beat")
 MIGRATE_LOCK = 0x7665656E61  # pg_advisory_lock key: b"veena"
+
+
+def check_redis(url: str) -> None:
+    """Fail at once, with a clear message, when ``REDIS_URL`` does not answer."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        where = urlsplit(url)
+        raise CommandError(
+            f"REDIS_URL ({where.hostname}:{where.port or 6379}) does not answer: "
+            f"{type(exc).__name__}"
+        ) from None
+    finally:
+        client.close()
 
 
 def migrate() -> None:
@@ -87,6 +105,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
+        if settings.REDIS_URL:
+            check_redis(settings.REDIS_URL)
         migrate()
         if not settings.REDIS_URL:
             logger.info("embedded topology: one process on %s:%d", host, port)

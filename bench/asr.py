@@ -7,6 +7,12 @@ Measured per concurrency level (1, 4, 16), one run each:
 
 * commit → ``completed`` through the stack, and the same audio decoded by the engine directly
   at the same concurrency (the ratio is the stack's overhead, pre-commit streaming included);
+  each round runs its sessions and its direct decodes side by side (odd rounds direct first), and
+  the paired overhead is the median over rounds of (stack p50 − engine p50) of the round;
+* the engine alone is called after as long an idle time as a session streams, as the stack's
+  final decode is;
+* the worker's own final decode time (``gpu.asr.final`` ``decode_ms``): stack − this is the
+  plumbing, this − engine alone is what decoding inside the stack costs extra;
 * first append sent → first ``delta`` (pre-commit deltas, §8.3);
 * bytes through the channel layer per session (every ``asr.job.*`` message, msgpack-encoded as
   channels_redis would send it) ÷ the PCM bytes the client sent.
@@ -23,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,9 +174,19 @@ async def session(key: str, pcm: bytes) -> dict[str, float]:
     return {"latency": latency, "first_delta": first_delta}
 
 
-async def direct(engine: object, audio: np.ndarray, concurrency: int) -> list[float]:
-    """The engine alone on the same audio, ``concurrency`` decodes at once."""
+async def direct(
+    engine: object, audio: np.ndarray, concurrency: int, *, idle: bool = True
+) -> list[float]:
+    """The engine alone on the same audio, ``concurrency`` decodes at once.
+
+    With ``idle`` it first waits as long as a session streams: the stack's final decode always
+    follows seconds of streaming, and a decode right after another one runs warm (18 ms faster
+    at the median after 6 s idle on 2 vCPU), which would flatter the engine alone.
+    """
     from asr.engines.base import AsrDecodeRequest
+
+    if idle:
+        await asyncio.sleep(len(audio) / 16000)
 
     async def one() -> float:
         started = time.monotonic()
@@ -179,7 +196,73 @@ async def direct(engine: object, audio: np.ndarray, concurrency: int) -> list[fl
     return list(await asyncio.gather(*(one() for _ in range(concurrency))))
 
 
+@dataclass
+class Level:
+    """One concurrency level of one mode: per-round medians keep the pairs side by side."""
+
+    mode: str
+    level: int
+    latencies: list[float] = field(default_factory=list)
+    engine: list[float] = field(default_factory=list)
+    pairs: list[float] = field(
+        default_factory=list
+    )  # per round: stack p50 - engine p50
+    firsts: list[float] = field(default_factory=list)
+
+    async def round(
+        self, key: str, pcm: bytes, engine: object, audio: np.ndarray, n: int
+    ) -> None:
+        """Sessions and direct decodes of one round; odd rounds decode directly first."""
+
+        async def sessions() -> list[dict[str, float]]:
+            return list(
+                await asyncio.gather(*(session(key, pcm) for _ in range(self.level)))
+            )
+
+        if n % 2:
+            alone, results = await direct(engine, audio, self.level), await sessions()
+        else:
+            results, alone = await sessions(), await direct(engine, audio, self.level)
+        stack = [r["latency"] for r in results]
+        self.latencies += stack
+        self.engine += alone
+        self.pairs.append(statistics.median(stack) - statistics.median(alone))
+        self.firsts += [
+            r["first_delta"] for r in results if r["first_delta"] is not None
+        ]
+
+    def line(self, meter: ChannelMeter, pcm_bytes: int) -> str:
+        """The level's table row."""
+        stack, alone = statistics.median(self.latencies), statistics.median(self.engine)
+        per_session = statistics.mean(meter.bytes.values())
+        first = f"{statistics.median(self.firsts):.2f} s" if self.firsts else "—"
+        cells = [
+            self.mode,
+            f"{self.level} ({len(self.latencies)})",
+            f"{stack * 1000:.0f} ms ({max(self.latencies) * 1000:.0f} ms)",
+            f"{statistics.median(meter.decode_ms):.0f} ms",
+            f"{alone * 1000:.0f} ms",
+            f"{(stack - alone) * 1000:+.0f} ms",
+            f"{statistics.median(self.pairs) * 1000:+.0f} ms",
+            f"{stack / alone:.2f}",
+            first,
+            f"{per_session / 1024:.0f} KiB",
+            f"{per_session / pcm_bytes:.3f}",
+        ]
+        return "| " + " | ".join(cells) + " |"
+
+
+HEADER = (
+    "| pre-commit deltas | concurrency (sessions) | commit→completed p50 (max) "
+    "| worker's final decode p50 | engine alone p50 | overhead p50 "
+    "| overhead, paired per round, p50 | stack ÷ engine | first delta p50 "
+    "| channel bytes/session | ÷ client PCM bytes |"
+)
+
+
 async def main() -> None:
+    from django.conf import settings
+
     from veena_site.embedded import start_embedded_worker
     from veena_site.runtime import get_runtime
 
@@ -190,10 +273,8 @@ async def main() -> None:
     runtime = get_runtime()
     await runtime.wait_loaded()
     engine = runtime.engine("asr")
-    await direct(engine, audio16k, 1)  # warm up
-    from django.conf import settings
-
-    rows = []
+    await direct(engine, audio16k, 1, idle=False)  # warm up
+    lines = []
     for precommit in (
         True,
         False,
@@ -202,60 +283,20 @@ async def main() -> None:
         for level in LEVELS:
             meter.bytes.clear()
             meter.decode_ms.clear()
-            results, engine_times = [], []
-            for _ in range(max(1, ROUNDS // level)):  # ≥ ROUNDS sessions per level
-                results += await asyncio.gather(
-                    *(session(key, pcm) for _ in range(level))
-                )
-                engine_times += await direct(engine, audio16k, level)
-            stack = statistics.median(r["latency"] for r in results)
-            alone = statistics.median(engine_times)
-            firsts = [r["first_delta"] for r in results if r["first_delta"] is not None]
-            per_session = statistics.mean(meter.bytes.values())
-            rows.append(
-                (
-                    "on" if precommit else "off",
-                    level,
-                    stack,
-                    max(r["latency"] for r in results),
-                    statistics.median(meter.decode_ms) / 1000,
-                    alone,
-                    stack - alone,
-                    stack / alone,
-                    statistics.median(firsts) if firsts else None,
-                    per_session,
-                    per_session / len(pcm),
-                    len(results),
-                )
-            )
+            row = Level("on" if precommit else "off", level)
+            for n in range(max(1, ROUNDS // level)):  # ≥ ROUNDS sessions per level
+                await row.round(key, pcm, engine, audio16k, n)
+            lines.append(row.line(meter, len(pcm)))
     await runtime.shutdown()
     task.cancel()
     seconds = len(pcm) / 2 / RATE
     print(
-        f"\nRealtime ASR bench: faster-whisper tiny.en, {os.cpu_count()} CPUs, {seconds:.1f} s of 24 kHz speech per session, 100 ms appends in real time"
+        f"\nRealtime ASR bench: faster-whisper tiny.en, {os.cpu_count()} CPUs, "
+        f"{seconds:.1f} s of 24 kHz speech per session, 100 ms appends in real time"
     )
-    print(
-        "| pre-commit deltas | concurrency (sessions) | commit→completed p50 (max) | worker's final decode p50 | engine alone p50 | overhead p50 | stack ÷ engine | first delta p50 | channel bytes/session | ÷ client PCM bytes |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for (
-        mode,
-        level,
-        stack,
-        worst,
-        worker,
-        alone,
-        extra,
-        ratio,
-        first,
-        per_session,
-        ratio_b,
-        n,
-    ) in rows:
-        first_s = f"{first:.2f} s" if first is not None else "—"
-        print(
-            f"| {mode} | {level} ({n}) | {stack * 1000:.0f} ms ({worst * 1000:.0f} ms) | {worker * 1000:.0f} ms | {alone * 1000:.0f} ms | {extra * 1000:+.0f} ms | {ratio:.2f} | {first_s} | {per_session / 1024:.0f} KiB | {ratio_b:.3f} |"
-        )
+    print(HEADER)
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -31,9 +31,8 @@ class AsrDecodeRequest:
     prefix: str = field(default="", repr=False)
     language: str | None = "en"
     word_timestamps: bool = False
-    background: bool = (
-        False  # a chunk decode: may run slower, must not slow a final one
-    )
+    # A chunk decode: it may run slower, and must not slow a final decode down.
+    background: bool = False
 
 
 @dataclass(frozen=True)

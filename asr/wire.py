@@ -1,8 +1,8 @@
 """What the realtime consumer sends: session outputs as wire events and worker messages.
 
 ``RealtimeSender.perform`` turns the outputs of ``asr.session`` into the dialect's server events
-(built and SDK-validated by ``asr.protocol``) and into ``asr.job.*`` messages for the pinned
-worker; the fixed error texts and close codes of §3.4, §10 and §11 live here too.
+(``asr.events``) and into ``asr.job.*`` messages for the pinned worker; the fixed error texts and
+close codes of §3.4, §10 and §11 live here too.
 """
 
 from __future__ import annotations
@@ -18,29 +18,21 @@ from accounts.admission import Admission
 from accounts.exceptions import DenialReason
 from asr import protocol
 from asr.config import beta_session_object, session_object
+from asr.events import ClientOut, openai_events, vllm_events
 from asr.items import (
-    Committed,
     Completed,
-    Delta,
     Drop,
-    Failed,
     Forward,
-    Item,
     OpenItem,
     Out,
     Overflow,
-    SpeechStarted,
-    SpeechStopped,
     WorkerCommit,
 )
 from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen
 from asr.protocol import (
-    FAILED_ERROR,
     MESSAGES,
     error_event,
     server_event,
-    user_item,
-    vllm_done,
     vllm_error,
 )
 from asr.session import (
@@ -75,7 +67,6 @@ DENIALS = {  # accounts E3 reason → (wire code, message) (AU-4, AU-6)
 }
 DEFAULT_RETRY_MS = 1000
 PUMP_RETRY_S = 0.05  # ChannelFull: retry the worker queue after this
-ClientOut = SpeechStarted | SpeechStopped | Committed | Delta | Completed | Failed
 STOPS = {  # accounts E7 stop reason → wire code (LM-5)
     "key_revoked": "invalid_api_key",
     "max_session_duration": "session_expired",
@@ -307,106 +298,14 @@ class RealtimeSender(WorkerClientConsumer):
             latency = time.monotonic() - out.item.committed_at
             metrics.TTFB.labels("asr").observe(latency)
             self.meter_item(len(out.transcript), latency)
-        events = self._openai_events(out) if self.openai else self._vllm_events(out)
+        logprobs = self.session.config.logprobs
+        events = (
+            openai_events(out, beta=self.session.beta, logprobs=logprobs)
+            if self.openai
+            else vllm_events(out, logprobs=logprobs)
+        )
         for event in events:
             await self.send_json(event)
-
-    def _openai_events(self, out: ClientOut) -> list[dict[str, Any]]:
-        item = out.item
-        if isinstance(out, SpeechStarted):
-            return [
-                server_event(
-                    "input_audio_buffer.speech_started",
-                    audio_start_ms=out.ms,
-                    item_id=item.item_id,
-                )
-            ]
-        if isinstance(out, SpeechStopped):
-            return [
-                server_event(
-                    "input_audio_buffer.speech_stopped",
-                    audio_end_ms=out.ms,
-                    item_id=item.item_id,
-                )
-            ]
-        if isinstance(out, Committed):
-            announce = (
-                "conversation.item.created"
-                if self.session.beta
-                else ("conversation.item.added")
-            )
-            return [
-                server_event(
-                    "input_audio_buffer.committed",
-                    previous_item_id=item.previous_item_id,
-                    item_id=item.item_id,
-                ),
-                server_event(
-                    announce,
-                    previous_item_id=item.previous_item_id,
-                    item=user_item(item.item_id, None),
-                ),
-            ]
-        if isinstance(out, Delta):
-            fields: dict[str, Any] = {"item_id": item.item_id, "content_index": 0}
-            fields["delta"] = out.text
-            if self.session.config.logprobs:
-                fields["logprobs"] = out.logprobs or []
-            return [
-                server_event(
-                    "conversation.item.input_audio_transcription.delta", **fields
-                )
-            ]
-        if isinstance(out, Completed):
-            fields = {
-                "item_id": item.item_id,
-                "content_index": 0,
-                "transcript": out.transcript,
-                "usage": {"type": "duration", "seconds": item.usage_seconds},
-            }
-            if self.session.config.logprobs:
-                fields["logprobs"] = item.logprobs
-            done = self._item_done(item, out.transcript)
-            return [
-                server_event(
-                    "conversation.item.input_audio_transcription.completed", **fields
-                ),
-                *done,
-            ]
-        assert isinstance(out, Failed)
-        return [
-            server_event(
-                "conversation.item.input_audio_transcription.failed",
-                item_id=item.item_id,
-                content_index=0,
-                error=dict(FAILED_ERROR),
-            ),
-            *self._item_done(item, None),
-        ]
-
-    def _item_done(self, item: Item, transcript: str | None) -> list[dict[str, Any]]:
-        if self.session.beta:
-            return []  # IT-6: beta clients get no conversation.item.done
-        return [
-            server_event(
-                "conversation.item.done",
-                previous_item_id=item.previous_item_id,
-                item=user_item(item.item_id, transcript),
-            )
-        ]
-
-    def _vllm_events(self, out: ClientOut) -> list[dict[str, Any]]:
-        logprobs = self.session.config.logprobs
-        if isinstance(out, Delta):
-            event = protocol.VllmDelta(
-                delta=out.text, logprobs=(out.logprobs or []) if logprobs else None
-            )
-            return [event.model_dump()]
-        if isinstance(out, Completed):
-            return [vllm_done(out.transcript, out.prompt_tokens, out.completion_tokens)]
-        if isinstance(out, Failed):
-            return [vllm_error("inference_failed", MESSAGES["inference_failed"])]
-        return []  # VL-9: no VAD, committed or item events in this dialect
 
     def to_worker(self, message: Message) -> None:
         """Queue a message for the pinned worker; dropped while failing over (replay covers it)."""

@@ -57,6 +57,8 @@ from channels.layers import get_channel_layer  # noqa: E402
 from channels.testing import WebsocketCommunicator  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from asr.engines.base import MODEL_RATE  # noqa: E402
+
 TEXTS = (
     "Hello world. This is a test of the speech gateway.",
     "The quick brown fox jumps over the lazy dog.",
@@ -85,7 +87,7 @@ def speech() -> tuple[bytes, np.ndarray]:
 
     audio = asyncio.run(run())
     pcm = np.clip(np.rint(audio * 32767), -32768, 32767).astype("<i2")
-    at16k = soxr.resample(pcm.astype(np.float32) / 32768.0, RATE, 16000)
+    at16k = soxr.resample(pcm.astype(np.float32) / 32768.0, RATE, MODEL_RATE)
     return pcm.tobytes(), np.asarray(at16k, dtype=np.float32)
 
 
@@ -186,7 +188,7 @@ async def direct(
     from asr.engines.base import AsrDecodeRequest
 
     if idle:
-        await asyncio.sleep(len(audio) / 16000)
+        await asyncio.sleep(len(audio) / MODEL_RATE)
 
     async def one() -> float:
         started = time.monotonic()

@@ -79,6 +79,13 @@ class Models:
     served: str
     aliases: tuple[str, ...]
     english_only: bool
+    max_prompt_chars: int | None = None  # ASR_MAX_PROMPT_CHARS (issue 9); None: no cap
+    max_include: int = 4  # entries of ``include`` (one value is known)
+
+    def prompt_ok(self, prompt: object) -> bool:
+        """True for a string prompt within the length cap."""
+        cap = self.max_prompt_chars
+        return isinstance(prompt, str) and (cap is None or len(prompt) <= cap)
 
     def allowed(self, name: object) -> bool:
         """True for the served name or an alias."""

@@ -26,13 +26,15 @@ from asr.config import (
     ConfigError,
     default_config,
 )
+from asr.engines.base import MODEL_RATE
 from asr.handlers import RealtimeHandlers
 from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
 from asr.protocol import ClientEvent, ProtocolError, parse_client_event
 from asr.session import AsrState, Dialect, RealtimeSession, dialect_signal
 from asr.usage import RealtimeUsage
 from asr.vad import AudioFrontEnd
-from veena_site import metrics
+from veena_site import jsontext, metrics
+from veena_site.budget import ControlBudget
 from veena_site.contracts import JobFailed, Message
 from veena_site.jobclient import Outcome
 from veena_site.logs import new_request_id
@@ -43,12 +45,22 @@ logger = logging.getLogger(__name__)
 # accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop
 # within E7's 1 s even when the tick waits behind a client event.
 TICK_S = 0.5
-EARLY_EVENTS_LIMIT = 64 * 1024 * 1024  # events received while admission runs
 SUBPROTOCOLS = ("realtime", "openai-beta.realtime-v1")  # CN-3, in preference order
+# Events that cost a worker message or a reply each; appends are bounded by size instead.
+CONTROL_EVENTS = frozenset(
+    (
+        "session.update",
+        "transcription_session.update",
+        "input_audio_buffer.commit",
+        "input_audio_buffer.clear",
+    )
+)
 
 
 class RealtimeConsumer(RealtimeHandlers):
     """One realtime transcription session, OpenAI or vLLM dialect."""
+
+    endpoint = "asr"
 
     async def connect(self) -> None:
         """Accept (CN-3, CN-4), admit (AU-4), then ask a worker for a slot (WK-2)."""
@@ -71,7 +83,8 @@ class RealtimeConsumer(RealtimeHandlers):
         self.released = False
         self.stats = {"audio_messages": 0, "pcm_bytes": 0, "input_bytes": 0}
         self.last_message_at = time.monotonic()
-        metrics.ACTIVE_STREAMS.labels("asr").inc()
+        self.control = ControlBudget.from_settings()
+        self.count_open()
         try:
             self.admission = await self.admit()
         except AdmissionDenied as denied:
@@ -115,7 +128,8 @@ class RealtimeConsumer(RealtimeHandlers):
             beta=beta and fixed is not Dialect.VLLM,
             trim=settings.ASR_TRIM_NONSPEECH,
             precommit_deltas=settings.ASR_PRECOMMIT_DELTAS,
-            max_samples=int(settings.ASR_MAX_BUFFER_S * 16000),
+            max_samples=int(settings.ASR_MAX_BUFFER_S * MODEL_RATE),
+            max_pending_samples=int(settings.ASR_MAX_PENDING_S * MODEL_RATE),
         )
 
     async def submit(self) -> None:
@@ -162,20 +176,16 @@ class RealtimeConsumer(RealtimeHandlers):
         await self.close(code=1001)
 
     async def release(self) -> None:
-        """Give back the worker slot, the timers and the admission (idempotent)."""
+        """Give back the worker slot, the timers and the admission (idempotent); each
+        step runs even when an earlier one failed (issue 9)."""
         if self.released:
             return
         self.released = True
-        metrics.ACTIVE_STREAMS.labels("asr").dec()
         self.timers.disarm_all()
-        await self.ticker.stop()
         self.outbox.clear()
-        if self.link is not None:
-            await self.link.close()
-        if self.usage is not None:
-            await self.usage.release()  # after the record, as accounts.metering says
-        elif self.admission is not None:
-            await self.admission.release()
+        await self.release_each(
+            self.count_closed, self.ticker.stop, self.close_link, self.release_lease
+        )
         logger.info(
             "asr session %s closed: %d audio messages, %d pcm bytes to the worker; %s",
             self.session.session_id,
@@ -184,9 +194,40 @@ class RealtimeConsumer(RealtimeHandlers):
             self.usage.describe() if self.usage is not None else "not admitted",
         )
 
+    async def close_link(self) -> None:
+        """Cancel the worker job (LM-6), also one still being admitted."""
+        if self.link is not None:
+            await self.link.close()
+
+    async def release_lease(self) -> None:
+        """Give back the admission, after the record as accounts.metering says."""
+        if self.usage is not None:
+            await self.usage.release()
+        elif self.admission is not None:
+            await self.admission.release()
+
+    async def send_internal_error(self) -> None:
+        """The boundary's error event: ``internal_error`` (vLLM ``processing_error``)."""
+        code = "processing_error" if self.vllm else "internal_error"
+        self.session.state = AsrState.CLOSED
+        await self.send_error(code, wire.message(code))
+
+    async def release_failed(self) -> None:
+        """The boundary's release: the record ends ``failed`` / ``internal_error``, 1011."""
+        if getattr(self, "session", None) is None:
+            return
+        self.session.state = AsrState.CLOSED
+        await self.release_each(
+            lambda: self.meter_finish(
+                status="failed", error_code="internal_error", close_code=1011
+            ),
+            self.release,
+        )
+
     def closed(self) -> bool:
-        """True once the session has ended."""
-        return self.session.state is AsrState.CLOSED
+        """True once the session has ended (or before it began)."""
+        session = getattr(self, "session", None)
+        return session is None or session.state is AsrState.CLOSED
 
     # Client frames.
 
@@ -199,7 +240,8 @@ class RealtimeConsumer(RealtimeHandlers):
         if self.session.state is AsrState.ADMITTING:
             self.early.append((text_data, bytes_data))
             self.early_bytes += len(text_data or bytes_data or "")
-            if self.early_bytes > EARLY_EVENTS_LIMIT:
+            if self.early_bytes > settings.ASR_MAX_EARLY_BYTES:  # issue 9: a few MB
+                self.early.clear()
                 await self.fail("buffer_overflow")
             return
         await self.handle_frame(text_data, bytes_data)
@@ -207,12 +249,23 @@ class RealtimeConsumer(RealtimeHandlers):
     async def handle_frame(self, text: str | None, data: bytes | None) -> None:
         """LM-1, parse, dialect detection (DI-2), dispatch; errors are one event each."""
         self.last_message_at = time.monotonic()
-        if len(text or data or "") > settings.ASR_MAX_MESSAGE_BYTES:
+        size = len(data) if data is not None else jsontext.utf8_size(text or "")
+        if size > settings.ASR_MAX_MESSAGE_BYTES:
             await self.fail("message_too_large")
             return
         event: ClientEvent | None = None
         try:
             event = parse_client_event(text, data, vllm=self.vllm)
+            if event.type in CONTROL_EVENTS and not self.control.take():
+                await self.fail(
+                    "rate_limit_exceeded",
+                    message=wire.message(
+                        "rate_limit_exceeded",
+                        retry=self.control.retry_after_ms() / 1000,
+                    ),
+                    retry_after_ms=self.control.retry_after_ms(),
+                )
+                return
             signal = dialect_signal(event)
             if signal is not None and self.session.dialect is Dialect.UNDETERMINED:
                 await self.set_dialect(signal)
@@ -223,11 +276,6 @@ class RealtimeConsumer(RealtimeHandlers):
             await self.send_error(
                 exc.code, exc.message, param=exc.param, event_id=event_id
             )
-        except Exception:  # boundary: one client event
-            logger.exception("asr session %s: event failed", self.session.session_id)
-            code = "processing_error" if self.vllm else "internal_error"
-            own = event.event_id if event is not None else None
-            await self.send_error(code, wire.message(code), event_id=own)
 
     # Worker replies (AR-3: each is its own dispatched message).
 

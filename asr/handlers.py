@@ -41,6 +41,7 @@ class RealtimeHandlers(wire.RealtimeSender):
             served=settings.ASR_MODEL,
             aliases=tuple(settings.ASR_MODEL_ALIASES),
             english_only=settings.ASR_MODEL.endswith(".en") or version.endswith(".en"),
+            max_prompt_chars=settings.ASR_MAX_PROMPT_CHARS,
         )
 
     @property

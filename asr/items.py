@@ -140,7 +140,10 @@ class Failed:
 
 @dataclass(frozen=True)
 class Overflow:
-    """An item's retained audio passed ``ASR_MAX_BUFFER_S`` (AI-1 step 6)."""
+    """An item's retained audio passed ``ASR_MAX_BUFFER_S`` (AI-1 step 6), or with
+    ``pending`` the audio of every unfinished item passed ``ASR_MAX_PENDING_S``."""
+
+    pending: bool = False
 
 
 Out = (

@@ -10,12 +10,16 @@ against the SDK's pydantic model before it is sent; the one deviation is ``forma
 echoes ``client_secret`` (absent: sessions are not created over REST) and a served model name
 that is not one of the SDK's literals. Never emitted: ``rate_limits.updated``, ``response.*``,
 ``…transcription.segment``, ``input_audio_buffer.timeout_triggered``.
+
+Issue 9: frames are parsed by ``veena_site.jsontext`` (not UTF-8, lone surrogates, nesting over
+32, integer literals over 64 digits, ``NaN`` / ``Infinity``: ``invalid_payload``, vLLM
+``invalid_json``); an ``event_id`` over ``MAX_EVENT_ID_CHARS`` is ``invalid_value`` and never
+echoed.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import secrets
 import string
 from typing import Any, Literal
@@ -42,7 +46,10 @@ from openai.types.realtime import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
+from veena_site import jsontext
+
 _ALPHABET = string.ascii_letters + string.digits
+MAX_EVENT_ID_CHARS = 512  # longer client event ids are refused, never echoed
 SDK_RATE = 24_000  # openai-python's AudioPCM pins rate to 24000
 BETA_MODELS = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe")
 CLOSE_CODES = {
@@ -97,6 +104,9 @@ MESSAGES = {  # ER-3: fixed templates
     "usage_unavailable": "Usage recording unavailable.",
     "service_unavailable": "Service temporarily unavailable.",
     "model_not_validated": "Model not validated. Make sure to validate the model by sending a session.update event.",
+    "event_id_too_long": "'event_id' must be at most {n} characters.",
+    "pending_overflow": "Audio awaiting transcription exceeds {pending} s; wait for transcripts.",
+    "rate_limit_exceeded": "Too many control events. Retry after {retry:.1f} s.",
     "commit_empty": "Error committing input audio buffer: buffer too small. Expected at least {min}ms of audio, but buffer only has {ms:.2f}ms of audio.",
 }
 FAILED_ERROR = {
@@ -190,8 +200,8 @@ def parse_client_event(
     if text is None:
         raise ProtocolError("invalid_payload", MESSAGES["binary_frame"])
     try:
-        body = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        body = jsontext.loads(text)
+    except jsontext.JsonError:
         if vllm:
             raise ProtocolError("invalid_json", MESSAGES["invalid_json"]) from None
         raise ProtocolError("invalid_payload", MESSAGES["invalid_payload"]) from None
@@ -201,6 +211,10 @@ def parse_client_event(
     kind = body.get("type")
     event_id = body.get("event_id")
     event_id = event_id if isinstance(event_id, str) else None
+    if event_id is not None and len(event_id) > MAX_EVENT_ID_CHARS:
+        code = "invalid_event" if vllm else "invalid_value"
+        text = MESSAGES["event_id_too_long"].format(n=MAX_EVENT_ID_CHARS)
+        raise ProtocolError(code, text, "event_id")
     if not isinstance(kind, str):
         code = "invalid_event" if vllm else "invalid_payload"
         raise ProtocolError(code, MESSAGES["no_type"], "type", event_id)

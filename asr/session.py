@@ -90,6 +90,7 @@ class RealtimeSession:
     trim: bool = True
     precommit_deltas: bool = True
     max_samples: int = 60 * MODEL_RATE
+    max_pending_samples: int = 300 * MODEL_RATE
     session_id: str = field(default_factory=lambda: new_id("sess_"))
     state: AsrState = AsrState.ADMITTING
     model_validated: bool = False  # vLLM: a session.update succeeded (VL-3)
@@ -179,7 +180,14 @@ class RealtimeSession:
         outs += self._forward(item, final=False)
         if item.retained > self.max_samples:
             outs.append(Overflow())
+        elif self.unfinished_samples() > self.max_pending_samples:
+            outs.append(Overflow(pending=True))
         return outs
+
+    def unfinished_samples(self) -> int:
+        """Retained audio of every item not finished yet (issue 9: bounded per session)."""
+        pending = sum(i.retained for i in self.pending if not i.finished)
+        return pending + self.current.retained
 
     def _options(self) -> ItemOptions:
         c = self.config

@@ -246,6 +246,12 @@ def _check_values(u: Update, models: Models) -> None:
             f"{path}.language",
             "Language is not supported by the served model.",
         )
+    if t.get("prompt") is not None and not models.prompt_ok(t["prompt"]):
+        raise _fail(
+            "invalid_value",
+            f"{path}.prompt",
+            f"'prompt' must be at most {models.max_prompt_chars} characters.",
+        )
     for key in ("languages", "keywords", "delay"):
         if t.get(key) is not None:
             raise _fail("not_supported", f"{path}.{key}", f"'{key}' is not supported.")
@@ -253,8 +259,9 @@ def _check_values(u: Update, models: Models) -> None:
     nr = u.noise_reduction.value
     if isinstance(nr, dict) and nr.get("type") not in NOISE_TYPES:
         raise _fail("invalid_value", f"{u.noise_reduction.path}.type")
-    if isinstance(u.include.value, list) and any(
-        v != LOGPROBS_INCLUDE for v in u.include.value
+    if isinstance(u.include.value, list) and (
+        len(u.include.value) > models.max_include
+        or any(v != LOGPROBS_INCLUDE for v in u.include.value)
     ):
         raise _fail("invalid_value", u.include.path)
 
@@ -340,7 +347,9 @@ def validate_vllm_update(
         )
     include = event.get("include")
     if include is not None and not (
-        isinstance(include, list) and all(v == LOGPROBS_INCLUDE for v in include)
+        isinstance(include, list)
+        and len(include) <= models.max_include
+        and all(v == LOGPROBS_INCLUDE for v in include)
     ):
         raise ConfigError(
             "invalid_event",
@@ -353,6 +362,10 @@ def validate_vllm_update(
     prompt = event.get("prompt")
     if prompt is not None and not isinstance(prompt, str):
         raise ConfigError("invalid_event", "Field 'prompt' must be a string.", "prompt")
+    if prompt is not None and not models.prompt_ok(prompt):
+        cap = models.max_prompt_chars
+        message = f"Field 'prompt' must be at most {cap} characters."
+        raise ConfigError("invalid_event", message, "prompt")
     return dataclasses.replace(
         current,
         model=model,

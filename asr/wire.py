@@ -83,6 +83,7 @@ def message(code: str, **values: Any) -> str:
     values.setdefault("cap", settings.ASR_MAX_BUFFER_S)
     values.setdefault("limit", settings.ASR_MAX_MESSAGE_BYTES)
     values.setdefault("s", int(settings.ASR_IDLE_TIMEOUT_S))
+    values.setdefault("pending", settings.ASR_MAX_PENDING_S)
     if code == "too_many_sessions":
         return DENIALS["too_many_streams"][1].format(s=DEFAULT_RETRY_MS / 1000)
     return template.format(**values)
@@ -254,7 +255,8 @@ class RealtimeSender(WorkerClientConsumer):
             if self.closed():
                 return
             if isinstance(out, Overflow):
-                await self.fail("buffer_overflow")
+                text = message("pending_overflow") if out.pending else None
+                await self.fail("buffer_overflow", message=text)
                 return
             if isinstance(out, OpenItem | Forward | WorkerCommit | Drop):
                 self._to_worker(out)

@@ -32,12 +32,14 @@ from tts.protocol import (
     TtsRequest,
     error_event,
     parse_client_event,
+    rate_limit_message,
 )
 from tts.requests import RequestFlow, idle_timeout_s
 from tts.session import ActiveRequest, StreamState, TtsSession
-from tts.usage import TICK_S, TtsUsage
-from veena_site import metrics
-from veena_site.consumers import WorkerClientConsumer
+from tts.usage import TICK_S, TtsUsage, UsageStatus
+from veena_site import jsontext, metrics
+from veena_site.budget import ControlBudget
+from veena_site.consumers import CRASH_CLOSE_CODE, WorkerClientConsumer
 from veena_site.contracts import JobFailed
 from veena_site.jobclient import Outcome
 from veena_site.logs import request_id_var
@@ -46,9 +48,13 @@ from veena_site.timers import NamedTimers, Ticker
 logger = logging.getLogger(__name__)
 
 
+CONTROL_EVENTS = (Ping, Cancel, Clear, Flush, End)
+
+
 class TtsConsumer(WorkerClientConsumer):
     """One TTS stream: admission, requests one at a time, audio forwarding, cancel, ping."""
 
+    endpoint = "tts"
     released = False
     draining = False  # W12: the gateway is stopping; the active request may finish
 
@@ -63,8 +69,9 @@ class TtsConsumer(WorkerClientConsumer):
         self.output = AudioOutput(self)
         self.flow = RequestFlow(self)
         self.usage = TtsUsage()
+        self.control = ControlBudget.from_settings()
         request_id_var.set(self.session.stream_request_id)
-        metrics.ACTIVE_STREAMS.labels("tts").inc()
+        self.count_open()
         try:
             if settings.TTS_AUTH_REQUIRED:
                 self.usage.admission = await admit(self.scope, endpoint="tts")
@@ -79,20 +86,57 @@ class TtsConsumer(WorkerClientConsumer):
         if hasattr(self, "session"):
             await self.release(code)
 
-    async def release(self, close_code: int) -> None:
-        """Z2/Z3 on every exit path, once: timers, tick, worker job, usage record, lease."""
+    async def release(
+        self,
+        close_code: int,
+        *,
+        status: UsageStatus = "cancelled",
+        error_code: str = "",
+    ) -> None:
+        """Z2/Z3 on every exit path, once: timers, tick, worker job, usage record, lease.
+
+        Each step runs even when an earlier one failed (issue 9).
+        """
         if self.released:
             return
         self.released = True
-        metrics.ACTIVE_STREAMS.labels("tts").dec()
         busy = self.session.busy
-        await self.shut()
-        await self.ticker.stop()
-        if busy:
-            await self.flow.end("cancelled", close_code=close_code)
-        await self.release_link()
-        await self.usage.finish(status="cancelled", close_code=close_code)
-        await self.usage.release()  # after the record, as accounts.metering says
+
+        async def end_request() -> None:
+            if busy:
+                await self.flow.end(
+                    status, error_code=error_code, close_code=close_code
+                )
+
+        async def finish_usage() -> None:
+            await self.usage.finish(
+                status=status, error_code=error_code, close_code=close_code
+            )
+
+        await self.release_each(
+            self.count_closed,
+            self.shut,
+            self.ticker.stop,
+            end_request,
+            self.release_link,
+            finish_usage,
+            self.usage.release,  # after the record, as accounts.metering says
+        )
+
+    async def send_internal_error(self) -> None:
+        """The boundary's error event (§6 INTERNAL_ERROR, fatal)."""
+        session = self.session
+        rid = self.active.request_id if session.busy else session.request_id_for()
+        await self.send_json(
+            error_event("INTERNAL_ERROR", "Internal server error", rid, fatal=True)
+        )
+
+    async def release_failed(self) -> None:
+        """The boundary's release: the active request and the stream end as failed."""
+        if hasattr(self, "session"):
+            await self.release(
+                CRASH_CLOSE_CODE, status="failed", error_code="internal_error"
+            )
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
@@ -102,7 +146,7 @@ class TtsConsumer(WorkerClientConsumer):
             return
         limit = settings.TTS_MAX_MESSAGE_BYTES
         if text_data is not None and len(text_data) * 4 > limit:
-            if len(text_data.encode()) > limit:
+            if jsontext.utf8_size(text_data) > limit:
                 await self.fail(
                     "VALIDATION_ERROR", "Message too large", close_code=1009
                 )
@@ -142,7 +186,16 @@ class TtsConsumer(WorkerClientConsumer):
             )
 
     async def on_event(self, event: ClientEvent) -> None:
-        """Apply one parsed client event."""
+        """Apply one parsed client event; control events are rate-limited (issue 9)."""
+        if isinstance(event, CONTROL_EVENTS) and not self.control.take():
+            retry = self.control.retry_after_ms()
+            await self.fail(
+                "RATE_LIMIT_EXCEEDED",
+                rate_limit_message(retry),
+                retry_after_ms=retry,
+                fatal=True,
+            )
+            return
         busy = self.session.busy
         match event:
             case Ping():
@@ -234,8 +287,8 @@ class TtsConsumer(WorkerClientConsumer):
         await self.fail("INTERNAL_ERROR", "Synthesis failed")
 
     def closed(self) -> bool:
-        """True once the stream has ended."""
-        return self.session.closed
+        """True once the stream has ended (or before it began)."""
+        return not hasattr(self, "session") or self.session.closed
 
     async def on_timer(self, name: str) -> None:
         """The consumer's own timers: request (W8), idle (K5), buffer (I3), input (I6)."""
@@ -256,6 +309,8 @@ class TtsConsumer(WorkerClientConsumer):
             )
         elif timer in ("buffer", "input") and self.session.busy:
             await self.input.on_timer(timer)
+        elif timer == "sent" and self.session.busy:
+            await self.output.on_sent_timer()
         elif timer == "drain" and self.session.busy:
             await self.fail("INTERNAL_ERROR", "server shutting down", close_code=1001)
 

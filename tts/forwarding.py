@@ -16,11 +16,15 @@ from tts.messages import TtsAck, TtsChunk, TtsDone, TtsFlushed, ack_interval
 from tts.prepare import engine_info
 from tts.session import ActiveRequest, RequestState
 from veena_site import metrics
+from veena_site.daphne_compat import TRANSPORT_EXTENSION
 
 if TYPE_CHECKING:
     from tts.consumers import TtsConsumer
 
 logger = logging.getLogger(__name__)
+
+TRANSPORT_POLL_S = 0.02  # how often a held ack looks at the socket's buffer again
+SLOW_CLIENT_CLOSE = 1008  # a client that stopped reading breaks the stream's policy
 
 
 class AudioOutput:
@@ -69,11 +73,11 @@ class AudioOutput:
             await consumer.fail("INTERNAL_ERROR", "Audio stream interrupted")
             return
         active.next_chunk_seq += 1
-        ack_every = ack_interval(settings.TTS_CHUNK_WINDOW)
-        if active.next_chunk_seq % ack_every == 0 and consumer.link is not None:
-            await consumer.link.send(TtsAck(job_id=chunk.job_id, seq=chunk.seq))
-        if chunk.epoch != active.epoch:
-            return  # audio of text cleared by the client (C2)
+        ack_due = active.next_chunk_seq % ack_interval(settings.TTS_CHUNK_WINDOW) == 0
+        if chunk.epoch != active.epoch:  # audio of text cleared by the client (C2)
+            if ack_due:
+                await self.ack(chunk.seq)
+            return
         active.chunk_received(chunk.segment_seq, chunk.segment_end)
         stamps = active.request.timestamps
         if stamps and chunk.segment_start:
@@ -84,6 +88,48 @@ class AudioOutput:
         await self.send_frame(chunk.data, samples=chunk.samples)
         if stamps and chunk.segment_end:
             await consumer.send_json(active.segment_end_event(chunk.segment_seq))
+        if ack_due:
+            await self.ack(chunk.seq)
+
+    def transport_full(self) -> bool:
+        """More than ``TTS_SEND_BUFFER_BYTES`` wait unsent in the socket's buffer."""
+        probe = self.consumer.scope.get("extensions", {}).get(TRANSPORT_EXTENSION)
+        return probe is not None and probe.buffered() > settings.TTS_SEND_BUFFER_BYTES
+
+    async def ack(self, seq: int) -> None:
+        """Q8: acknowledge chunks up to ``seq`` once the transport has taken what was sent,
+        so a client that stops reading pauses the worker instead of filling the gateway's
+        memory (issue 9)."""
+        active = self.consumer.active
+        active.ack_pending = seq
+        if not self.transport_full():
+            await self._send_ack()
+        elif active.ack_held_since is None:
+            active.ack_held_since = self.consumer.session.clock()
+            self.consumer.timers.arm("sent", TRANSPORT_POLL_S)
+
+    async def on_sent_timer(self) -> None:
+        """The held ack goes out once the client has read; a stall fails the request."""
+        consumer, active = self.consumer, self.consumer.active
+        if active.ack_pending is None or active.ack_held_since is None:
+            return
+        if not self.transport_full():
+            await self._send_ack()
+        elif (
+            consumer.session.clock() - active.ack_held_since
+            > settings.TTS_CLIENT_STALL_S
+        ):
+            await consumer.fail(
+                "TIMEOUT", "Client stopped reading audio", close_code=SLOW_CLIENT_CLOSE
+            )
+        else:
+            consumer.timers.arm("sent", TRANSPORT_POLL_S)
+
+    async def _send_ack(self) -> None:
+        consumer, active = self.consumer, self.consumer.active
+        seq, active.ack_pending, active.ack_held_since = active.ack_pending, None, None
+        if seq is not None and consumer.link is not None:
+            await consumer.link.send(TtsAck(job_id=consumer.link.job_id, seq=seq))
 
     async def on_flushed(self, message: dict[str, Any]) -> None:
         """I4's ``flushed`` after the flushed text's audio."""

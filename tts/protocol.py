@@ -8,12 +8,14 @@ error envelope is the reference's, plus ``fatal``, ``retry_after_ms`` and ``vali
 
 Deviations from the reference (all decided in §15): a non-object or binary message is a protocol
 error instead of a crash; any number of pings may precede the request; ``format`` may be ``pcm``
-or ``mulaw``; unknown fields are ignored instead of passed on.
+or ``mulaw``; unknown fields are ignored instead of passed on. Issue 9: JSON that is not UTF-8,
+holds a lone surrogate, nests deeper than 32, has an integer literal over 64 digits or uses
+``NaN`` / ``Infinity`` is ``INVALID_JSON`` (``veena_site.jsontext``); an integer ``flush_id`` is
+within ±(2**53 − 1); ``cancel.request_id`` must be a string.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tts.audio import FORMATS, SAMPLE_RATES
+from veena_site import jsontext
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +62,9 @@ REQUEST_FIELDS = (
 ).split()
 REST_EXCLUDED_FIELDS = ("keep_alive", "timestamps", "request_id")  # H1
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+MAX_SAFE_INTEGER = (
+    2**53 - 1
+)  # I4: an integer flush_id every JSON client reads back exactly
 
 
 class ProtocolError(Exception):
@@ -154,14 +160,19 @@ class End:
 ClientEvent = TtsRequest | Ping | Cancel | Clear | TextInput | Flush | End
 
 
+def _loads(data: str | bytes) -> Any:
+    """R3: anything a JSON parser rejects or lets through unsafely is ``INVALID_JSON``."""
+    try:
+        return jsontext.loads(data)
+    except jsontext.JsonError as exc:
+        raise ProtocolError("INVALID_JSON", f"Invalid JSON: {exc.reason}") from None
+
+
 def parse_client_event(text: str | None, data: bytes | None = None) -> ClientEvent:
     """Parse one WebSocket message; raise ProtocolError (R3, R8)."""
     if text is None:
         raise ProtocolError("INVALID_JSON", "Invalid JSON: binary message")
-    try:
-        message = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProtocolError("INVALID_JSON", f"Invalid JSON: {exc.msg}") from None
+    message = _loads(text)
     if not isinstance(message, dict):
         raise ProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
     event = message.get("event")
@@ -180,11 +191,7 @@ def parse_client_event(text: str | None, data: bytes | None = None) -> ClientEve
 
 def parse_rest_body(body: bytes) -> TtsRequest:
     """Parse a ``POST /v1/tts`` body (H1): the request fields except the WebSocket-only ones."""
-    try:
-        message = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8"
-        raise ProtocolError("INVALID_JSON", f"Invalid JSON: {reason}") from None
+    message = _loads(body)
     if not isinstance(message, dict):
         raise ProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
     for name in REST_EXCLUDED_FIELDS:
@@ -399,7 +406,9 @@ def _parse_start(data: dict[str, Any]) -> TtsRequest:
 
 def _parse_cancel(data: dict[str, Any]) -> Cancel:
     rid = data.get("request_id")
-    return Cancel(request_id=rid[:64] if isinstance(rid, str) else None)
+    if rid is not None and not isinstance(rid, str):
+        raise _field_error("request_id", "a string")
+    return Cancel(request_id=rid[:64] if rid is not None else None)
 
 
 def _parse_text(data: dict[str, Any]) -> TextInput:
@@ -412,9 +421,14 @@ def _parse_text(data: dict[str, Any]) -> TextInput:
 def _parse_flush(data: dict[str, Any]) -> Flush:
     flush_id = data.get("flush_id")
     if flush_id is not None and not (
-        isinstance(flush_id, str | int) and not isinstance(flush_id, bool)
+        isinstance(flush_id, str)
+        or (
+            isinstance(flush_id, int)
+            and not isinstance(flush_id, bool)
+            and abs(flush_id) <= MAX_SAFE_INTEGER
+        )
     ):
-        raise _field_error("flush_id", "a string or an integer")
+        raise _field_error("flush_id", "a string or an integer of at most 53 bits")
     if isinstance(flush_id, str):
         flush_id = flush_id[:64]
     return Flush(flush_id=flush_id)

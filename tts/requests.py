@@ -147,7 +147,7 @@ class RequestFlow:
         consumer = self.consumer
         active = consumer.active
         consumer.session.end_request()
-        consumer.timers.disarm("buffer", "input")
+        consumer.timers.disarm("buffer", "input", "sent")
         await consumer.release_link()
         cancelled = status == "cancelled"
         body = active.complete_metrics(

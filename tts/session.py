@@ -79,6 +79,8 @@ class ActiveRequest:
     flushes: int = 0
     frames_dropped: int = 0
     truncated: bool = False
+    ack_pending: int | None = None  # Q8: the chunk seq to acknowledge once sent
+    ack_held_since: float | None = None  # the transport was full at that time
 
     @property
     def source_text(self) -> str:

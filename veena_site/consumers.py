@@ -1,22 +1,39 @@
-"""Base of both API consumers: JSON output, self-posted timers and worker-link replies."""
+"""Base of both API consumers: the exception boundary, JSON output, self-posted timers and
+worker-link replies.
+
+``dispatch`` is the one boundary of a stream (issue 9): whatever a handler raises (receive,
+``gpu.*``, ``timer.*``, connect or disconnect), the exception is logged once, the protocol's
+internal error goes out where the socket still allows it, the consumer's release runs (worker
+job, usage record as ``failed`` / ``internal_error``, lease, gauges) and the socket closes 1011.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
 
-from channels.exceptions import ChannelFull
+from channels.exceptions import ChannelFull, StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from veena_site import lifecycle
+from veena_site import jsontext, lifecycle, metrics
 from veena_site.jobclient import TIMER, Outcome, WorkerLink
+
+logger = logging.getLogger(__name__)
+
+CRASH_CLOSE_CODE = 1011
+ReleaseStep = Callable[[], Awaitable[object]]
 
 
 class WorkerClientConsumer(AsyncWebsocketConsumer):
     """A WebSocket consumer that runs one worker job through a ``WorkerLink`` at a time."""
 
+    endpoint: ClassVar[str] = ""  # the metrics label: "tts" or "asr"
     link: WorkerLink | None = None
+    accepted = False
+    counted = False  # counted in veena_active_streams
+    crashed = False
 
     async def on_outcome(self, outcome: Outcome | None) -> None:
         """React to an admission or liveness decision of the link."""
@@ -29,6 +46,65 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
     def closed(self) -> bool:
         """True once the consumer has ended its stream."""
         raise NotImplementedError
+
+    async def send_internal_error(self) -> None:
+        """Send the protocol's internal error event (the boundary's first step)."""
+        raise NotImplementedError
+
+    async def release_failed(self) -> None:
+        """Release everything as a failure: usage ``failed`` / ``internal_error``, 1011."""
+        raise NotImplementedError
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Run the message's handler; anything it raises ends the stream here, once."""
+        try:
+            await super().dispatch(message)
+        except StopConsumer:
+            raise
+        except Exception:  # boundary: one stream (STYLE 46)
+            logger.exception(
+                "%s stream: %s handler failed", self.endpoint, message.get("type")
+            )
+            await self.crash()
+            if message.get("type") == "websocket.disconnect":
+                raise StopConsumer() from None
+
+    async def crash(self) -> None:
+        """The boundary's way out: internal error, release as failed, close 1011."""
+        if self.crashed:
+            return
+        self.crashed = True
+        metrics.ERRORS.labels(self.endpoint, "internal_error").inc()
+        if self.accepted and not self.closed():
+            await self.release_each(self.send_internal_error)
+        await self.release_each(
+            self.release_failed, lambda: self.close(code=CRASH_CLOSE_CODE)
+        )
+
+    async def release_each(self, *steps: ReleaseStep) -> None:
+        """Run each release step in order; a failing step is logged, the rest still run."""
+        for step in steps:
+            try:
+                await step()
+            except Exception:  # boundary: one release step
+                logger.exception("%s stream: a release step failed", self.endpoint)
+
+    async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
+        """Accept the socket (the boundary may send an error only after this)."""
+        await super().accept(subprotocol, headers)
+        self.accepted = True
+
+    def count_open(self) -> None:
+        """The stream counts in ``veena_active_streams`` until ``count_closed``."""
+        if not self.counted:
+            self.counted = True
+            metrics.ACTIVE_STREAMS.labels(self.endpoint).inc()
+
+    async def count_closed(self) -> None:
+        """The stream no longer counts in ``veena_active_streams`` (idempotent)."""
+        if self.counted:
+            self.counted = False
+            metrics.ACTIVE_STREAMS.labels(self.endpoint).dec()
 
     async def on_shutdown(self) -> None:
         """The gateway is stopping: end the stream with 1001 (consumers may drain first)."""
@@ -80,8 +156,8 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
             await self.on_timer(message["name"])
 
     async def send_json(self, event: dict[str, Any]) -> None:
-        """Send one JSON text message."""
-        await self.send(text_data=json.dumps(event, ensure_ascii=False))
+        """Send one JSON text message; the one text send path, always valid UTF-8."""
+        await self.send(text_data=jsontext.dumps(event))
 
     def post_later(self, delay: float, name: str) -> asyncio.Task[None]:
         """Post ``timer.fire`` named ``name`` to this consumer's own channel after ``delay``."""

@@ -1,4 +1,5 @@
-"""Let Daphne send the close codes and reasons our specs require.
+"""Let Daphne send the close codes and reasons our specs require, and tell a consumer how
+much of what it sent still waits in the socket's write buffer.
 
 Daphne closes a socket through autobahn's ``sendClose``, which accepts only 1000 and
 3000–4999 from applications and raises on 1008, 1009, 1011 and 1013; Daphne also drops the
@@ -6,6 +7,12 @@ ASGI close ``reason``. The specs (tts-ws §6, realtime LM-7) need those codes on
 the realtime close reason to be the error code, so after ``accept`` a close is sent as
 autobahn's own close frame with the code and a reason truncated to 123 bytes. A close before
 ``accept`` keeps Daphne's behaviour (an HTTP 403), which our consumers never use (W5, CN-4).
+
+ASGI gives an application no backpressure: ``send`` returns once Twisted has the bytes, and a
+client that stops reading makes them pile up in the transport. Each WebSocket scope therefore
+carries ``scope["extensions"]["veena.transport"]``, a ``TransportProbe`` whose ``buffered()``
+is the bytes Twisted has not written to the socket yet; the TTS consumer acknowledges worker
+audio only while it is small (issue 9). Without Daphne (tests) the extension is absent.
 """
 
 from __future__ import annotations
@@ -13,10 +20,32 @@ from __future__ import annotations
 from typing import Any
 
 REASON_MAX_BYTES = 123
+TRANSPORT_EXTENSION = "veena.transport"
+
+
+class TransportProbe:
+    """How many bytes of one connection wait in Twisted's write buffers."""
+
+    def __init__(self, protocol: Any) -> None:
+        self._protocol = protocol
+
+    def buffered(self) -> int:
+        """Bytes written by the application that the kernel has not taken yet."""
+        transport = getattr(self._protocol, "transport", None)
+        total = 0
+        for _ in range(3):  # TCP, or TLS over TCP
+            if transport is None:
+                break
+            data = getattr(transport, "dataBuffer", b"")
+            total += len(data) - int(getattr(transport, "offset", 0))
+            total += int(getattr(transport, "_tempDataLen", 0))
+            transport = getattr(transport, "transport", None)
+        return max(0, total)
 
 
 def install() -> None:
-    """Patch ``daphne.ws_protocol.WebSocketProtocol.handle_reply`` once per process."""
+    """Patch Daphne's WebSocket close and application creation once per process."""
+    from daphne.server import Server
     from daphne.ws_protocol import WebSocketProtocol
 
     if getattr(WebSocketProtocol, "_veena_close_codes", False):
@@ -34,5 +63,14 @@ def install() -> None:
             return
         original(self, message)
 
+    create_application = Server.create_application
+
+    def with_probe(self: Any, protocol: Any, scope: dict[str, Any]) -> Any:
+        if scope.get("type") == "websocket":
+            extensions = scope.setdefault("extensions", {})
+            extensions[TRANSPORT_EXTENSION] = TransportProbe(protocol)
+        return create_application(self, protocol, scope)
+
     WebSocketProtocol.handle_reply = handle_reply
+    Server.create_application = with_probe
     WebSocketProtocol._veena_close_codes = True

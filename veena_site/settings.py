@@ -179,6 +179,14 @@ ASR_MODEL_ALIASES = env.list(
 )
 # Daphne's own caps; the realtime socket must carry 16 MiB messages (realtime AR-4).
 WEBSOCKET_MAX_MESSAGE_BYTES = max(ASR_MAX_MESSAGE_BYTES, TTS_MAX_MESSAGE_BYTES)
+# Per-stream bounds (issue 9): control events, unsent audio, early and unfinished ASR audio.
+WS_CONTROL_RATE = env.float("WS_CONTROL_RATE", default=10.0)
+WS_CONTROL_BURST = env.int("WS_CONTROL_BURST", default=20)
+TTS_SEND_BUFFER_BYTES = env.int("TTS_SEND_BUFFER_BYTES", default=256 * 1024)
+TTS_CLIENT_STALL_S = env.float("TTS_CLIENT_STALL_S", default=5.0)
+ASR_MAX_EARLY_BYTES = env.int("ASR_MAX_EARLY_BYTES", default=4 * 1024 * 1024)
+ASR_MAX_PENDING_S = env.int("ASR_MAX_PENDING_S", default=300)
+ASR_MAX_PROMPT_CHARS = env.int("ASR_MAX_PROMPT_CHARS", default=2000)
 
 # Accounts (specs/accounts.md §12).
 API_KEY_PREFIX = env("API_KEY_PREFIX", default="vk_live_")

@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: serve test lint bench clean
+.PHONY: serve test lint bench fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy veena_site accounts tts asr
+
+## make fuzz: the hostile-client fuzzer at 10,000 cases per endpoint (make test runs 2,000)
+fuzz: $(VENV)/.dev-installed
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-10000} $(BIN)/python -m pytest -p no:cacheprovider tests/fuzz -q -s --timeout 3600
 
 bench: $(VENV)/.dev-installed
 	@ls bench/*.py >/dev/null 2>&1 && for b in bench/*.py; do $(BIN)/python $$b || exit 1; done || echo "no benchmarks yet"

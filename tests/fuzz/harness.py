@@ -52,6 +52,7 @@ class Rig:
     account_id: int = 0
     traces: Traces = field(default_factory=Traces)
     baseline_tasks: Counter[str] = field(default_factory=Counter)
+    baseline_streams: dict[str, float] = field(default_factory=dict)
     cases: int = 0
     started: float = field(default_factory=time.monotonic)
 
@@ -89,8 +90,9 @@ class Rig:
 
         left: dict[str, Any] = {}
         for endpoint in ("tts", "asr"):
-            if active_streams(endpoint):
-                left[f"active_streams[{endpoint}]"] = active_streams(endpoint)
+            open_now = active_streams(endpoint) - self.baseline_streams[endpoint]
+            if open_now:
+                left[f"active_streams[{endpoint}]"] = open_now
             if self.runtime.jobs.busy(endpoint):
                 left[f"worker_slots[{endpoint}]"] = self.runtime.jobs.busy(endpoint)
         if lifecycle.live_streams():
@@ -179,6 +181,7 @@ def make_rig(keyed: Callable[..., Awaitable[tuple[Any, str]]]) -> Rig:
         loop.set_debug(True)
     asyncio.set_event_loop(loop)
     rig = Rig(loop=loop)
+    rig.baseline_streams = {e: active_streams(e) for e in ("tts", "asr")}
     logging.getLogger().addHandler(rig.traces)
     connection_created.connect(_fast_sqlite)
 

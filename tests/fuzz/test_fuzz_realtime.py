@@ -26,7 +26,8 @@ from tests.fuzz.test_fuzz_tts import FUZZ
 from tests.support.leaks import encodable
 from veena_site.asgi import application
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Thousands of cases: far above the suite's per-test limit, far below CI's.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(1800)]
 
 MESSAGE_CAP = 64 * 1024  # ASR_MAX_MESSAGE_BYTES during the run, so oversize is cheap
 SENTINEL = "fuzz.sentinel"

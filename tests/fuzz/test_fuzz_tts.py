@@ -25,7 +25,8 @@ from tests.support.leaks import encodable
 from tests.tts.test_rest import Response, auth, http
 from veena_site.asgi import application
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Thousands of cases: far above the suite's per-test limit, far below CI's.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(1800)]
 
 MESSAGE_CAP = 16 * 1024  # TTS_MAX_MESSAGE_BYTES during the run, so oversize is cheap
 # README "Errors": the documented events, codes and close codes of /v1/tts/ws.

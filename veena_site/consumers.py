@@ -55,6 +55,23 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         """Release everything as a failure: usage ``failed`` / ``internal_error``, 1011."""
         raise NotImplementedError
 
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Run the consumer; one that is cancelled (Daphne's close timeout, a test's
+        communicator) still releases everything it holds, shielded, once."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await asyncio.shield(self.release_on_exit())
+
+    async def release_on_exit(self) -> None:
+        """The last exit path: a disconnect that never ran (or was cut short) runs now."""
+        if hasattr(self, "channel_name"):
+            lifecycle.unregister(self.channel_name)
+        try:
+            await self.disconnect(1006)  # abnormal closure; a no-op once released
+        except Exception:  # boundary: the instance is ending
+            logger.exception("%s stream: release on exit failed", self.endpoint)
+
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Run the message's handler; anything it raises ends the stream here, once."""
         try:

@@ -4,6 +4,7 @@ bounded. Each test names the issue's table row or item it proves."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -337,4 +338,23 @@ async def test_i9_4_a_control_event_flood_is_refused(
     assert close["code"] == 1008
     assert len(events) <= 41
     await released(embedded_worker, api_key.account_id, before)
+    assert error_logs(caplog.records) == []
+
+
+async def test_i9_1_a_cancelled_consumer_still_releases_everything(
+    embedded_worker: WorkerRuntime,
+    keyed: KeyMaker,
+    fast_vad_settings: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Daphne cancels an instance that outlives its close timeout; so may a test."""
+    api_key, raw = await keyed()
+    before = active_streams("asr")
+    rt = await open_rt(raw)
+    await rt.append(silence(1.0))
+    rt.comm.future.cancel()
+    await asyncio.gather(rt.comm.future, return_exceptions=True)
+    await released(embedded_worker, api_key.account_id, before)
+    record = await UsageRecord.objects.aget(account_id=api_key.account_id)
+    assert (record.status, record.close_code) == ("completed", 1006)
     assert error_logs(caplog.records) == []

@@ -11,6 +11,7 @@ a traceback logged at ERROR or an exception escaping the application fails it to
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import time
@@ -31,15 +32,37 @@ FULL_CHECK_EVERY = 20  # cases between lease / record checks (and after the last
 
 
 class Traces(logging.Handler):
-    """Collects every record at ERROR or above: tracebacks, asyncio's unretrieved task
-    exceptions, asgiref's "Exception inside application" (a worker instance that died)."""
+    """Collects every record at ERROR or above (tracebacks, asgiref's "Exception inside
+    application" of a worker instance that died), and every error of the rig's own loop.
+
+    The ``asyncio`` logger is left out: it also reports tasks of earlier tests' loops that
+    the garbage collector happens to destroy during the run. The rig's loop reports its own
+    errors (a task exception never retrieved, a callback that raised) to ``loop_error``.
+    """
 
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
         self.records: list[logging.LogRecord] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
+        if record.name != "asyncio":
+            self.records.append(record)
+
+    def loop_error(
+        self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]
+    ) -> None:
+        exc = context.get("exception")
+        self.records.append(
+            logging.LogRecord(
+                "asyncio",
+                logging.ERROR,
+                __file__,
+                0,
+                context.get("message", "loop error"),
+                None,
+                (type(exc), exc, exc.__traceback__) if exc else None,
+            )
+        )
 
 
 @dataclass
@@ -180,7 +203,9 @@ def make_rig(keyed: Callable[..., Awaitable[tuple[Any, str]]]) -> Rig:
     if os.environ.get("FUZZ_DEBUG"):
         loop.set_debug(True)
     asyncio.set_event_loop(loop)
+    gc.collect()  # earlier tests' garbage is destroyed now, not during the run
     rig = Rig(loop=loop)
+    loop.set_exception_handler(rig.traces.loop_error)
     rig.baseline_streams = {e: active_streams(e) for e in ("tts", "asr")}
     logging.getLogger().addHandler(rig.traces)
     connection_created.connect(_fast_sqlite)

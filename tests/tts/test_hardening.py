@@ -304,26 +304,29 @@ async def test_i9_4_a_flush_flood_is_refused_before_it_reaches_the_worker(
 ) -> None:
     api_key, raw = await keyed()
     before = active_streams("tts")
-    flushes: list[dict[str, Any]] = []
-    from tts.jobs import TtsJob
+    flushes: list[Any] = []
+    from tts.messages import TtsFlush
 
-    original = TtsJob.receive
+    decode = TtsFlush.from_message  # the worker decodes each flush it receives
 
-    def counting(self: TtsJob, message: dict[str, Any]) -> None:
-        if message["type"] == "tts.job.flush":
-            flushes.append(message)
-        original(self, message)
+    def counting(message: dict[str, Any]) -> TtsFlush:
+        flushes.append(message)
+        return decode(message)
 
-    monkeypatch.setattr(TtsJob, "receive", counting)
+    monkeypatch.setattr(TtsFlush, "from_message", counting)
     stream = await open_raw(raw)
     await stream.send({"event": "start", "request_id": "flood"})
+    while not (
+        isinstance(item := await stream.next(), dict) and item["event"] == "header"
+    ):
+        pass  # accepted: flushes go straight to the worker from now on
     for _ in range(500):
         await stream.send({"event": "flush"})
     error = await stream.error()
     assert error["code"] == "RATE_LIMIT_EXCEEDED" and error["retry_after_ms"] >= 1
     assert await stream.closed() == 1008
     await released(embedded_worker, api_key.account_id, before)
-    assert len(flushes) <= 40
+    assert 0 < len(flushes) <= 40
     assert error_logs(caplog.records) == []
 
 
@@ -375,3 +378,21 @@ def test_i9_2_log_of_a_bad_message_names_no_client_text(
     with caplog.at_level(logging.DEBUG), pytest.raises(ProtocolError):
         parse_client_event('{"text": "SECRET-TEXT", "temperature": NaN}', None)
     assert "SECRET-TEXT" not in caplog.text
+
+
+async def test_i9_1_a_cancelled_consumer_still_releases_everything(
+    slow_fake: WorkerRuntime, keyed: KeyMaker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Daphne cancels an instance that outlives its close timeout; so may a test."""
+    api_key, raw = await keyed()
+    before = active_streams("tts")
+    stream = await open_raw(raw)
+    await stream.send({"text": "Hello there. " * 100, "request_id": "cut"})
+    while not isinstance(await stream.next(), bytes):
+        pass
+    stream.comm.future.cancel()
+    await asyncio.gather(stream.comm.future, return_exceptions=True)
+    await released(slow_fake, api_key.account_id, before)
+    record = await UsageRecord.objects.aget(request_id="cut")
+    assert (record.status, record.close_code) == ("cancelled", 1006)
+    assert error_logs(caplog.records) == []

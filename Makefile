@@ -6,7 +6,9 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: serve test lint bench clean
+VLLM_REQUIREMENTS ?= requirements-vllm.txt
+
+.PHONY: serve test lint bench clean vllm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,18 +22,30 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt $(VENV)/.installed
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@
 
+# The vLLM tier (shared/specs/engines.md §3.1): the CPU build's unpinned torchvision/torchaudio/torchcodec
+# exist on PyPI only as CUDA builds that fail to import beside CPU torch, so they are removed again.
+$(VENV)/.vllm-installed: $(VLLM_REQUIREMENTS) requirements.txt $(VENV)/.installed
+	$(BIN)/pip install -q -r $(VLLM_REQUIREMENTS)
+	if [ "$(VLLM_REQUIREMENTS)" = requirements-vllm.txt ]; then \
+	  $(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec; fi
+	$(BIN)/python -c "import vllm, snac"
+	touch $@
+
+## make vllm: install the vLLM engine tier into .venv (VLLM_REQUIREMENTS=requirements-vllm-gpu.txt on CUDA)
+vllm: $(VENV)/.vllm-installed
+
 ## make serve: install, then `manage.py serve` migrates and starts (embedded without REDIS_URL, distributed with it)
 serve: $(VENV)/.installed
 	exec $(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
 
-## make test: install test tools, lint, run the whole suite
-test: $(VENV)/.dev-installed lint
+## make test: install test tools and the vLLM tier, lint, run the whole suite
+test: $(VENV)/.dev-installed $(VENV)/.vllm-installed lint
 	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy veena_site accounts tts asr
+	$(BIN)/mypy gateway veena_site accounts tts asr
 
 bench: $(VENV)/.dev-installed
 	@ls bench/*.py >/dev/null 2>&1 && for b in bench/*.py; do $(BIN)/python $$b || exit 1; done || echo "no benchmarks yet"

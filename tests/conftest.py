@@ -33,6 +33,15 @@ def _unavailable(what: str) -> None:
     pytest.skip(f"{what} is not reachable")
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``vllm`` need the vLLM tier: skipped without it locally, failed in CI."""
+    if item.get_closest_marker("vllm") is not None:
+        from gateway.vllm_env import vllm_installed
+
+        if not vllm_installed():
+            _unavailable("the vLLM tier (make vllm)")
+
+
 @pytest.fixture
 def redis_url() -> Iterator[str]:
     """This run's Redis database (tests/support/redis_db.py), flushed before and after."""

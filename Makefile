@@ -14,8 +14,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: requirements.txt | $(BIN)/python
+# The project itself is installed too (--no-deps: requirements.txt pins everything), for the
+# `veena` command-line client (pyproject.toml [project.scripts]).
+$(VENV)/.installed: requirements.txt pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
 $(VENV)/.dev-installed: requirements.txt requirements-dev.txt $(VENV)/.installed
@@ -45,7 +48,7 @@ test: $(VENV)/.dev-installed $(VENV)/.vllm-installed lint
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy gateway veena_site accounts tts asr
+	$(BIN)/mypy gateway veena_site accounts tts asr veena_cli
 
 bench: $(VENV)/.dev-installed
 	@ls bench/*.py >/dev/null 2>&1 && for b in bench/*.py; do $(BIN)/python $$b || exit 1; done || echo "no benchmarks yet"

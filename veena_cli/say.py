@@ -160,6 +160,7 @@ class Say:
         self.file: AudioFile | None = None
         self.reconnects = 0
         self.connected = False  # whether any connection of this run opened
+        self.attempts: dict[int, int] = {}  # requests sent per segment index
         self.chars_done = 0  # characters of the current segment already spoken
 
     def prepare(self) -> int:
@@ -197,8 +198,7 @@ class Say:
                     self.connected = True
                     while len(self.state.done) < len(self.segments):
                         seg = self.segments[len(self.state.done)]
-                        await self.speak(ws, seg, failures)
-                        failures = 0
+                        await self.speak(ws, seg)
             except CliError as error:
                 exc = error
             else:
@@ -239,9 +239,10 @@ class Say:
             self.file.rollback()
         self.chars_done = 0
 
-    async def speak(self, ws: ClientConnection, seg: Segment, failures: int) -> None:
+    async def speak(self, ws: ClientConnection, seg: Segment) -> None:
         """One segment as one request; record it once its ``complete`` checks out."""
-        request_id = f"{self.run_id}-{seg.index}-{self.reconnects}"
+        self.attempts[seg.index] = self.attempts.get(seg.index, 0) + 1
+        request_id = f"{self.run_id}-{seg.index}-{self.attempts[seg.index]}"
         request: dict[str, Any] = {"text": seg.text, "request_id": request_id}
         request.update(self.options.request_fields())
         if self.state.sample_rate:
@@ -273,9 +274,7 @@ class Say:
             elif kind == "error":
                 raise tts_error(event.get("error"))
             elif kind == "complete":
-                self.on_complete(
-                    seg, request_id, event.get("metrics", {}), received, failures
-                )
+                self.on_complete(seg, request_id, event.get("metrics", {}), received)
                 return
 
     async def receive(self, ws: ClientConnection) -> str | bytes:
@@ -309,7 +308,6 @@ class Say:
         request_id: str,
         metrics: dict[str, Any],
         received: int,
-        failures: int,
     ) -> None:
         """Check the segment's audio against its metrics, then make it durable."""
         if metrics.get("cancelled"):
@@ -328,7 +326,7 @@ class Say:
                 request_id=request_id,
                 bytes=received,
                 audio_seconds=float(metrics.get("audio_duration_seconds", 0.0)),
-                attempts=failures + 1,
+                attempts=self.attempts[seg.index],
             )
         )
         self.state.save(self.state_path)

@@ -14,7 +14,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
 @dataclass(frozen=True)
-class TestCertificates:
+class CertificateFiles:
     """PEM files: the CA clients trust, the server's certificate and its key."""
 
     ca: Path
@@ -26,7 +26,7 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def make_certificates(directory: Path) -> TestCertificates:
+def make_certificates(directory: Path) -> CertificateFiles:
     """Write a CA and a CA-signed server certificate for 127.0.0.1 and localhost."""
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -87,7 +87,7 @@ def make_certificates(directory: Path) -> TestCertificates:
         )
         .sign(ca_key, hashes.SHA256())
     )
-    files = TestCertificates(
+    files = CertificateFiles(
         directory / "ca.pem", directory / "server.pem", directory / "server.key"
     )
     files.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))

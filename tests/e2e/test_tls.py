@@ -6,8 +6,6 @@ dials only ``wss:``); here the distributed gateway (``rungateway`` on Redis) ser
 
 from __future__ import annotations
 
-import os
-import signal
 import ssl
 import subprocess
 import time
@@ -19,6 +17,7 @@ import pytest
 from django.core.management.base import CommandError
 
 from tests.conftest import child_env, free_port, manage
+from tests.e2e.test_serve import stop
 from tests.support.tls import make_certificates
 from veena_site.endpoints import checked_listen, escape, gateway_listen
 
@@ -125,9 +124,5 @@ def test_distributed_gateway_serves_https(tmp_path: Path, redis_url: str) -> Non
                 context=ssl.create_default_context(),
             )
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop(proc)
     assert f"gateway listening on https://127.0.0.1:{port}" in log.read_text()

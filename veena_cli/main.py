@@ -20,6 +20,7 @@ from veena_cli.audiofile import Container
 from veena_cli.connection import Server
 from veena_cli.errors import (
     EXIT_CODES,
+    EXIT_FAILURE,
     EXIT_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -246,6 +247,13 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"veena: error: {exc.line}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # the local files: output directory missing, disk full, …
+        where = f": {exc.filename}" if exc.filename else ""
+        print(
+            f"veena: error: {exc.strerror or type(exc).__name__}{where}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         hint = " (run it again to resume)" if args.command == "say" else ""
         print(f"veena: interrupted{hint}", file=sys.stderr)

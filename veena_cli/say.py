@@ -152,6 +152,8 @@ class Say:
             raise CliError(
                 "nothing to say: the text has no letters or digits", EXIT_INPUT
             )
+        if not out.parent.is_dir():
+            raise CliError(f"no such directory: {out.parent}", EXIT_INPUT)
         self.part = out.with_name(out.name + ".part")
         self.state_path = out.with_name(out.name + ".part.json")
         digest = hashlib.sha256(text.encode()).hexdigest()

@@ -8,14 +8,17 @@ export HOST PORT
 
 VLLM_REQUIREMENTS ?= requirements-vllm.txt
 
-.PHONY: serve test lint bench clean vllm
+.PHONY: serve test lint bench clean vllm node-examples
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: requirements.txt | $(BIN)/python
+# The project itself is installed too (--no-deps: requirements.txt pins everything), for the
+# `veena` command-line client (pyproject.toml [project.scripts]).
+$(VENV)/.installed: requirements.txt pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
 $(VENV)/.dev-installed: requirements.txt requirements-dev.txt $(VENV)/.installed
@@ -34,21 +37,30 @@ $(VENV)/.vllm-installed: $(VLLM_REQUIREMENTS) requirements.txt $(VENV)/.installe
 ## make vllm: install the vLLM engine tier into .venv (VLLM_REQUIREMENTS=requirements-vllm-gpu.txt on CUDA)
 vllm: $(VENV)/.vllm-installed
 
+# The openai npm SDK example (examples/node): its pinned packages, from the committed lock.
+NODE_EXAMPLES := examples/node
+$(NODE_EXAMPLES)/node_modules/.installed: $(NODE_EXAMPLES)/package.json $(NODE_EXAMPLES)/package-lock.json
+	cd $(NODE_EXAMPLES) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+## make node-examples: install the Node example's packages (make test does)
+node-examples: $(NODE_EXAMPLES)/node_modules/.installed
+
 ## make serve: install, then `manage.py serve` migrates and starts (embedded without REDIS_URL, distributed with it)
 serve: $(VENV)/.installed
 	exec $(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
 
 ## make test: install test tools and the vLLM tier, lint, run the whole suite
-test: $(VENV)/.dev-installed $(VENV)/.vllm-installed lint
+test: $(VENV)/.dev-installed $(VENV)/.vllm-installed node-examples lint
 	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy gateway veena_site accounts tts asr
+	$(BIN)/mypy gateway veena_site accounts tts asr veena_cli
 
 bench: $(VENV)/.dev-installed
 	@ls bench/*.py >/dev/null 2>&1 && for b in bench/*.py; do $(BIN)/python $$b || exit 1; done || echo "no benchmarks yet"
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var $(NODE_EXAMPLES)/node_modules

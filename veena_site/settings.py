@@ -179,6 +179,9 @@ ASR_MODEL_ALIASES = env.list(
 )
 # Daphne's own caps; the realtime socket must carry 16 MiB messages (realtime AR-4).
 WEBSOCKET_MAX_MESSAGE_BYTES = max(ASR_MAX_MESSAGE_BYTES, TTS_MAX_MESSAGE_BYTES)
+# Both set: the gateway serves https/wss itself (veena_site/endpoints.py); neither: plain http/ws.
+TLS_CERT_FILE = env("TLS_CERT_FILE", default="")
+TLS_KEY_FILE = env("TLS_KEY_FILE", default="")
 
 # Accounts (specs/accounts.md §12).
 API_KEY_PREFIX = env("API_KEY_PREFIX", default="vk_live_")

@@ -1,7 +1,8 @@
 """``python manage.py rungateway``: one Daphne gateway process.
 
 Without ``REDIS_URL`` the worker runs inside this process (embedded default). Daphne's WebSocket
-message and frame limits are raised to ``WEBSOCKET_MAX_MESSAGE_BYTES`` (realtime AR-4).
+message and frame limits are raised to ``WEBSOCKET_MAX_MESSAGE_BYTES`` (realtime AR-4). With
+``TLS_CERT_FILE`` and ``TLS_KEY_FILE`` it serves https/wss itself (``veena_site.endpoints``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ class Command(BaseCommand):
 
         from veena_site import daphne_compat, lifecycle
         from veena_site.asgi import application
+        from veena_site.endpoints import checked_listen
 
+        listen = checked_listen(host, port)
         daphne_compat.install()
 
         def ready() -> None:
@@ -53,7 +56,7 @@ class Command(BaseCommand):
 
                 loop.call_soon(start_embedded_worker)
                 loop.call_soon(start_embedded_scheduler)
-            logger.info("gateway listening on %s:%d", host, port)
+            logger.info("gateway listening on %s", listen.url)
 
         async def stop_gracefully() -> None:
             """Drain live streams (tts W12), stop the embedded worker, stop the reactor."""
@@ -73,7 +76,7 @@ class Command(BaseCommand):
 
         server = Server(
             application=application,
-            endpoints=[f"tcp:port={port}:interface={host}"],
+            endpoints=listen.endpoints,
             signal_handlers=False,  # ours: drain first (stop_gracefully)
             websocket_max_message_size=settings.WEBSOCKET_MAX_MESSAGE_BYTES,
             websocket_max_frame_size=settings.WEBSOCKET_MAX_MESSAGE_BYTES,

@@ -26,6 +26,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from veena_site.endpoints import checked_listen
+
 logger = logging.getLogger(__name__)
 
 ROLES = ("gateway", "worker", "celery", "beat")
@@ -120,6 +122,8 @@ class Command(BaseCommand):
             raise CommandError(
                 f"unknown SERVE_ROLES {sorted(unknown)}; use {','.join(ROLES)}"
             )
+        if "gateway" in roles:
+            checked_listen(host, port)  # bad TLS files fail before any child starts
         workers = int(os.environ.get("SERVE_WORKERS", "1"))
         sys.exit(self.supervise(role_commands(roles, host, port, workers)))
 

@@ -41,7 +41,6 @@ class EngineLog:
 
     requests: int = 0
     aborted: dict[str, float] = field(default_factory=dict)  # request id → ms to abort
-    last_prompt: list[int] = field(default_factory=list, repr=False)
 
 
 class VllmSnacTts:
@@ -96,14 +95,13 @@ class VllmSnacTts:
 
     async def stream(self, req: TtsEngineRequest) -> AsyncGenerator[Pcm, None]:
         """Generate one segment and yield its audio window by window."""
-        prompt = self.config.recipe.prompt_ids(self._encode, req.voice, req.text)
-        params = self._sampling(req, len(prompt))
+        prompt = self.prompt(req)
+        params = self.sampling_params(req, len(prompt))
         request_id = f"tts-{uuid.uuid4().hex}"
         parser = FrameParser(self.config.recipe.stop_ids)
         seed = req.seed if req.seed is not None else secrets.randbits(32)
         snac = SnacStream(self.batcher, seed=seed)
         self.log.requests += 1
-        self.log.last_prompt = prompt
         outputs = self.llm.generate(
             {"prompt_token_ids": prompt}, params, request_id=request_id
         )
@@ -130,7 +128,11 @@ class VllmSnacTts:
 
     def close(self) -> None:
         """Stop the engine core and the decode thread."""
-        self.llm.shutdown()
+        llm, self.llm = self.llm, None
+        if llm is not None:
+            llm.shutdown()
+            # Collected now: AsyncLLM.__del__ shuts down again, which fails at interpreter exit.
+            del llm
         self.batcher.close()
         if self._run_dir is not None:
             shutil.rmtree(self._run_dir, ignore_errors=True)
@@ -142,7 +144,12 @@ class VllmSnacTts:
         await outputs.aclose()
         self.log.aborted[request_id] = (time.perf_counter() - started) * 1000
 
-    def _sampling(self, req: TtsEngineRequest, prompt_len: int) -> Any:
+    def prompt(self, req: TtsEngineRequest) -> list[int]:
+        """The segment's ``prompt_token_ids`` by the checkpoint's recipe."""
+        return self.config.recipe.prompt_ids(self._encode, req.voice, req.text)
+
+    def sampling_params(self, req: TtsEngineRequest, prompt_len: int) -> Any:
+        """The request's sampling fields and seed as vLLM ``SamplingParams``."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 

@@ -276,7 +276,9 @@ TTS_SNAC_DEVICE = env("TTS_SNAC_DEVICE", default="auto")  # auto: cuda when avai
 TTS_SNAC_NOISE = env.bool("TTS_SNAC_NOISE", default=True)
 TTS_SNAC_MAX_BATCH = env.int("TTS_SNAC_MAX_BATCH", default=64)
 TTS_SNAC_BATCH_TIMEOUT_MS = env.float("TTS_SNAC_BATCH_TIMEOUT_MS", default=2.0)
-TTS_SNAC_MAX_STEP = env.int("TTS_SNAC_MAX_STEP", default=8)  # frames emitted per window
+# Most frames one window emits when the decoder lags; 0: 1 on CUDA (windows then never depend
+# on token timing, so seeded audio repeats exactly), 8 on CPU (fewer, longer decodes).
+TTS_SNAC_MAX_STEP = env.int("TTS_SNAC_MAX_STEP", default=0)
 TTS_SNAC_THREADS = env.int("TTS_SNAC_THREADS", default=max(1, CPU_COUNT - 1))
 
 # Accounts limits, metering and periodic jobs (specs/accounts.md §5, §6, §8, §12).

@@ -93,6 +93,17 @@ def test_tts_au10_every_frame_once_in_order_with_two_frames_of_context(
         assert w.emit_stop - w.emit_start in (1, 2, 4, 8) or w is windows[-1]
 
 
+@given(
+    a=st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=30),
+    b=st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=30),
+)
+def test_tts_r6_one_frame_steps_make_windows_independent_of_token_timing(
+    a: list[int], b: list[int]
+) -> None:
+    """TTS_SNAC_MAX_STEP=1: the same frames give the same windows however they arrive."""
+    assert planned(40, a, max_step=1) == planned(40, b, max_step=1)
+
+
 def test_tts_au10_first_frame_leaves_after_three_frames_21_tokens() -> None:
     planner = WindowPlanner()
     assert planner.add(1) == [] and planner.add(1) == []

@@ -27,6 +27,7 @@ from tts.engines.base import Pcm, TtsEngineRequest
 from tts.engines.snac_decoder import SNAC_RATE, SnacBatcher, SnacCodec, SnacStream
 from tts.engines.snac_slots import EXTRA_ARG, STOP_IDS_ARG
 from tts.engines.snac_tokens import VOCAB_MIN, FrameParser
+from tts.engines.snac_window import MAX_STEP
 from tts.engines.vllm_config import WIRE_NAME, VllmTtsConfig
 from tts.engines.vllm_prompts import token_budget
 
@@ -74,12 +75,15 @@ class VllmSnacTts:
         """Load SNAC and the checkpoint (blocking, tens of seconds); both must succeed."""
         started = time.monotonic()
         run_dir = _prepare_environment(config)
-        encode = _checkpoint_tokenizer(config)
-        batcher = _load_snac(config)
+        batcher = None
         try:
+            encode = _checkpoint_tokenizer(config)
+            batcher = _load_snac(config)
             llm = _start_llm(config)
         except BaseException:
-            batcher.close()
+            if batcher is not None:
+                batcher.close()
+            shutil.rmtree(run_dir, ignore_errors=True)
             raise
         engine = cls(
             config=config, llm=llm, encode=encode, batcher=batcher, run_dir=run_dir
@@ -233,7 +237,7 @@ def _load_snac(config: VllmTtsConfig) -> SnacBatcher:
         codec,
         max_batch=config.snac_max_batch,
         timeout_s=config.snac_batch_timeout_ms / 1000,
-        max_step=config.snac_max_step,
+        max_step=config.snac_max_step or (1 if device == "cuda" else MAX_STEP),
     )
 
 

@@ -38,7 +38,7 @@ class VllmTtsConfig:
     snac_noise: bool = True
     snac_max_batch: int = 64
     snac_batch_timeout_ms: float = 2.0
-    snac_max_step: int = 8
+    snac_max_step: int = 0  # 0: 1 on CUDA, 8 on CPU
     snac_threads: int = 1
 
     @classmethod

@@ -8,17 +8,18 @@ windows of concurrent streams in fewer calls than windows with the same audio as
 from __future__ import annotations
 
 import asyncio
-import random
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from tests.tts.snac_support import decode_whole as whole
+from tests.tts.snac_support import random_frames
 from tts.engines.base import Pcm
 from tts.engines.snac_decoder import SnacBatcher, SnacCodec, SnacStream
 from tts.engines.snac_tokens import Frame
-from tts.engines.snac_window import SAMPLES_PER_FRAME, FrameStore, Window
+from tts.engines.snac_window import SAMPLES_PER_FRAME
 
 pytestmark = pytest.mark.vllm
 
@@ -30,17 +31,6 @@ MIN_SNR_DB = 75.0
 
 def codec(path: Path, *, noise: bool = True) -> SnacCodec:
     return SnacCodec.load(path, random_init=True, device="cpu", noise=noise, threads=1)
-
-
-def random_frames(n: int, seed: int = 0) -> list[Frame]:
-    rng = random.Random(seed)
-    return [tuple(rng.randrange(4096) for _ in range(7)) for _ in range(n)]  # type: ignore[misc]
-
-
-def whole(c: SnacCodec, frames: list[Frame], seed: int) -> Pcm:
-    store = FrameStore(seed=seed, noise_lengths=c.noise_lengths, left=2)
-    store.append(frames)
-    return c.decode([store.window_input(Window(0, len(frames), 0, len(frames)))])[0]
 
 
 async def streamed(

@@ -6,12 +6,11 @@ the decode-window rows are in test_snac_window.py.
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.tts.snac_support import random_frames
 from tts.engines.snac_tokens import (
     AUDIO_BASE,
     AUDIO_LAST,
@@ -25,14 +24,6 @@ from tts.engines.snac_tokens import (
     audio_id,
     frame_ids,
 )
-
-
-def random_frames(n: int, seed: int = 0) -> list[Frame]:
-    rng = random.Random(seed)
-    return [
-        tuple(rng.randrange(CODEBOOK_SIZE) for _ in range(FRAME_TOKENS))  # type: ignore[misc]
-        for _ in range(n)
-    ]
 
 
 def tokens_of(frames: list[Frame]) -> list[int]:

@@ -10,7 +10,6 @@ or shifted frame all show up as a difference. The real decoder is in test_snac_d
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,9 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.tts.snac_support import decode_whole as whole
+from tests.tts.snac_support import random_frames
 from tts.engines.base import Pcm
 from tts.engines.snac_decoder import SnacBatcher, SnacStream
-from tts.engines.snac_tokens import FRAME_TOKENS, Frame, FrameParser, frame_ids
+from tts.engines.snac_tokens import FRAME_TOKENS, FrameParser, frame_ids
 from tts.engines.snac_window import (
     SAMPLES_PER_FRAME,
     Codes,
@@ -51,18 +52,6 @@ class ReachCodec:
         mixed = np.convolve(padded, REACH[::-1], mode="valid")
         ramp = np.linspace(0.0, 1.0, SAMPLES_PER_FRAME)
         return np.concatenate([m * ramp for m in mixed]).astype(np.float32)
-
-
-def random_frames(n: int, seed: int = 0) -> list[Frame]:
-    rng = random.Random(seed)
-    return [tuple(rng.randrange(4096) for _ in range(7)) for _ in range(n)]  # type: ignore[misc]
-
-
-def whole(codec: ReachCodec, frames: list[Frame]) -> Pcm:
-    store = FrameStore(seed=0, noise_lengths=None, left=2)
-    store.append(frames)
-    n = len(frames)
-    return codec.decode([store.window_input(Window(0, n, 0, n))])[0]
 
 
 def planned(n: int, arrivals: list[int], **kw: int) -> list[Window]:

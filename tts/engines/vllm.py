@@ -18,6 +18,7 @@ import secrets
 import shutil
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from tts.engines.vllm_prompts import token_budget
 logger = logging.getLogger(__name__)
 
 SLOT_ORDER_PROCESSOR = "tts.engines.snac_slots:SlotOrder"
+ABORTS_KEPT = 256
 
 
 @dataclass
@@ -41,7 +43,16 @@ class EngineLog:
     """What the engine did with its vLLM requests (tests and logs read it)."""
 
     requests: int = 0
-    aborted: dict[str, float] = field(default_factory=dict)  # request id → ms to abort
+    aborts: int = 0
+    # The latest aborts: request id → ms from the stream's stop to the abort sent to vLLM.
+    aborted: OrderedDict[str, float] = field(default_factory=OrderedDict)
+
+    def abort_took(self, request_id: str, ms: float) -> None:
+        """Record one abort, keeping the latest ABORTS_KEPT."""
+        self.aborts += 1
+        self.aborted[request_id] = ms
+        while len(self.aborted) > ABORTS_KEPT:
+            self.aborted.popitem(last=False)
 
 
 class VllmSnacTts:
@@ -146,7 +157,7 @@ class VllmSnacTts:
         started = time.perf_counter()
         # generate() aborts the request, unless it already did (cancelled inside it).
         await outputs.aclose()
-        self.log.aborted[request_id] = (time.perf_counter() - started) * 1000
+        self.log.abort_took(request_id, (time.perf_counter() - started) * 1000)
 
     def prompt(self, req: TtsEngineRequest) -> list[int]:
         """The segment's ``prompt_token_ids`` by the checkpoint's recipe."""

@@ -15,6 +15,10 @@ windows across streams (``TTS_SNAC_MAX_BATCH`` 64, 2 ms) and with one decode cal
   the level's wall time;
 * real time: a stream is sustained when its audio, played from its first chunk on, never runs
   dry (each chunk arrives before the audio before it has played out).
+
+Then the SNAC decoder alone, where the LLM cannot hide it: N streams push one frame each per step
+in lockstep (steady state, one 5-frame window per stream per step); the time per step, batched and
+unbatched, shows how the decode cost per stream grows with N.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import asyncio
 import math
 import os
+import random
 import statistics
 import sys
 import time
@@ -119,6 +124,25 @@ async def measure(
     level.calls = batcher.counters.calls - before[0]
     level.windows = batcher.counters.windows - before[1]
     return level
+
+
+async def decoder_alone(batcher: Any, streams: int, frames: int = 24) -> float:
+    """Seconds per lockstep step of ``streams`` streams (one frame each per step)."""
+    from tts.engines.snac_decoder import SnacStream
+
+    rng = random.Random(streams)
+    snacs = [SnacStream(batcher, seed=i) for i in range(streams)]
+    codes = [
+        [tuple(rng.randrange(4096) for _ in range(7)) for _ in range(frames)]
+        for _ in snacs
+    ]
+    started = time.perf_counter()
+    for step in range(frames):
+        await asyncio.gather(
+            *(s.push([c[step]]) for s, c in zip(snacs, codes, strict=True))
+        )
+    await asyncio.gather(*(s.finish() for s in snacs))
+    return (time.perf_counter() - started) / frames
 
 
 def row(level: Level) -> str:
@@ -219,10 +243,15 @@ async def run(args: argparse.Namespace) -> None:
                     engine, batcher, streams, mode, args.rounds, max_tokens
                 )
             results.append((done["batched"], done["unbatched"]))
+        decoder = [
+            (n, await decoder_alone(batched, n), await decoder_alone(unbatched, n))
+            for n in levels
+        ]
     finally:
         unbatched.close()
         engine.close()
     print_table(args, config, cuda, loaded, max_tokens, results)
+    print_decoder(decoder)
 
 
 def print_table(
@@ -251,6 +280,19 @@ def print_table(
         print(row(batched))
         print(row(unbatched))
         print(ratios(batched, unbatched))
+
+
+def print_decoder(decoder: list[tuple[int, float, float]]) -> None:
+    print("\nSNAC decoder alone: ms per lockstep step (one frame of every stream)")
+    print(
+        f"{'streams':>7} | {'batched':>8} {'unbatched':>9} {'u / b':>6} | per stream b / u"
+    )
+    for streams, batched, unbatched in decoder:
+        print(
+            f"{streams:>7} | {batched * 1000:8.1f} {unbatched * 1000:9.1f}"
+            f" {unbatched / batched:6.2f} | {batched * 1000 / streams:6.1f} /"
+            f" {unbatched * 1000 / streams:6.1f}"
+        )
 
 
 def torch_device_name(cuda: bool) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -199,4 +200,24 @@ async def test_tts_s1_engine_refuses_voices_the_checkpoint_lacks(
     config = replace(vllm_tts.engine.config, voices=("kavya", "nobody"))
     assert isinstance(config, VllmTtsConfig)
     with pytest.raises(ValueError, match="no voice token for nobody"):
+        VllmSnacTts.load(config)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "setting"),
+    [
+        ("model", "", "TTS_VLLM_MODEL"),
+        (
+            "model",
+            "canopylabs/orpheus-3b-0.1-ft",
+            "TTS_VLLM_MODEL",
+        ),  # a hub id: no download
+        ("snac", "hubertsiuzdak/snac_24khz", "TTS_SNAC_MODEL"),
+    ],
+)
+async def test_tts_engine_loads_only_local_model_directories(
+    vllm_tts: LoadedVllm, field: str, value: str, setting: str
+) -> None:
+    config = replace(vllm_tts.engine.config, **{field: Path(value)})
+    with pytest.raises(FileNotFoundError, match=f"{setting} must name a local"):
         VllmSnacTts.load(config)

@@ -209,6 +209,12 @@ def _checkpoint_tokenizer(config: VllmTtsConfig) -> Any:
     """The checkpoint's text tokenizer as ``text → ids``; refuses voices it does not have."""
     from tokenizers import Tokenizer
 
+    for name, directory in (
+        ("TTS_VLLM_MODEL", config.model),
+        ("TTS_SNAC_MODEL", config.snac),
+    ):
+        if directory == Path() or not directory.is_dir():
+            raise FileNotFoundError(f"{name} must name a local model directory")
     path = config.model / "tokenizer.json"
     if not path.exists():
         raise FileNotFoundError(f"TTS_VLLM_MODEL has no {path.name}: {config.model}")

@@ -94,6 +94,36 @@ async def test_tts_r6_a_seed_reproduces_the_audio(vllm_tts: Any) -> None:
     assert first.size != other.size or not np.array_equal(first, other)
 
 
+async def test_tts_request_fields_map_onto_sampling_params(vllm_tts: Any) -> None:
+    from vllm.sampling_params import RequestOutputKind
+
+    req = TtsEngineRequest(
+        text="Hello world.",
+        voice="kavya",
+        temperature=0.4,
+        top_k=-1,
+        top_p=0.9,
+        repetition_penalty=1.1,
+        max_tokens=5000,
+        seed=77,
+    )
+    params = vllm_tts.engine.sampling_params(req, prompt_len=20)
+    assert (params.temperature, params.top_p, params.repetition_penalty) == (
+        0.4,
+        0.9,
+        1.1,
+    )
+    assert params.top_k in (0, -1) and params.seed == 77
+    assert params.max_tokens == 126  # the segment's budget, below the request's 5000
+    assert params.stop_token_ids == [END_OF_SPEECH, 128_262]
+    assert params.detokenize is False
+    assert params.output_kind == RequestOutputKind.DELTA
+    assert params.extra_args == {
+        "snac_slot_order": True,
+        "snac_stop_ids": [128258, 128262],
+    }
+
+
 async def test_tts_sampling_fields_reach_vllm(vllm_tts: Any) -> None:
     """temperature 0 is greedy (the seed no longer matters); max_tokens bounds a segment."""
     engine = vllm_tts.engine

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -144,17 +145,26 @@ def _reset_process_state() -> None:
     lifecycle.reset()
 
 
-@pytest.fixture
-async def embedded_worker() -> AsyncIterator[object]:
-    """The worker consumer running in the test's event loop on the in-memory layer."""
+@contextlib.asynccontextmanager
+async def running_worker() -> AsyncIterator[Any]:
+    """Start the worker consumer in the running loop; shut it down at exit."""
     from veena_site.embedded import start_embedded_worker
 
     task = start_embedded_worker()
     runtime = get_runtime()
     await runtime.wait_loaded()
-    yield runtime
-    await runtime.shutdown()
-    task.cancel()
+    try:
+        yield runtime
+    finally:
+        await runtime.shutdown()
+        task.cancel()
+
+
+@pytest.fixture
+async def embedded_worker() -> AsyncIterator[object]:
+    """The worker consumer running in the test's event loop on the in-memory layer."""
+    async with running_worker() as runtime:
+        yield runtime
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])

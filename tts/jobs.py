@@ -14,6 +14,7 @@ frame ending a segment carries ``segment_end`` (timestamps, TS1).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -24,7 +25,7 @@ from typing import Any
 from django.conf import settings
 
 from tts.engines import segment_pause_ms
-from tts.engines.base import Pcm, TtsEngine, TtsEngineRequest
+from tts.engines.base import EngineStats, Pcm, TtsEngine, TtsEngineRequest
 from tts.messages import (
     FlushId,
     TtsAck,
@@ -87,6 +88,7 @@ class TtsJob:
         self.acked = -1
         self.epoch = 0
         self.samples_sent = 0
+        self.stats = EngineStats()  # summed over the job's segments
         self.items: deque[Item] = deque(submit.segments)
         if not submit.incremental:
             self.items.append(_EndMark())
@@ -163,6 +165,11 @@ class TtsJob:
                 samples=self.samples_sent,
                 chunks=self.next_seq,
                 engine_ms=int((time.monotonic() - started) * 1000),
+                frames_dropped=self.stats.frames_dropped,
+                truncated=self.stats.truncated,
+                snac_frames=self.stats.snac_frames,
+                tokens=self.stats.tokens,
+                tokens_ignored=self.stats.tokens_ignored,
             )
         )
 
@@ -197,11 +204,14 @@ class TtsJob:
         self._segment_seq = seq
         self.pipeline.begin_segment()
         self._starting = True
-        stream = self.engine.stream(self._engine_request(segment["text"]))
-        while (pcm := await self._engine_next(stream)) is not None:
-            if epoch != self.epoch:
-                break
-            await self._out(self.pipeline.push(pcm), seq, epoch)
+        request = self._engine_request(segment["text"])
+        # Closed on every exit, so an engine left at a yield stops at once (Z2).
+        async with contextlib.aclosing(self.engine.stream(request)) as stream:
+            while (pcm := await self._engine_next(stream)) is not None:
+                if epoch != self.epoch:
+                    break
+                await self._out(self.pipeline.push(pcm), seq, epoch)
+        self.stats.add(request.stats)
         if epoch != self.epoch:
             self._apply_clear()
             return
@@ -222,6 +232,7 @@ class TtsJob:
             self._engine_step = None
             if not step.done():
                 step.cancel()  # the job itself is being cancelled: stop the engine too
+                await asyncio.wait({step})  # then the stream can be closed
         return None if step.cancelled() else step.result()
 
     async def _drain(self) -> None:

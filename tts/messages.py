@@ -120,3 +120,7 @@ class TtsDone(Message):
     engine_ms: int
     frames_dropped: int = 0
     truncated: bool = False
+    # Token engines (vllm-snac, AU7): SNAC frames decoded, ids generated, ids ignored.
+    snac_frames: int = 0
+    tokens: int = 0
+    tokens_ignored: int = 0

@@ -79,6 +79,10 @@ class ActiveRequest:
     flushes: int = 0
     frames_dropped: int = 0
     truncated: bool = False
+    # Token engines (AU7): SNAC frames decoded, ids generated, ids outside the audio range.
+    snac_frames: int = 0
+    tokens: int = 0
+    tokens_ignored: int = 0
 
     @property
     def source_text(self) -> str:
@@ -203,6 +207,9 @@ class ActiveRequest:
             "engine": engine,
             "frames_dropped": self.frames_dropped,
             "truncated": self.truncated,
+            "snac_frames": self.snac_frames,
+            "tokens": self.tokens,
+            "tokens_ignored": self.tokens_ignored,
         }
 
     def usage_timing(self, metrics: dict[str, Any]) -> dict[str, Any]:

@@ -140,7 +140,10 @@ TTS_ENGINE = env("TTS_ENGINE", default="piper")
 ASR_ENGINE = env("ASR_ENGINE", default="faster_whisper")
 WORKER_KINDS = env.list("WORKER_KINDS", default=["tts", "asr"])
 CPU_COUNT = os.cpu_count() or 1
-TTS_WORKER_SLOTS = env.int("TTS_WORKER_SLOTS", default=8 * CPU_COUNT)
+# tts Q1: Piper 8 per core; vllm-snac 4 until a measured run says otherwise (engines §5.7).
+TTS_WORKER_SLOTS = env.int(
+    "TTS_WORKER_SLOTS", default=4 if TTS_ENGINE == "vllm" else 8 * CPU_COUNT
+)
 ASR_WORKER_SLOTS = env.int("ASR_WORKER_SLOTS", default=16)
 ENGINE_THREADS = env.int("ENGINE_THREADS", default=CPU_COUNT)
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
@@ -253,6 +256,33 @@ TTS_CANCEL_DEADLINE_MS = env.int("TTS_CANCEL_DEADLINE_MS", default=200)
 TTS_REST_TIMEOUT_S = env.float("TTS_REST_TIMEOUT_S", default=300.0)
 # {"<engine>": {"<alias>": "<voice id>"}} merged over the S3 tables.
 TTS_SPEAKER_ALIASES = env.json("TTS_SPEAKER_ALIASES", default={})
+
+# TTS_ENGINE=vllm: a Veena/Orpheus-style checkpoint on vLLM, decoded by SNAC (engines §5).
+# Both models are local directories; nothing is downloaded.
+TTS_VLLM_MODEL = env("TTS_VLLM_MODEL", default="")
+TTS_VLLM_RECIPE = env("TTS_VLLM_RECIPE", default="veena")  # veena | orpheus
+TTS_VLLM_VOICES = env.list("TTS_VLLM_VOICES", default=[])  # empty: the recipe's voices
+TTS_VLLM_DTYPE = env("TTS_VLLM_DTYPE", default="auto")
+TTS_VLLM_MAX_NUM_SEQS = env.int("TTS_VLLM_MAX_NUM_SEQS", default=TTS_WORKER_SLOTS)
+TTS_VLLM_MAX_MODEL_LEN = env.int("TTS_VLLM_MAX_MODEL_LEN", default=4096)
+TTS_VLLM_KV_CACHE_GIB = env.int("TTS_VLLM_KV_CACHE_GIB", default=4)
+# Unset: eager on CPU, CUDA graphs on a GPU.
+TTS_VLLM_ENFORCE_EAGER = env.bool("TTS_VLLM_ENFORCE_EAGER", default=None)
+# Sample only the next slot's audio ids (a constraint; the tiny test model needs it).
+TTS_VLLM_FORCE_SLOT_ORDER = env.bool("TTS_VLLM_FORCE_SLOT_ORDER", default=False)
+# VLLM_CPU_OMP_THREADS_BIND for the CPU build: "auto" gives vLLM's worker one core.
+TTS_VLLM_CPU_THREADS_BIND = env("TTS_VLLM_CPU_THREADS_BIND", default="auto")
+TTS_SNAC_MODEL = env("TTS_SNAC_MODEL", default="")
+# Random weights when the directory has only config.json: tests and benchmarks only.
+TTS_SNAC_RANDOM_INIT = env.bool("TTS_SNAC_RANDOM_INIT", default=False)
+TTS_SNAC_DEVICE = env("TTS_SNAC_DEVICE", default="auto")  # auto: cuda when available
+TTS_SNAC_NOISE = env.bool("TTS_SNAC_NOISE", default=True)
+TTS_SNAC_MAX_BATCH = env.int("TTS_SNAC_MAX_BATCH", default=64)
+TTS_SNAC_BATCH_TIMEOUT_MS = env.float("TTS_SNAC_BATCH_TIMEOUT_MS", default=2.0)
+# Most frames one window emits when the decoder lags; 0: 1 on CUDA (windows then never depend
+# on token timing, so seeded audio repeats exactly), 8 on CPU (fewer, longer decodes).
+TTS_SNAC_MAX_STEP = env.int("TTS_SNAC_MAX_STEP", default=0)
+TTS_SNAC_THREADS = env.int("TTS_SNAC_THREADS", default=max(1, CPU_COUNT - 1))
 
 # Accounts limits, metering and periodic jobs (specs/accounts.md §5, §6, §8, §12).
 from celery.schedules import crontab  # noqa: E402  (this section is appended)

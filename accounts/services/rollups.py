@@ -27,12 +27,28 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, TruncDay, TruncHour
 from django.utils import timezone
 
-from accounts.models import Granularity, UsageRecord, UsageRollup, UsageStatus
+from accounts.histogram import (
+    ASR_LATENCY_FIELDS,
+    TTFB_FIELDS,
+    bin_range,
+    merge,
+    normalized,
+)
+from accounts.models import Endpoint, Granularity, UsageRecord, UsageRollup, UsageStatus
 
 logger = logging.getLogger(__name__)
 
-KEY_FIELDS = ("granularity", "bucket_start", "account", "api_key", "endpoint", "model")
-GROUP_FIELDS = ("account_id", "api_key_id", "endpoint", "model")
+KEY_FIELDS = (
+    "granularity",
+    "bucket_start",
+    "account",
+    "api_key",
+    "endpoint",
+    "route",
+    "model",
+    "error_code",
+)
+GROUP_FIELDS = ("account_id", "api_key_id", "endpoint", "route", "model", "error_code")
 SUM_FIELDS = (
     "requests",
     "completed",
@@ -48,6 +64,8 @@ SUM_FIELDS = (
     "asr_chars_out",
     "asr_items",
     "asr_latency_ms_sum",
+    *TTFB_FIELDS,
+    *ASR_LATENCY_FIELDS,
 )
 MAX_FIELDS = ("ttfb_ms_max", "asr_latency_ms_max")
 MEASURES = (*SUM_FIELDS, *MAX_FIELDS)
@@ -78,6 +96,45 @@ def default_window(granularity: str, now: datetime) -> tuple[datetime, datetime]
         ]
     today = floor_bucket(now, granularity)
     return today - timedelta(days=1), today + timedelta(days=1)
+
+
+def _ttfb_bins() -> dict[str, Count]:
+    """One filtered COUNT per TTFB bin: a record's single TTFB lands in one of them."""
+    bins = {}
+    for index, name in enumerate(TTFB_FIELDS):
+        lower, upper = bin_range(index)
+        within = Q(ttfb_ms__gte=lower)
+        if upper is not None:
+            within &= Q(ttfb_ms__lt=upper)
+        bins[name] = Count("id", filter=within)
+    return bins
+
+
+GroupKey = tuple[Any, ...]
+
+
+def _asr_histograms(since: datetime, until: datetime) -> dict[GroupKey, list[int]]:
+    """Each hour group's merged per-item ASR latency histogram, read from the records."""
+    rows = (
+        UsageRecord.objects.filter(
+            started_at__gte=since,
+            started_at__lt=until,
+            endpoint=Endpoint.ASR,
+            asr_items__gt=0,
+        )
+        .annotate(bucket=TruncHour("started_at", tzinfo=UTC))
+        .values_list("bucket", *GROUP_FIELDS, "asr_latency_hist")
+        .order_by()
+    )
+    groups: dict[GroupKey, list[int]] = {}
+    for *key, stored in rows.iterator(chunk_size=5000):
+        counts = normalized(stored)
+        if any(counts):
+            group = tuple(key)
+            groups[group] = (
+                merge([groups[group], counts]) if group in groups else counts
+            )
+    return groups
 
 
 def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
@@ -113,6 +170,7 @@ def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
             asr_items=Coalesce(Sum("asr_items"), 0),
             asr_latency_ms_sum=Coalesce(Sum("asr_latency_ms_sum"), 0),
             asr_latency_ms_max=Coalesce(Max("asr_latency_ms_max"), 0),
+            **_ttfb_bins(),
         )
         .order_by()
     )
@@ -135,8 +193,18 @@ def _from_hours(since: datetime, until: datetime) -> QuerySet[Any]:
     )
 
 
-def _row(granularity: str, aggregate: dict[str, Any], run_at: datetime) -> UsageRollup:
+def _row(
+    granularity: str,
+    aggregate: dict[str, Any],
+    run_at: datetime,
+    asr_histograms: dict[GroupKey, list[int]],
+) -> UsageRollup:
     measures = {name: aggregate.get(name) or 0 for name in MEASURES}
+    group = (aggregate["bucket"], *(aggregate[name] for name in GROUP_FIELDS))
+    for name, count in zip(
+        ASR_LATENCY_FIELDS, asr_histograms.get(group, ()), strict=False
+    ):
+        measures[name] = count
     if "tts_duration" in aggregate:
         duration = aggregate["tts_duration"]
         measures["tts_duration_ms"] = duration // MILLISECOND if duration else 0
@@ -146,7 +214,9 @@ def _row(granularity: str, aggregate: dict[str, Any], run_at: datetime) -> Usage
         account_id=aggregate["account_id"],
         api_key_id=aggregate["api_key_id"],
         endpoint=aggregate["endpoint"],
+        route=aggregate["route"],
         model=aggregate["model"],
+        error_code=aggregate["error_code"],
         computed_at=run_at,
         **measures,
     )
@@ -171,13 +241,13 @@ def usage_rollup(
     if until <= since:
         return 0
     run_at = timezone.now()
-    source = (
-        _from_records(since, until)
-        if granularity == Granularity.HOUR
-        else _from_hours(since, until)
-    )
+    hourly = granularity == Granularity.HOUR
+    source = _from_records(since, until) if hourly else _from_hours(since, until)
     with transaction.atomic():
-        rows = [_row(granularity, aggregate, run_at) for aggregate in source]
+        histograms = _asr_histograms(since, until) if hourly else {}
+        rows = [
+            _row(granularity, aggregate, run_at, histograms) for aggregate in source
+        ]
         UsageRollup.objects.bulk_create(
             rows,
             batch_size=500,

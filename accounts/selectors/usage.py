@@ -1,0 +1,299 @@
+"""Usage read from rollups only (accounts D5): series, totals, breakdowns and latency.
+
+A report picks one source granularity for everything it shows, so the chart, the cards,
+the tables and the CSV always add up to the same totals: daily rows when every bucket is a
+whole UTC day, hourly rows otherwise (hour buckets, or days of a zone that is not UTC).
+The number of queries does not grow with the number of keys or buckets.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.db.models import Max, Q, QuerySet, Sum
+
+from accounts import buckets as bk
+from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, percentile
+from accounts.models import Account, ApiKey, Granularity, Route, UsageRollup
+from accounts.selectors import Scope
+
+SUMMED = (
+    "requests",
+    "completed",
+    "cancelled",
+    "failed",
+    "abandoned",
+    "tts_chars_in",
+    "tts_audio_out_ms",
+    "tts_duration_ms",
+    "ttfb_ms_sum",
+    "ttfb_count",
+    "asr_audio_in_ms",
+    "asr_chars_out",
+    "asr_items",
+    "asr_latency_ms_sum",
+    *TTFB_FIELDS,
+    *ASR_LATENCY_FIELDS,
+)
+MAXED = ("ttfb_ms_max", "asr_latency_ms_max")
+Measures = dict[str, int]
+# Abandoned records carry no code: the reaper ended them (accounts U10).
+ABANDONED_CODE = "abandoned"
+UNKNOWN_CODE = "unknown"
+
+
+def zero() -> Measures:
+    """Measures with nothing counted."""
+    return dict.fromkeys((*SUMMED, *MAXED), 0)
+
+
+def add_into(total: Measures, row: dict[str, Any]) -> None:
+    """Add one aggregate row to ``total`` in place (sums add, maxima take the larger)."""
+    for name in SUMMED:
+        total[name] += row.get(name) or 0
+    for name in MAXED:
+        total[name] = max(total[name], row.get(name) or 0)
+
+
+def aggregates() -> dict[str, Any]:
+    return {
+        **{name: Sum(name) for name in SUMMED},
+        **{name: Max(name) for name in MAXED},
+    }
+
+
+@dataclass(frozen=True)
+class UsageFilter:
+    """The validated filters of a dashboard page, CSV or usage-API call."""
+
+    first: date
+    last: date
+    tz: ZoneInfo
+    width: bk.BucketWidth
+    keys: tuple[ApiKey, ...] = ()
+    routes: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+
+    def buckets(self, now: datetime) -> list[bk.Bucket]:
+        """The chart buckets of the range that have begun by ``now``."""
+        return bk.buckets(
+            first=self.first, last=self.last, tz=self.tz, width=self.width, now=now
+        )
+
+    def days(self, now: datetime) -> list[bk.Bucket]:
+        """The local days of the range (latency is shown per day)."""
+        return bk.buckets(
+            first=self.first, last=self.last, tz=self.tz, width="day", now=now
+        )
+
+
+def source_granularity(items: Sequence[bk.Bucket]) -> str:
+    """Daily rows when every bucket is a whole UTC day; hourly rows otherwise."""
+    return Granularity.DAY if bk.is_utc_aligned(items) else Granularity.HOUR
+
+
+def rollup_rows(
+    *,
+    scope: Scope,
+    since: datetime,
+    until: datetime,
+    granularity: str,
+    key_ids: Iterable[uuid.UUID] = (),
+    routes: Iterable[str] = (),
+    models: Iterable[str] = (),
+    endpoint: str | None = None,
+) -> QuerySet[UsageRollup]:
+    """The rollup rows of ``scope`` in ``[since, until)`` that match the filters."""
+    rows = UsageRollup.objects.filter(
+        granularity=granularity, bucket_start__gte=since, bucket_start__lt=until
+    )
+    if scope.account is not None:
+        rows = rows.filter(account=scope.account)
+    if key_ids := list(key_ids):
+        rows = rows.filter(api_key_id__in=key_ids)
+    if routes := list(routes):
+        rows = rows.filter(route__in=routes)
+    if models := list(models):
+        rows = rows.filter(model__in=models)
+    if endpoint is not None:
+        rows = rows.filter(endpoint=endpoint)
+    return rows.order_by()
+
+
+def filtered_rows(
+    *, scope: Scope, flt: UsageFilter, items: Sequence[bk.Bucket]
+) -> QuerySet[UsageRollup]:
+    """The rows behind ``items`` (the chart buckets) under the filter."""
+    return rollup_rows(
+        scope=scope,
+        since=items[0].start,
+        until=items[-1].end,
+        granularity=source_granularity(items),
+        key_ids=[k.id for k in flt.keys],
+        routes=flt.routes,
+        models=flt.models,
+    )
+
+
+def fold(
+    starts: Sequence[datetime], grouped: Iterable[dict[str, Any]], size: int
+) -> list[Measures]:
+    """Source rows grouped by ``bucket_start``, added into the bucket that holds each."""
+    folded = [zero() for _ in range(size)]
+    for row in grouped:
+        index = bk.bucket_of(starts, row["bucket_start"])
+        if index is not None and index < size:
+            add_into(folded[index], row)
+    return folded
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """One row of a breakdown table: what it is, and its measures."""
+
+    label: str
+    measures: Measures
+    key: ApiKey | None = None
+    route: str = ""
+    model: str = ""
+    account: Account | None = None
+
+
+@dataclass
+class UsageReport:
+    """Everything a usage page shows, from one source granularity."""
+
+    buckets: list[bk.Bucket]
+    series: list[Measures]
+    totals: Measures
+    errors: dict[str, list[int]]
+    days: list[bk.Bucket]
+    latency: list[Measures]
+    by_key: list[Breakdown]
+    by_route_model: list[Breakdown]
+    by_account: list[Breakdown] = field(default_factory=list)
+    data_as_of: datetime | None = None
+    granularity: str = Granularity.HOUR
+
+
+def _errors(
+    rows: QuerySet[UsageRollup], starts: Sequence[datetime], size: int
+) -> dict[str, list[int]]:
+    by_code: dict[str, list[int]] = defaultdict(lambda: [0] * size)
+    grouped = (
+        rows.filter(Q(failed__gt=0) | Q(abandoned__gt=0))
+        .values("bucket_start", "error_code")
+        .annotate(failed_sum=Sum("failed"), abandoned_sum=Sum("abandoned"))
+    )
+    for row in grouped:
+        index = bk.bucket_of(starts, row["bucket_start"])
+        if index is None or index >= size:
+            continue
+        if row["failed_sum"]:
+            by_code[row["error_code"] or UNKNOWN_CODE][index] += row["failed_sum"]
+        if row["abandoned_sum"]:
+            by_code[ABANDONED_CODE][index] += row["abandoned_sum"]
+    return dict(sorted(by_code.items()))
+
+
+def _by_key(rows: QuerySet[UsageRollup]) -> list[Breakdown]:
+    grouped = list(rows.values("api_key_id").annotate(**aggregates()))
+    keys = ApiKey.objects.in_bulk([row["api_key_id"] for row in grouped])
+    result = []
+    for row in grouped:
+        measures = zero()
+        add_into(measures, row)
+        key = keys[row["api_key_id"]]
+        result.append(Breakdown(label=key.display, measures=measures, key=key))
+    return sorted(result, key=lambda b: (-b.measures["requests"], b.label))
+
+
+def _by_route_model(rows: QuerySet[UsageRollup]) -> list[Breakdown]:
+    labels = dict(Route.choices)
+    result = []
+    for row in rows.values("route", "model").annotate(**aggregates()):
+        measures = zero()
+        add_into(measures, row)
+        route = row["route"]
+        result.append(
+            Breakdown(
+                label=f"{labels.get(route, route)} · {row['model']}",
+                measures=measures,
+                route=route,
+                model=row["model"],
+            )
+        )
+    return sorted(result, key=lambda b: (b.route, b.model))
+
+
+def _by_account(rows: QuerySet[UsageRollup]) -> list[Breakdown]:
+    grouped = list(rows.values("account_id").annotate(**aggregates()))
+    accounts = Account.objects.in_bulk([row["account_id"] for row in grouped])
+    result = []
+    for row in grouped:
+        measures = zero()
+        add_into(measures, row)
+        account = accounts[row["account_id"]]
+        result.append(Breakdown(label=account.name, measures=measures, account=account))
+    return sorted(result, key=lambda b: (-b.measures["requests"], b.label))
+
+
+def usage_report(*, scope: Scope, flt: UsageFilter, now: datetime) -> UsageReport:
+    """The usage page of ``scope`` under ``flt``: a bounded number of queries."""
+    items = flt.buckets(now)
+    days = flt.days(now)
+    if not items:
+        return UsageReport(items, [], zero(), {}, days, [], [], [])
+    rows = filtered_rows(scope=scope, flt=flt, items=items)
+    grouped = list(
+        rows.values("bucket_start").annotate(**aggregates(), as_of=Max("computed_at"))
+    )
+    starts = [b.start for b in items]
+    series = fold(starts, grouped, len(items))
+    totals = zero()
+    for measures in series:
+        add_into(totals, measures)
+    # Latency is per day: fold the same rows into the local days.
+    latency = fold([d.start for d in days], grouped, len(days))
+    return UsageReport(
+        buckets=items,
+        series=series,
+        totals=totals,
+        errors=_errors(rows, starts, len(items)),
+        days=days,
+        latency=latency,
+        by_key=_by_key(rows),
+        by_route_model=_by_route_model(rows),
+        by_account=_by_account(rows) if scope.is_global else [],
+        data_as_of=max((row["as_of"] for row in grouped), default=None),
+        granularity=source_granularity(items),
+    )
+
+
+def errors_of(measures: Measures) -> int:
+    """Errors: failed plus abandoned (accounts D4)."""
+    return measures["failed"] + measures["abandoned"]
+
+
+def latency_of(measures: Measures) -> dict[str, float | None]:
+    """TTFB and ASR p50/p95 and averages of some measures, in milliseconds."""
+    ttfb = [measures[name] for name in TTFB_FIELDS]
+    asr = [measures[name] for name in ASR_LATENCY_FIELDS]
+    return {
+        "ttfb_p50": percentile(ttfb, 0.5, maximum=measures["ttfb_ms_max"]),
+        "ttfb_p95": percentile(ttfb, 0.95, maximum=measures["ttfb_ms_max"]),
+        "asr_p50": percentile(asr, 0.5, maximum=measures["asr_latency_ms_max"]),
+        "asr_p95": percentile(asr, 0.95, maximum=measures["asr_latency_ms_max"]),
+        "ttfb_avg": measures["ttfb_ms_sum"] / measures["ttfb_count"]
+        if measures["ttfb_count"]
+        else None,
+        "asr_avg": measures["asr_latency_ms_sum"] / measures["asr_items"]
+        if measures["asr_items"]
+        else None,
+    }

@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 export HOST PORT
 
-.PHONY: serve test lint bench clean
+.PHONY: serve test lint bench browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy veena_site accounts tts asr
 
+## make browser: Debian's Chromium for the dashboard's browser tests (Playwright drives it; it never downloads one)
+browser:
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+## make bench: every bench/*.py (bench/dashboard.py runs only when PostgreSQL answers)
 bench: $(VENV)/.dev-installed
 	@ls bench/*.py >/dev/null 2>&1 && for b in bench/*.py; do $(BIN)/python $$b || exit 1; done || echo "no benchmarks yet"
 

@@ -62,7 +62,8 @@ def plan_limits(account: Account) -> dict[str, int]:
 def forecast(used: int, *, now: datetime) -> tuple[int, float]:
     """The month-end projection of ``used`` and the rate per second it assumes."""
     start, end = month_bounds(now)
-    elapsed = max((now - start).total_seconds(), 3600.0)  # no wild first-hour forecast
+    # At least a day: a busy first hour of the month says little about the month.
+    elapsed = max((now - start).total_seconds(), 86_400.0)
     rate = used / elapsed
     return int(used + rate * max((end - now).total_seconds(), 0.0)), rate
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 from typing import Any
+from urllib.parse import unquote
 
 from django.http import HttpRequest, QueryDict
 
@@ -18,7 +19,7 @@ def query_with_zone(request: HttpRequest) -> QueryDict:
     """The query string, with the viewer's zone from the cookie when it names none."""
     data = request.GET.copy()
     if not data.get("tz") and request.COOKIES.get(TZ_COOKIE):
-        data["tz"] = request.COOKIES[TZ_COOKIE]
+        data["tz"] = unquote(request.COOKIES[TZ_COOKIE])  # set by dashboard.js
     return data
 
 

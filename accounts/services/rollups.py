@@ -13,28 +13,25 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import (
+    BigIntegerField,
+    CharField,
     Count,
-    DurationField,
-    ExpressionWrapper,
-    F,
+    DateTimeField,
+    Func,
     Max,
     Q,
     QuerySet,
     Sum,
+    Value,
 )
-from django.db.models.functions import Coalesce, TruncDay, TruncHour
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce, Floor, TruncDay, TruncHour
 from django.utils import timezone
 
-from accounts.histogram import (
-    ASR_LATENCY_FIELDS,
-    TTFB_FIELDS,
-    bin_range,
-    merge,
-    normalized,
-)
-from accounts.models import Endpoint, Granularity, UsageRecord, UsageRollup, UsageStatus
+from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, bin_range
+from accounts.models import Granularity, UsageRecord, UsageRollup, UsageStatus
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +67,6 @@ SUM_FIELDS = (
 MAX_FIELDS = ("ttfb_ms_max", "asr_latency_ms_max")
 MEASURES = (*SUM_FIELDS, *MAX_FIELDS)
 BUCKET = {Granularity.HOUR: timedelta(hours=1), Granularity.DAY: timedelta(days=1)}
-MILLISECOND = timedelta(milliseconds=1)
 
 
 def floor_bucket(moment: datetime, granularity: str) -> datetime:
@@ -110,36 +106,51 @@ def _ttfb_bins() -> dict[str, Count]:
     return bins
 
 
-GroupKey = tuple[Any, ...]
+class Microseconds(Func):
+    """``end - start`` of two datetime columns in whole microseconds (a bigint)."""
 
+    output_field = BigIntegerField()
 
-def _asr_histograms(since: datetime, until: datetime) -> dict[GroupKey, list[int]]:
-    """Each hour group's merged per-item ASR latency histogram, read from the records."""
-    rows = (
-        UsageRecord.objects.filter(
-            started_at__gte=since,
-            started_at__lt=until,
-            endpoint=Endpoint.ASR,
-            asr_items__gt=0,
+    def as_postgresql(
+        self, compiler: Any, connection: Any, **extra: Any
+    ) -> tuple[str, Any]:
+        return self.as_sql(
+            compiler,
+            connection,
+            template="(EXTRACT(EPOCH FROM (%(expressions)s)) * 1000000)::bigint",
+            arg_joiner=" - ",
+            **extra,
         )
-        .annotate(bucket=TruncHour("started_at", tzinfo=UTC))
-        .values_list("bucket", *GROUP_FIELDS, "asr_latency_hist")
-        .order_by()
-    )
-    groups: dict[GroupKey, list[int]] = {}
-    for *key, stored in rows.iterator(chunk_size=5000):
-        counts = normalized(stored)
-        if any(counts):
-            group = tuple(key)
-            groups[group] = (
-                merge([groups[group], counts]) if group in groups else counts
-            )
-    return groups
+
+    def as_sqlite(
+        self, compiler: Any, connection: Any, **extra: Any
+    ) -> tuple[str, Any]:
+        # Django registers django_timestamp_diff on every SQLite connection.
+        return self.as_sql(
+            compiler,
+            connection,
+            template="django_timestamp_diff(%(expressions)s)",
+            arg_joiner=", ",
+            **extra,
+        )
+
+
+def _asr_bins() -> dict[str, Coalesce]:
+    """The records' per-item ASR histograms summed bin by bin, in SQL (JSON array items)."""
+    return {
+        name: Coalesce(
+            # A record without items stores [], whose elements read as NULL.
+            Sum(Cast(KT(f"asr_latency_hist__{index}"), BigIntegerField())),
+            0,
+        )
+        for index, name in enumerate(ASR_LATENCY_FIELDS)
+    }
 
 
 def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
-    duration = ExpressionWrapper(
-        F("ended_at") - F("started_at"), output_field=DurationField()
+    tts_duration_us = Sum(
+        Microseconds("ended_at", "started_at"),
+        filter=Q(endpoint="tts", ended_at__isnull=False),
     )
     statuses = {
         status.value: Count("id", filter=Q(status=status))
@@ -159,8 +170,8 @@ def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
             **statuses,
             tts_chars_in=Coalesce(Sum("tts_chars_in"), 0),
             tts_audio_out_ms=Coalesce(Sum("tts_audio_out_ms"), 0),
-            tts_duration=Sum(
-                duration, filter=Q(endpoint="tts", ended_at__isnull=False)
+            tts_duration_ms=Coalesce(
+                Cast(Floor(tts_duration_us / Value(1000)), BigIntegerField()), 0
             ),
             ttfb_ms_sum=Coalesce(Sum("ttfb_ms"), 0),
             ttfb_count=Count("ttfb_ms"),
@@ -171,6 +182,7 @@ def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
             asr_latency_ms_sum=Coalesce(Sum("asr_latency_ms_sum"), 0),
             asr_latency_ms_max=Coalesce(Max("asr_latency_ms_max"), 0),
             **_ttfb_bins(),
+            **_asr_bins(),
         )
         .order_by()
     )
@@ -193,33 +205,34 @@ def _from_hours(since: datetime, until: datetime) -> QuerySet[Any]:
     )
 
 
-def _row(
-    granularity: str,
-    aggregate: dict[str, Any],
-    run_at: datetime,
-    asr_histograms: dict[GroupKey, list[int]],
-) -> UsageRollup:
-    measures = {name: aggregate.get(name) or 0 for name in MEASURES}
-    group = (aggregate["bucket"], *(aggregate[name] for name in GROUP_FIELDS))
-    for name, count in zip(
-        ASR_LATENCY_FIELDS, asr_histograms.get(group, ()), strict=False
-    ):
-        measures[name] = count
-    if "tts_duration" in aggregate:
-        duration = aggregate["tts_duration"]
-        measures["tts_duration_ms"] = duration // MILLISECOND if duration else 0
-    return UsageRollup(
-        granularity=granularity,
-        bucket_start=aggregate["bucket"],
-        account_id=aggregate["account_id"],
-        api_key_id=aggregate["api_key_id"],
-        endpoint=aggregate["endpoint"],
-        route=aggregate["route"],
-        model=aggregate["model"],
-        error_code=aggregate["error_code"],
-        computed_at=run_at,
-        **measures,
+def _upsert(source: QuerySet[Any], granularity: str, run_at: datetime) -> int:
+    """``INSERT … SELECT … ON CONFLICT DO UPDATE``: the aggregate never leaves the database.
+
+    Rows that already exist (same key) get the new measures; the query is the ORM's own
+    SQL for ``source``, so it works on SQLite (≥ 3.24) and PostgreSQL alike.
+    """
+    stamped = source.annotate(
+        granularity_value=Value(granularity, output_field=CharField()),
+        computed_at_value=Value(run_at, output_field=DateTimeField()),
     )
+    compiler = stamped.query.get_compiler(connection=connection)
+    select_sql, params = compiler.as_sql()
+    names = {"bucket": "bucket_start", "granularity_value": "granularity"}
+    names["computed_at_value"] = "computed_at"
+    meta = UsageRollup._meta
+    columns = [
+        str(meta.get_field(names.get(alias, alias).removesuffix("_id")).column)  # type: ignore[union-attr]
+        for _, _, alias in compiler.select
+    ]
+    keys = [str(meta.get_field(f).column) for f in KEY_FIELDS]  # type: ignore[union-attr]
+    update = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in keys)
+    sql = (
+        f"INSERT INTO {meta.db_table} ({', '.join(columns)}) {select_sql} "
+        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return max(cursor.rowcount, 0)
 
 
 def usage_rollup(
@@ -244,17 +257,7 @@ def usage_rollup(
     hourly = granularity == Granularity.HOUR
     source = _from_records(since, until) if hourly else _from_hours(since, until)
     with transaction.atomic():
-        histograms = _asr_histograms(since, until) if hourly else {}
-        rows = [
-            _row(granularity, aggregate, run_at, histograms) for aggregate in source
-        ]
-        UsageRollup.objects.bulk_create(
-            rows,
-            batch_size=500,
-            update_conflicts=True,
-            unique_fields=KEY_FIELDS,
-            update_fields=[*MEASURES, "computed_at"],
-        )
+        rows = _upsert(source, granularity, run_at)
         UsageRollup.objects.filter(
             granularity=granularity, bucket_start__gte=since, bucket_start__lt=until
         ).exclude(computed_at=run_at).delete()
@@ -263,9 +266,9 @@ def usage_rollup(
         granularity,
         since.isoformat(),
         until.isoformat(),
-        len(rows),
+        rows,
     )
-    return len(rows)
+    return rows
 
 
 # G7: one run per granularity at a time, whoever starts it (beat, a range task, a command).

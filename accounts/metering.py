@@ -14,6 +14,10 @@ When to call what
        # auth off (tts W7): UsageMeter.anonymous(endpoint="tts", request_id=...,
        #                                         model=..., stream_id=stream_id)
 
+   The record's ``route`` (the dashboard's "tts ws / tts rest / realtime") follows from
+   the endpoint and the admission's scope type; a meter without an admission (auth off)
+   cannot tell REST from WebSocket, so ``POST /v1/tts`` should pass ``route="tts_rest"``.
+
 2. Reserve quota *before* the work it pays for (Q7, Q8):
 
    * TTS: ``await meter.reserve_tts_chars(len(text))`` for each text unit (a request's
@@ -38,6 +42,8 @@ When to call what
        meter.add_audio(samples, sample_rate)     # PCM handed to the socket (TTS) or
                                                  # accepted from the client (ASR), exact ms
        meter.add(asr_items=1, asr_chars_out=len(transcript), asr_latency_ms=latency)
+       # each item's latency also lands in the record's histogram (accounts.histogram),
+       # which the rollups merge into per-day p50/p95
 
    ``meter.counters`` is the current ``UsageCounters`` snapshot.
 

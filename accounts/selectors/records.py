@@ -16,6 +16,7 @@ from django.db.models import Q, QuerySet
 
 from accounts.models import UsageRecord
 from accounts.selectors import Scope
+from accounts.selectors.usage import narrowed
 
 PAGE_SIZE = 50
 
@@ -59,15 +60,13 @@ def usage_records(
     error_code: str = "",
 ) -> QuerySet[UsageRecord]:
     """The scope's records started in ``[since, until)`` under the filters, newest first."""
-    records = UsageRecord.objects.filter(started_at__gte=since, started_at__lt=until)
-    if scope.account is not None:
-        records = records.filter(account=scope.account)
-    if key_ids := list(key_ids):
-        records = records.filter(api_key_id__in=key_ids)
-    if routes := list(routes):
-        records = records.filter(route__in=routes)
-    if models := list(models):
-        records = records.filter(model__in=models)
+    records = narrowed(
+        UsageRecord.objects.filter(started_at__gte=since, started_at__lt=until),
+        scope=scope,
+        key_ids=key_ids,
+        routes=routes,
+        models=models,
+    )
     if statuses := list(statuses):
         records = records.filter(status__in=statuses)
     if error_code:

@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from django.db.models import Max, Q, QuerySet, Sum
@@ -22,26 +22,10 @@ from accounts import buckets as bk
 from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, percentile
 from accounts.models import Account, ApiKey, Granularity, Route, UsageRollup
 from accounts.selectors import Scope
+from accounts.services.rollups import MAX_FIELDS, SUM_FIELDS
 
-SUMMED = (
-    "requests",
-    "completed",
-    "cancelled",
-    "failed",
-    "abandoned",
-    "tts_chars_in",
-    "tts_audio_out_ms",
-    "tts_duration_ms",
-    "ttfb_ms_sum",
-    "ttfb_count",
-    "asr_audio_in_ms",
-    "asr_chars_out",
-    "asr_items",
-    "asr_latency_ms_sum",
-    *TTFB_FIELDS,
-    *ASR_LATENCY_FIELDS,
-)
-MAXED = ("ttfb_ms_max", "asr_latency_ms_max")
+SUMMED = SUM_FIELDS
+MAXED = MAX_FIELDS
 Measures = dict[str, int]
 # Abandoned records carry no code: the reaper ended them (accounts U10).
 ABANDONED_CODE = "abandoned"
@@ -98,6 +82,29 @@ def source_granularity(items: Sequence[bk.Bucket]) -> str:
     return Granularity.DAY if bk.is_utc_aligned(items) else Granularity.HOUR
 
 
+Q_ = TypeVar("Q_", bound=QuerySet[Any])
+
+
+def narrowed(
+    rows: Q_,
+    *,
+    scope: Scope,
+    key_ids: Iterable[uuid.UUID],
+    routes: Iterable[str],
+    models: Iterable[str],
+) -> Q_:
+    """Rollups or records of the scope, narrowed to the keys, routes and models given."""
+    if scope.account is not None:
+        rows = rows.filter(account=scope.account)
+    if key_ids := list(key_ids):
+        rows = rows.filter(api_key_id__in=key_ids)
+    if routes := list(routes):
+        rows = rows.filter(route__in=routes)
+    if models := list(models):
+        rows = rows.filter(model__in=models)
+    return rows
+
+
 def rollup_rows(
     *,
     scope: Scope,
@@ -113,14 +120,7 @@ def rollup_rows(
     rows = UsageRollup.objects.filter(
         granularity=granularity, bucket_start__gte=since, bucket_start__lt=until
     )
-    if scope.account is not None:
-        rows = rows.filter(account=scope.account)
-    if key_ids := list(key_ids):
-        rows = rows.filter(api_key_id__in=key_ids)
-    if routes := list(routes):
-        rows = rows.filter(route__in=routes)
-    if models := list(models):
-        rows = rows.filter(model__in=models)
+    rows = narrowed(rows, scope=scope, key_ids=key_ids, routes=routes, models=models)
     if endpoint is not None:
         rows = rows.filter(endpoint=endpoint)
     return rows.order_by()
@@ -202,15 +202,20 @@ def _errors(
     return dict(sorted(by_code.items()))
 
 
-def _by_key(rows: QuerySet[UsageRollup]) -> list[Breakdown]:
-    grouped = list(rows.values("api_key_id").annotate(**aggregates()))
-    keys = ApiKey.objects.in_bulk([row["api_key_id"] for row in grouped])
+def _by_owner(rows: QuerySet[UsageRollup], field: str) -> list[Breakdown]:
+    """Totals per key (``api_key_id``) or per account (``account_id``), busiest first."""
+    grouped = list(rows.values(field).annotate(**aggregates()))
+    model = ApiKey if field == "api_key_id" else Account
+    owners: dict[Any, Any] = model.objects.in_bulk([row[field] for row in grouped])
     result = []
     for row in grouped:
         measures = zero()
         add_into(measures, row)
-        key = keys[row["api_key_id"]]
-        result.append(Breakdown(label=key.display, measures=measures, key=key))
+        owner = owners[row[field]]
+        if isinstance(owner, ApiKey):
+            result.append(Breakdown(label=owner.display, measures=measures, key=owner))
+        else:
+            result.append(Breakdown(label=owner.name, measures=measures, account=owner))
     return sorted(result, key=lambda b: (-b.measures["requests"], b.label))
 
 
@@ -230,18 +235,6 @@ def _by_route_model(rows: QuerySet[UsageRollup]) -> list[Breakdown]:
             )
         )
     return sorted(result, key=lambda b: (b.route, b.model))
-
-
-def _by_account(rows: QuerySet[UsageRollup]) -> list[Breakdown]:
-    grouped = list(rows.values("account_id").annotate(**aggregates()))
-    accounts = Account.objects.in_bulk([row["account_id"] for row in grouped])
-    result = []
-    for row in grouped:
-        measures = zero()
-        add_into(measures, row)
-        account = accounts[row["account_id"]]
-        result.append(Breakdown(label=account.name, measures=measures, account=account))
-    return sorted(result, key=lambda b: (-b.measures["requests"], b.label))
 
 
 def usage_report(*, scope: Scope, flt: UsageFilter, now: datetime) -> UsageReport:
@@ -268,9 +261,9 @@ def usage_report(*, scope: Scope, flt: UsageFilter, now: datetime) -> UsageRepor
         errors=_errors(rows, starts, len(items)),
         days=days,
         latency=latency,
-        by_key=_by_key(rows),
+        by_key=_by_owner(rows, "api_key_id"),
         by_route_model=_by_route_model(rows),
-        by_account=_by_account(rows) if scope.is_global else [],
+        by_account=_by_owner(rows, "account_id") if scope.is_global else [],
         data_as_of=max((row["as_of"] for row in grouped), default=None),
         granularity=source_granularity(items),
     )

@@ -42,68 +42,57 @@ def _ms(value: float | None) -> str:
 def figures(measures: Measures) -> list[Figure]:
     """The cards: totals and latency over the whole range."""
     latency = latency_of(measures)
-    return [
-        Figure(
-            "requests", "Requests", measures["requests"], f"{measures['requests']:,}"
-        ),
-        Figure("errors", "Errors", errors_of(measures), f"{errors_of(measures):,}"),
-        Figure(
-            "tts_chars_in",
-            "TTS characters",
-            measures["tts_chars_in"],
-            f"{measures['tts_chars_in']:,}",
-        ),
-        Figure(
-            "tts_audio_out_ms",
-            "TTS audio out",
-            measures["tts_audio_out_ms"],
-            _seconds(measures["tts_audio_out_ms"]),
-        ),
-        Figure(
-            "asr_audio_in_ms",
-            "ASR audio in",
-            measures["asr_audio_in_ms"],
-            _seconds(measures["asr_audio_in_ms"]),
-        ),
-        Figure("ttfb_p50", "TTFB p50", latency["ttfb_p50"], _ms(latency["ttfb_p50"])),
-        Figure("ttfb_p95", "TTFB p95", latency["ttfb_p95"], _ms(latency["ttfb_p95"])),
-        Figure("asr_p50", "ASR p50", latency["asr_p50"], _ms(latency["asr_p50"])),
-        Figure("asr_p95", "ASR p95", latency["asr_p95"], _ms(latency["asr_p95"])),
+    counts = [
+        ("requests", "Requests", measures["requests"]),
+        ("errors", "Errors", errors_of(measures)),
+        ("tts_chars_in", "TTS characters", measures["tts_chars_in"]),
     ]
+    audio = [
+        ("tts_audio_out_ms", "TTS audio out"),
+        ("asr_audio_in_ms", "ASR audio in"),
+    ]
+    return [
+        *(
+            Figure(metric, label, value, f"{value:,}")
+            for metric, label, value in counts
+        ),
+        *(
+            Figure(metric, label, measures[metric], _seconds(measures[metric]))
+            for metric, label in audio
+        ),
+        *(
+            Figure(name, label, latency[name], _ms(latency[name]))
+            for name, label in (
+                ("ttfb_p50", "TTFB p50"),
+                ("ttfb_p95", "TTFB p95"),
+                ("asr_p50", "ASR p50"),
+                ("asr_p95", "ASR p95"),
+            )
+        ),
+    ]
+
+
+# The columns of every breakdown table: a subset of the cards.
+TABLE_METRICS = (
+    "requests",
+    "errors",
+    "tts_chars_in",
+    "tts_audio_out_ms",
+    "asr_audio_in_ms",
+    "ttfb_p95",
+)
 
 
 def table_row(breakdown: Breakdown) -> dict[str, Any]:
     """One breakdown table row: label, key (if any) and its exact and shown numbers."""
-    m = breakdown.measures
-    latency = latency_of(m)
+    by_metric = {f.metric: f for f in figures(breakdown.measures)}
     return {
         "label": breakdown.label,
         "key": breakdown.key,
         "account": breakdown.account,
         "route": breakdown.route,
         "model": breakdown.model,
-        "cells": [
-            Figure("requests", "Requests", m["requests"], f"{m['requests']:,}"),
-            Figure("errors", "Errors", errors_of(m), f"{errors_of(m):,}"),
-            Figure(
-                "tts_chars_in", "TTS chars", m["tts_chars_in"], f"{m['tts_chars_in']:,}"
-            ),
-            Figure(
-                "tts_audio_out_ms",
-                "TTS audio",
-                m["tts_audio_out_ms"],
-                _seconds(m["tts_audio_out_ms"]),
-            ),
-            Figure(
-                "asr_audio_in_ms",
-                "ASR audio",
-                m["asr_audio_in_ms"],
-                _seconds(m["asr_audio_in_ms"]),
-            ),
-            Figure(
-                "ttfb_p95", "TTFB p95", latency["ttfb_p95"], _ms(latency["ttfb_p95"])
-            ),
-        ],
+        "cells": [by_metric[name] for name in TABLE_METRICS],
     }
 
 

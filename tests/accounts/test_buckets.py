@@ -145,3 +145,19 @@ def test_bucket_of_finds_the_bucket_by_start() -> None:
     assert bk.bucket_of(starts, utc("2026-03-08T04:00")) is None
     assert bk.bucket_of(starts, utc("2026-03-09T03:00")) == 0
     assert bk.bucket_of(starts, utc("2026-03-09T04:00")) == 1
+
+
+def test_quota_forecast_projects_the_month_to_date_rate_to_the_month_end() -> None:
+    from accounts.selectors.quota import forecast, month_bounds
+
+    assert month_bounds(utc("2026-02-10T00:00")) == (
+        utc("2026-02-01T00:00"),
+        utc("2026-03-01T00:00"),
+    )
+    assert month_bounds(utc("2026-12-31T23:00"))[1] == utc("2027-01-01T00:00")
+    projected, _ = forecast(1000, now=utc("2026-02-15T00:00"))  # 14 of 28 days
+    assert projected == 2000
+    early, _ = forecast(
+        100, now=utc("2026-02-01T01:00")
+    )  # a day at least: no wild guess
+    assert early == 2800

@@ -381,13 +381,12 @@ class UsageRecord(models.Model):
         return f"{self.endpoint} {self.id} {self.status}"
 
 
-class UsageRollup(models.Model):
-    """Usage summed per hour or day, account, key, endpoint and model (accounts §7)."""
+class RollupMeasures(models.Model):
+    """What a rollup row sums (accounts §7, G3), shared by the key and account rollups."""
 
     granularity = models.CharField(max_length=4, choices=Granularity.choices)
     bucket_start = models.DateTimeField()
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
-    api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, related_name="+")
     endpoint = models.CharField(max_length=3, choices=Endpoint.choices)
     route = models.CharField(max_length=10, choices=Route.choices)
     model = models.CharField(max_length=100)
@@ -410,6 +409,24 @@ class UsageRollup(models.Model):
     asr_latency_ms_sum = models.BigIntegerField(default=0)
     asr_latency_ms_max = models.BigIntegerField(default=0)
     computed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.granularity} {self.bucket_start:%Y-%m-%d %H:%M} {self.endpoint}"
+
+
+# One count per latency bin (accounts.histogram): TTS time to first byte, ASR
+# commit→completed per item. Summing a column merges histograms.
+for _name in (*TTFB_FIELDS, *ASR_LATENCY_FIELDS):
+    RollupMeasures.add_to_class(_name, models.BigIntegerField(default=0))
+
+
+class UsageRollup(RollupMeasures):
+    """Usage summed per hour or day, account, key, endpoint and model (accounts §7)."""
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, related_name="+")
 
     class Meta:
         constraints = [
@@ -439,14 +456,38 @@ class UsageRollup(models.Model):
             ),
         ]
 
-    def __str__(self) -> str:
-        return f"{self.granularity} {self.bucket_start:%Y-%m-%d %H:%M} {self.endpoint}"
 
+class AccountRollup(RollupMeasures):
+    """UsageRollup summed over the account's keys: what charts read when no key is picked.
 
-# One count per latency bin (accounts.histogram): TTS time to first byte, ASR
-# commit→completed per item. Summing a column merges histograms.
-for _name in (*TTFB_FIELDS, *ASR_LATENCY_FIELDS):
-    UsageRollup.add_to_class(_name, models.BigIntegerField(default=0))
+    Rebuilt from the UsageRollup rows in the same transaction, so the two always agree;
+    an account with 50 keys has about 50 times fewer rows here.
+    """
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "granularity",
+                    "bucket_start",
+                    "account",
+                    "endpoint",
+                    "route",
+                    "model",
+                    "error_code",
+                ],
+                name="acct_account_rollup_unique",
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["account", "granularity", "bucket_start"],
+                name="acct_arollup_account_bucket",
+            ),
+            models.Index(
+                fields=["granularity", "bucket_start"], name="acct_arollup_bucket"
+            ),
+        ]
 
 
 class AuditLog(models.Model):

@@ -71,7 +71,7 @@ def export_rows(*, scope: Scope, flt: UsageFilter, now: datetime) -> list[Export
     if not items:
         return []
     grouped = (
-        filtered_rows(scope=scope, flt=flt, items=items)
+        filtered_rows(scope=scope, flt=flt, items=items, per_key=True)
         .values("bucket_start", "api_key_id", "route", "model")
         .annotate(**aggregates())
     )

@@ -176,6 +176,7 @@ def _grouped(
                 key_ids=params.key_ids,
                 models=params.models,
                 endpoint=ENDPOINTS[kind],
+                per_key="api_key_id" in params.group_by,
             )
             .values(*fields)
             .annotate(

@@ -12,15 +12,24 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.db.models import Max, Q, QuerySet, Sum
 
 from accounts import buckets as bk
 from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, percentile
-from accounts.models import Account, ApiKey, Granularity, Route, UsageRollup
+from accounts.models import (
+    Account,
+    AccountRollup,
+    ApiKey,
+    Granularity,
+    RollupMeasures,
+    Route,
+    UsageRollup,
+)
 from accounts.selectors import Scope
 from accounts.services.rollups import MAX_FIELDS, SUM_FIELDS
 
@@ -115,9 +124,15 @@ def rollup_rows(
     routes: Iterable[str] = (),
     models: Iterable[str] = (),
     endpoint: str | None = None,
-) -> QuerySet[UsageRollup]:
-    """The rollup rows of ``scope`` in ``[since, until)`` that match the filters."""
-    rows = UsageRollup.objects.filter(
+    per_key: bool = True,
+) -> QuerySet[Any]:
+    """The rollup rows of ``scope`` in ``[since, until)`` that match the filters.
+
+    ``per_key=False`` reads the account totals (AccountRollup), unless keys are named.
+    """
+    key_ids = list(key_ids)
+    table: type[RollupMeasures] = UsageRollup if per_key or key_ids else AccountRollup
+    rows = table._default_manager.filter(
         granularity=granularity, bucket_start__gte=since, bucket_start__lt=until
     )
     rows = narrowed(rows, scope=scope, key_ids=key_ids, routes=routes, models=models)
@@ -127,9 +142,16 @@ def rollup_rows(
 
 
 def filtered_rows(
-    *, scope: Scope, flt: UsageFilter, items: Sequence[bk.Bucket]
-) -> QuerySet[UsageRollup]:
-    """The rows behind ``items`` (the chart buckets) under the filter."""
+    *,
+    scope: Scope,
+    flt: UsageFilter,
+    items: Sequence[bk.Bucket],
+    per_key: bool = False,
+) -> QuerySet[Any]:
+    """The rows behind ``items`` (the chart buckets) under the filter.
+
+    Without a key filter the charts need no key column, so they read AccountRollup.
+    """
     return rollup_rows(
         scope=scope,
         since=items[0].start,
@@ -138,7 +160,59 @@ def filtered_rows(
         key_ids=[k.id for k in flt.keys],
         routes=flt.routes,
         models=flt.models,
+        per_key=per_key,
     )
+
+
+def settled_day_spans(
+    since: datetime, until: datetime, now: datetime
+) -> list[tuple[str, datetime, datetime]]:
+    """``[since, until)`` as hourly edges around whole UTC days that no run changes any
+    more (older than the hourly lookback), which the daily rows answer exactly."""
+    settled = bk.floor_hour(now - timedelta(hours=settings.ROLLUP_LOOKBACK_HOURS + 1))
+    first = since.replace(hour=0)
+    if first < since:
+        first += timedelta(days=1)
+    last = min(until, settled).replace(hour=0)
+    if since.minute or first >= last:
+        return [(Granularity.HOUR, since, until)]
+    spans = [
+        (Granularity.HOUR, since, first),
+        (Granularity.DAY, first, last),
+        (Granularity.HOUR, last, until),
+    ]
+    return [(g, lo, hi) for g, lo, hi in spans if lo < hi]
+
+
+def _key_totals(
+    scope: Scope, flt: UsageFilter, items: Sequence[bk.Bucket], now: datetime
+) -> list[Breakdown]:
+    """Per-key totals of the range: the key column is only needed summed over it."""
+    since, until = items[0].start, items[-1].end
+    spans = (
+        [(Granularity.DAY, since, until)]
+        if source_granularity(items) == Granularity.DAY
+        else settled_day_spans(since, until, now)
+    )
+    totals: dict[uuid.UUID, Measures] = {}
+    for granularity, lo, hi in spans:
+        rows = rollup_rows(
+            scope=scope,
+            since=lo,
+            until=hi,
+            granularity=granularity,
+            key_ids=[k.id for k in flt.keys],
+            routes=flt.routes,
+            models=flt.models,
+        )
+        for row in rows.values("api_key_id").annotate(**aggregates()):
+            add_into(totals.setdefault(row["api_key_id"], zero()), row)
+    keys = ApiKey.objects.in_bulk(list(totals))
+    result = [
+        Breakdown(label=keys[key_id].display, measures=m, key=keys[key_id])
+        for key_id, m in totals.items()
+    ]
+    return sorted(result, key=lambda b: (-b.measures["requests"], b.label))
 
 
 def fold(
@@ -183,7 +257,7 @@ class UsageReport:
 
 
 def _errors(
-    rows: QuerySet[UsageRollup], starts: Sequence[datetime], size: int
+    rows: QuerySet[Any], starts: Sequence[datetime], size: int
 ) -> dict[str, list[int]]:
     by_code: dict[str, list[int]] = defaultdict(lambda: [0] * size)
     grouped = (
@@ -202,24 +276,20 @@ def _errors(
     return dict(sorted(by_code.items()))
 
 
-def _by_owner(rows: QuerySet[UsageRollup], field: str) -> list[Breakdown]:
-    """Totals per key (``api_key_id``) or per account (``account_id``), busiest first."""
-    grouped = list(rows.values(field).annotate(**aggregates()))
-    model = ApiKey if field == "api_key_id" else Account
-    owners: dict[Any, Any] = model.objects.in_bulk([row[field] for row in grouped])
+def _by_account(rows: QuerySet[Any]) -> list[Breakdown]:
+    """Totals per account (the staff view), busiest first."""
+    grouped = list(rows.values("account_id").annotate(**aggregates()))
+    accounts = Account.objects.in_bulk([row["account_id"] for row in grouped])
     result = []
     for row in grouped:
         measures = zero()
         add_into(measures, row)
-        owner = owners[row[field]]
-        if isinstance(owner, ApiKey):
-            result.append(Breakdown(label=owner.display, measures=measures, key=owner))
-        else:
-            result.append(Breakdown(label=owner.name, measures=measures, account=owner))
+        account = accounts[row["account_id"]]
+        result.append(Breakdown(label=account.name, measures=measures, account=account))
     return sorted(result, key=lambda b: (-b.measures["requests"], b.label))
 
 
-def _by_route_model(rows: QuerySet[UsageRollup]) -> list[Breakdown]:
+def _by_route_model(rows: QuerySet[Any]) -> list[Breakdown]:
     labels = dict(Route.choices)
     result = []
     for row in rows.values("route", "model").annotate(**aggregates()):
@@ -261,9 +331,9 @@ def usage_report(*, scope: Scope, flt: UsageFilter, now: datetime) -> UsageRepor
         errors=_errors(rows, starts, len(items)),
         days=days,
         latency=latency,
-        by_key=_by_owner(rows, "api_key_id"),
+        by_key=_key_totals(scope, flt, items, now),
         by_route_model=_by_route_model(rows),
-        by_account=_by_owner(rows, "account_id") if scope.is_global else [],
+        by_account=_by_account(rows) if scope.is_global else [],
         data_as_of=max((row["as_of"] for row in grouped), default=None),
         granularity=source_granularity(items),
     )

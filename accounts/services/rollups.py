@@ -19,6 +19,7 @@ from django.db.models import (
     CharField,
     Count,
     DateTimeField,
+    F,
     Func,
     Max,
     Q,
@@ -31,7 +32,14 @@ from django.db.models.functions import Cast, Coalesce, Floor, TruncDay, TruncHou
 from django.utils import timezone
 
 from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, bin_range
-from accounts.models import Granularity, UsageRecord, UsageRollup, UsageStatus
+from accounts.models import (
+    AccountRollup,
+    Granularity,
+    RollupMeasures,
+    UsageRecord,
+    UsageRollup,
+    UsageStatus,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +213,12 @@ def _from_hours(since: datetime, until: datetime) -> QuerySet[Any]:
     )
 
 
-def _upsert(source: QuerySet[Any], granularity: str, run_at: datetime) -> int:
+def _upsert(
+    source: QuerySet[Any],
+    granularity: str,
+    run_at: datetime,
+    target: type[RollupMeasures] = UsageRollup,
+) -> int:
     """``INSERT … SELECT … ON CONFLICT DO UPDATE``: the aggregate never leaves the database.
 
     Rows that already exist (same key) get the new measures; the query is the ORM's own
@@ -219,12 +232,13 @@ def _upsert(source: QuerySet[Any], granularity: str, run_at: datetime) -> int:
     select_sql, params = compiler.as_sql()
     names = {"bucket": "bucket_start", "granularity_value": "granularity"}
     names["computed_at_value"] = "computed_at"
-    meta = UsageRollup._meta
+    meta = target._meta
     columns = [
         str(meta.get_field(names.get(alias, alias).removesuffix("_id")).column)  # type: ignore[union-attr]
         for _, _, alias in compiler.select
     ]
-    keys = [str(meta.get_field(f).column) for f in KEY_FIELDS]  # type: ignore[union-attr]
+    key_fields = [f for f in KEY_FIELDS if target is UsageRollup or f != "api_key"]
+    keys = [str(meta.get_field(f).column) for f in key_fields]  # type: ignore[union-attr]
     update = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in keys)
     sql = (
         f"INSERT INTO {meta.db_table} ({', '.join(columns)}) {select_sql} "
@@ -233,6 +247,27 @@ def _upsert(source: QuerySet[Any], granularity: str, run_at: datetime) -> int:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return max(cursor.rowcount, 0)
+
+
+ACCOUNT_GROUP_FIELDS = tuple(f for f in GROUP_FIELDS if f != "api_key_id")
+
+
+def _account_totals(
+    granularity: str, since: datetime, until: datetime
+) -> QuerySet[Any]:
+    """The window's key rows summed over keys, for AccountRollup."""
+    return (
+        UsageRollup.objects.filter(
+            granularity=granularity, bucket_start__gte=since, bucket_start__lt=until
+        )
+        .annotate(bucket=F("bucket_start"))
+        .values("bucket", *ACCOUNT_GROUP_FIELDS)
+        .annotate(
+            **{name: Sum(name) for name in SUM_FIELDS},
+            **{name: Max(name) for name in MAX_FIELDS},
+        )
+        .order_by()
+    )
 
 
 def usage_rollup(
@@ -256,11 +291,18 @@ def usage_rollup(
     run_at = timezone.now()
     hourly = granularity == Granularity.HOUR
     source = _from_records(since, until) if hourly else _from_hours(since, until)
+    window = {
+        "granularity": granularity,
+        "bucket_start__gte": since,
+        "bucket_start__lt": until,
+    }
     with transaction.atomic():
         rows = _upsert(source, granularity, run_at)
-        UsageRollup.objects.filter(
-            granularity=granularity, bucket_start__gte=since, bucket_start__lt=until
-        ).exclude(computed_at=run_at).delete()
+        UsageRollup.objects.filter(**window).exclude(computed_at=run_at).delete()
+        # The account totals follow the key rows in the same transaction.
+        totals = _account_totals(granularity, since, until)
+        _upsert(totals, granularity, run_at, AccountRollup)
+        AccountRollup.objects.filter(**window).exclude(computed_at=run_at).delete()
     logger.info(
         "rollup %s %s..%s: %d rows",
         granularity,

@@ -73,7 +73,7 @@ def export_rows(*, scope: Scope, flt: UsageFilter, now: datetime) -> list[Export
     grouped = (
         filtered_rows(scope=scope, flt=flt, items=items, per_key=True)
         .values("bucket_start", "api_key_id", "route", "model")
-        .annotate(**aggregates())
+        .annotate(**aggregates(histograms=False))
     )
     starts = [b.start for b in items]
     cells: dict[tuple[int, uuid.UUID, str, str], Measures] = {}

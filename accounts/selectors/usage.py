@@ -17,7 +17,17 @@ from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db.models import Max, Q, QuerySet, Sum
+from django.db.models import (
+    DateTimeField,
+    ExpressionWrapper,
+    F,
+    Max,
+    Q,
+    QuerySet,
+    Sum,
+    Value,
+)
+from django.db.models.functions import TruncDay
 
 from accounts import buckets as bk
 from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, percentile
@@ -46,17 +56,28 @@ def zero() -> Measures:
     return dict.fromkeys((*SUMMED, *MAXED), 0)
 
 
+_SUMMED, _MAXED = frozenset(SUMMED), frozenset(MAXED)
+HISTOGRAMS = (*TTFB_FIELDS, *ASR_LATENCY_FIELDS)
+# What tables and the CSV show: everything but the latency histograms.
+TOTALS = tuple(name for name in SUMMED if name not in HISTOGRAMS)
+
+
 def add_into(total: Measures, row: dict[str, Any]) -> None:
     """Add one aggregate row to ``total`` in place (sums add, maxima take the larger)."""
-    for name in SUMMED:
-        total[name] += row.get(name) or 0
-    for name in MAXED:
-        total[name] = max(total[name], row.get(name) or 0)
+    for name, value in row.items():
+        if not value:
+            continue
+        if name in _SUMMED:
+            total[name] += int(value)
+        elif name in _MAXED:
+            total[name] = max(total[name], int(value))
 
 
-def aggregates() -> dict[str, Any]:
+def aggregates(*, histograms: bool = True) -> dict[str, Any]:
+    """SUM (and MAX) of every measure; without the 36 histogram columns when not needed."""
+    summed = SUMMED if histograms else TOTALS
     return {
-        **{name: Sum(name) for name in SUMMED},
+        **{name: Sum(name) for name in summed},
         **{name: Max(name) for name in MAXED},
     }
 
@@ -205,7 +226,7 @@ def _key_totals(
             routes=flt.routes,
             models=flt.models,
         )
-        for row in rows.values("api_key_id").annotate(**aggregates()):
+        for row in rows.values("api_key_id").annotate(**aggregates(histograms=False)):
             add_into(totals.setdefault(row["api_key_id"], zero()), row)
     keys = ApiKey.objects.in_bulk(list(totals))
     result = [
@@ -278,7 +299,7 @@ def _errors(
 
 def _by_account(rows: QuerySet[Any]) -> list[Breakdown]:
     """Totals per account (the staff view), busiest first."""
-    grouped = list(rows.values("account_id").annotate(**aggregates()))
+    grouped = list(rows.values("account_id").annotate(**aggregates(histograms=False)))
     accounts = Account.objects.in_bulk([row["account_id"] for row in grouped])
     result = []
     for row in grouped:
@@ -292,7 +313,7 @@ def _by_account(rows: QuerySet[Any]) -> list[Breakdown]:
 def _by_route_model(rows: QuerySet[Any]) -> list[Breakdown]:
     labels = dict(Route.choices)
     result = []
-    for row in rows.values("route", "model").annotate(**aggregates()):
+    for row in rows.values("route", "model").annotate(**aggregates(histograms=False)):
         measures = zero()
         add_into(measures, row)
         route = row["route"]
@@ -307,6 +328,45 @@ def _by_route_model(rows: QuerySet[Any]) -> list[Breakdown]:
     return sorted(result, key=lambda b: (b.route, b.model))
 
 
+def day_shift(days: Sequence[bk.Bucket], tz: ZoneInfo) -> timedelta | None:
+    """How far to move an hour's start so that its local date is its bucket's day.
+
+    Zero for whole-hour offsets; 30 or 15 minutes where local midnight falls inside a UTC
+    hour (Asia/Kolkata, Asia/Kathmandu). None when that changes within the range (a
+    half-hour DST, as on Lord Howe Island): then hours are folded in Python.
+    """
+    shifts = {(60 - d.start.astimezone(tz).minute) % 60 for d in days}
+    return timedelta(minutes=shifts.pop()) if len(shifts) == 1 else None
+
+
+def _per_day(
+    rows: QuerySet[Any], days: Sequence[bk.Bucket], tz: ZoneInfo, source: str
+) -> list[dict[str, Any]]:
+    """Measures grouped per local day, in SQL whenever the zone allows it."""
+    if source == Granularity.DAY:
+        grouped = rows.values("bucket_start")
+        return fold([d.start for d in days], _annotated(grouped), len(days))
+    shift = day_shift(days, tz)
+    if shift is None:
+        grouped = rows.values("bucket_start")
+        return fold([d.start for d in days], _annotated(grouped), len(days))
+    moved = ExpressionWrapper(
+        F("bucket_start") + Value(shift), output_field=DateTimeField()
+    )
+    per_day = _annotated(rows.annotate(day=TruncDay(moved, tzinfo=tz)).values("day"))
+    index = {date.fromisoformat(d.label): i for i, d in enumerate(days)}
+    folded = [zero() for _ in days]
+    for row in per_day:
+        position = index.get(row["day"].astimezone(tz).date())
+        if position is not None:
+            add_into(folded[position], row)
+    return folded
+
+
+def _annotated(grouped: QuerySet[Any]) -> list[dict[str, Any]]:
+    return list(grouped.annotate(**aggregates(), as_of=Max("computed_at")))
+
+
 def usage_report(*, scope: Scope, flt: UsageFilter, now: datetime) -> UsageReport:
     """The usage page of ``scope`` under ``flt``: a bounded number of queries."""
     items = flt.buckets(now)
@@ -314,16 +374,27 @@ def usage_report(*, scope: Scope, flt: UsageFilter, now: datetime) -> UsageRepor
     if not items:
         return UsageReport(items, [], zero(), {}, days, [], [], [])
     rows = filtered_rows(scope=scope, flt=flt, items=items)
-    grouped = list(
-        rows.values("bucket_start").annotate(**aggregates(), as_of=Max("computed_at"))
-    )
+    source = source_granularity(items)
     starts = [b.start for b in items]
-    series = fold(starts, grouped, len(items))
+    # Latency is per day; in day buckets the series is the same grouping.
+    latency = _per_day(rows, days, flt.tz, source_granularity(days))
+    if flt.width == "day":
+        series = latency
+        as_of = rows.aggregate(as_of=Max("computed_at"))["as_of"]
+    else:
+        hourly = list(
+            rows.values("bucket_start").annotate(
+                **aggregates(histograms=False), as_of=Max("computed_at")
+            )
+        )
+        series = fold(starts, hourly, len(items))
+        as_of = max((row["as_of"] for row in hourly), default=None)
     totals = zero()
     for measures in series:
         add_into(totals, measures)
-    # Latency is per day: fold the same rows into the local days.
-    latency = fold([d.start for d in days], grouped, len(days))
+    if flt.width == "hour":  # the cards' percentiles: the days hold the histograms
+        for name in HISTOGRAMS:
+            totals[name] = sum(day[name] for day in latency)
     return UsageReport(
         buckets=items,
         series=series,
@@ -334,8 +405,8 @@ def usage_report(*, scope: Scope, flt: UsageFilter, now: datetime) -> UsageRepor
         by_key=_key_totals(scope, flt, items, now),
         by_route_model=_by_route_model(rows),
         by_account=_by_account(rows) if scope.is_global else [],
-        data_as_of=max((row["as_of"] for row in grouped), default=None),
-        granularity=source_granularity(items),
+        data_as_of=as_of,
+        granularity=source,
     )
 
 

@@ -67,6 +67,8 @@ def figures(measures: Measures) -> list[Figure]:
                 ("ttfb_p95", "TTFB p95"),
                 ("asr_p50", "ASR p50"),
                 ("asr_p95", "ASR p95"),
+                ("ttfb_avg", "TTFB average"),
+                ("asr_avg", "ASR average"),
             )
         ),
     ]
@@ -79,7 +81,7 @@ TABLE_METRICS = (
     "tts_chars_in",
     "tts_audio_out_ms",
     "asr_audio_in_ms",
-    "ttfb_p95",
+    "ttfb_avg",
 )
 
 

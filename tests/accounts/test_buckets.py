@@ -161,3 +161,32 @@ def test_quota_forecast_projects_the_month_to_date_rate_to_the_month_end() -> No
         100, now=utc("2026-02-01T01:00")
     )  # a day at least: no wild guess
     assert early == 2895  # 100 a day over the 27.96 days left, plus the 100
+
+
+def test_day_shift_moves_hours_onto_their_local_day_or_gives_up() -> None:
+    from accounts.selectors.usage import day_shift
+
+    def days(name: str, first: date, last: date) -> list[bk.Bucket]:
+        return bk.buckets(
+            first=first, last=last, tz=bk.zone(name), width="day", now=LATER
+        )
+
+    assert day_shift(
+        days("America/New_York", date(2026, 3, 7), date(2026, 3, 9)), NY
+    ) == timedelta(0)
+    kolkata = bk.zone("Asia/Kolkata")
+    assert day_shift(
+        days("Asia/Kolkata", date(2026, 5, 1), date(2026, 5, 3)), kolkata
+    ) == timedelta(minutes=30)
+    kathmandu = bk.zone("Asia/Kathmandu")
+    assert day_shift(
+        days("Asia/Kathmandu", date(2026, 5, 1), date(2026, 5, 3)), kathmandu
+    ) == timedelta(minutes=15)
+    # Lord Howe moves by 30 minutes in April: no single shift fits, Python folds instead.
+    howe = bk.zone("Australia/Lord_Howe")
+    assert (
+        day_shift(
+            days("Australia/Lord_Howe", date(2026, 4, 1), date(2026, 4, 10)), howe
+        )
+        is None
+    )

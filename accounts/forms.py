@@ -185,6 +185,13 @@ class AlertSettingsForm(forms.ModelForm):
         validate_thresholds(values)
         return values
 
+    def clean_webhook_url(self) -> str:
+        """An http(s) URL, or none."""
+        url = str(self.cleaned_data.get("webhook_url") or "")
+        if url and not url.lower().startswith(("https://", "http://")):
+            raise ValidationError("Use an http:// or https:// URL.", code="scheme")
+        return url
+
     def clean_emails_text(self) -> list[str]:
         """Valid addresses."""
         field = forms.EmailField()

@@ -48,7 +48,7 @@ def keys(request: HttpRequest, slug: str) -> HttpResponse:
                 allowed_origins=form.cleaned_data["allowed_origins"],
             )
         except ValidationError as error:
-            form.add_error(None, error)
+            form.add_error(None, "; ".join(error.messages))
         else:
             response = render(
                 request,
@@ -87,8 +87,12 @@ def key_edit(request: HttpRequest, slug: str, key_id: uuid.UUID) -> HttpResponse
                     "allowed_origins": form.cleaned_data["allowed_origins"],
                 },
             )
-        except (ValidationError, KeyAlreadyRevoked) as error:
-            form.add_error(None, str(getattr(error, "message", "Not saved.")))
+        except ValidationError as error:
+            form.add_error(None, "; ".join(error.messages))
+        except KeyAlreadyRevoked:
+            form.add_error(
+                None, "This key was revoked meanwhile; it can no longer change."
+            )
         else:
             return redirect("dashboard:keys", slug=account.slug)
     context = {"account": account, "api_key": api_key, "form": form, "revoked": revoked}

@@ -368,3 +368,31 @@ def test_rollups_carry_routes_codes_and_histograms(seeded) -> None:
         )
         == 2
     )
+
+
+def test_alert_settings_page_saves_thresholds_and_refuses_bad_input(seeded) -> None:
+    from accounts.models import QuotaAlertSettings
+
+    client = login(seeded.alice)
+    url = reverse("dashboard:alerts", args=["acme"])
+    assert "80, 95, 100" in client.get(url).content.decode()
+    bad = client.post(url, {"thresholds_text": "80, x", "webhook_url": "ftp://h/x"})
+    assert bad.status_code == 400
+    saved = client.post(
+        url,
+        {
+            "thresholds_text": "50, 90",
+            "emails_text": "ops@example.com",
+            "email_enabled": "on",
+            "webhook_url": "https://hooks.example.com/q",
+        },
+    )
+    assert saved.status_code == 302
+    settings_row = QuotaAlertSettings.objects.get(account=seeded.a)
+    assert settings_row.thresholds == [50, 90] and settings_row.emails == [
+        "ops@example.com"
+    ]
+    assert (
+        AuditLog.objects.filter(action="alerts.changed", actor_label="alice").count()
+        == 1
+    )

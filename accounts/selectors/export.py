@@ -24,7 +24,7 @@ from accounts.selectors.usage import (
     aggregates,
     errors_of,
     filtered_rows,
-    zero,
+    zero_totals,
 )
 
 HEADER = (
@@ -82,7 +82,7 @@ def export_rows(*, scope: Scope, flt: UsageFilter, now: datetime) -> list[Export
         if index is None or index >= len(items):
             continue
         key = (index, row["api_key_id"], row["route"], row["model"])
-        add_into(cells.setdefault(key, zero()), row)
+        add_into(cells.setdefault(key, zero_totals()), row)
     keys = ApiKey.objects.in_bulk({key_id for _, key_id, _, _ in cells})
     rows = [
         ExportRow(items[index], keys[key_id], route, model, measures)
@@ -90,7 +90,7 @@ def export_rows(*, scope: Scope, flt: UsageFilter, now: datetime) -> list[Export
     ]
     used = {index for index, _, _, _ in cells}
     rows += [
-        ExportRow(bucket, None, "", "", zero())
+        ExportRow(bucket, None, "", "", zero_totals())
         for index, bucket in enumerate(items)
         if index not in used
     ]

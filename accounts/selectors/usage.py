@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db.models import (
+    BigIntegerField,
     DateTimeField,
     ExpressionWrapper,
     F,
@@ -27,7 +28,7 @@ from django.db.models import (
     Sum,
     Value,
 )
-from django.db.models.functions import TruncDay
+from django.db.models.functions import Cast, TruncDay
 
 from accounts import buckets as bk
 from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, percentile
@@ -76,10 +77,16 @@ def add_into(total: Measures, row: dict[str, Any]) -> None:
 def aggregates(*, histograms: bool = True) -> dict[str, Any]:
     """SUM (and MAX) of every measure; without the 36 histogram columns when not needed."""
     summed = SUMMED if histograms else TOTALS
+    # PostgreSQL sums bigints as numeric; a bigint result skips Decimal parsing.
     return {
-        **{name: Sum(name) for name in summed},
+        **{name: Cast(Sum(name), BigIntegerField()) for name in summed},
         **{name: Max(name) for name in MAXED},
     }
+
+
+def zero_totals() -> Measures:
+    """Like ``zero()``, without the histogram bins (tables and the CSV)."""
+    return dict.fromkeys((*TOTALS, *MAXED), 0)
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,13 @@ ARTIFACTS = ROOT / "var" / "artifacts" / "e2e"
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """A headless Chromium for the whole session."""
+    """A headless Chromium for one test module.
+
+    Not for the session: Playwright's sync API keeps an event loop running in this
+    thread while it is open, and every async test after it would find that loop.
+    """
     if not Path(CHROMIUM).exists():
         if IN_CI:
             pytest.fail(f"{CHROMIUM} is missing; .ci/run installs it (make browser)")

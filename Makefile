@@ -8,7 +8,7 @@ export HOST PORT
 
 VLLM_REQUIREMENTS ?= requirements-vllm.txt
 
-.PHONY: serve test lint bench clean vllm node-examples
+.PHONY: serve test lint bench browser clean vllm node-examples
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,7 +51,7 @@ serve: $(VENV)/.installed
 	exec $(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
 
 ## make test: install test tools and the vLLM tier, lint, run the whole suite
-test: $(VENV)/.dev-installed $(VENV)/.vllm-installed node-examples lint
+test: $(VENV)/.dev-installed $(VENV)/.vllm-installed node-examples browser lint
 	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev-installed
@@ -59,6 +59,11 @@ lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/mypy gateway veena_site accounts tts asr veena_cli
 
+## make browser: Debian's Chromium for the dashboard's browser tests (Playwright drives it; it never downloads one)
+browser:
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+## make bench: every bench/*.py (bench/dashboard.py runs only when PostgreSQL answers)
 bench: $(VENV)/.dev-installed
 	@ls bench/*.py >/dev/null 2>&1 && for b in bench/*.py; do $(BIN)/python $$b || exit 1; done || echo "no benchmarks yet"
 

@@ -116,6 +116,8 @@ class Admission:
     principal: KeyPrincipal
     stream_id: uuid.UUID = field(default_factory=uuid.uuid4)
     endpoint: str = Endpoint.TTS
+    # The scope type it was admitted on: "websocket", or "http" for REST (usage routes).
+    transport: str = "websocket"
     released: bool = field(default=False, init=False)
     # Set when still_valid(), refresh_lease() or tick() ends the stream (E7).
     stop_reason: DenialReason | None = field(default=None, init=False)
@@ -384,7 +386,10 @@ async def admit(
     principal = await authenticate_websocket(scope, endpoint=endpoint)
     check_origin(principal, scope_origin(scope))
     admission = Admission(
-        principal=principal, stream_id=stream_id or uuid.uuid4(), endpoint=endpoint
+        principal=principal,
+        stream_id=stream_id or uuid.uuid4(),
+        endpoint=endpoint,
+        transport=str(scope.get("type", "websocket")),
     )
     await admission._acquire()
     return admission

@@ -14,6 +14,10 @@ When to call what
        # auth off (tts W7): UsageMeter.anonymous(endpoint="tts", request_id=...,
        #                                         model=..., stream_id=stream_id)
 
+   The record's ``route`` (the dashboard's "tts ws / tts rest / realtime") follows from
+   the endpoint and the admission's scope type; a meter without an admission (auth off)
+   cannot tell REST from WebSocket, so ``POST /v1/tts`` should pass ``route="tts_rest"``.
+
 2. Reserve quota *before* the work it pays for (Q7, Q8):
 
    * TTS: ``await meter.reserve_tts_chars(len(text))`` for each text unit (a request's
@@ -38,6 +42,8 @@ When to call what
        meter.add_audio(samples, sample_rate)     # PCM handed to the socket (TTS) or
                                                  # accepted from the client (ASR), exact ms
        meter.add(asr_items=1, asr_chars_out=len(transcript), asr_latency_ms=latency)
+       # each item's latency also lands in the record's histogram (accounts.histogram),
+       # which the rollups merge into per-day p50/p95
 
    ``meter.counters`` is the current ``UsageCounters`` snapshot.
 
@@ -81,10 +87,11 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
+from accounts import histogram
 from accounts.admission import Admission, quota_limit, reserve_quota
 from accounts.exceptions import AdmissionDenied, DenialReason
 from accounts.limits import get_limiter, in_store
-from accounts.models import QuotaMetric
+from accounts.models import QuotaMetric, Route
 from accounts.services.api_keys import anonymous_api_key
 from accounts.services.quota import period_of
 from accounts.services.usage import (
@@ -106,6 +113,19 @@ logger = logging.getLogger(__name__)
 MeteredEndpoint = Literal["tts", "asr"]
 
 
+def route_of(endpoint: str, admission: Admission | None) -> str:
+    """The route of a meter: realtime for ASR; for TTS, REST when admitted over HTTP.
+
+    A meter with no admission (auth off, tts W7) cannot tell, and says ``tts_ws`` unless
+    its opener names the route.
+    """
+    if endpoint == "asr":
+        return Route.REALTIME
+    if admission is not None and admission.transport == "http":
+        return Route.TTS_REST
+    return Route.TTS_WS
+
+
 class UsageMeter:
     """The usage of one TTS request or one ASR stream, and its quota reservations."""
 
@@ -118,17 +138,24 @@ class UsageMeter:
         model: str,
         stream_id: uuid.UUID,
         started_at: datetime | None = None,
+        route: str | None = None,
     ) -> None:
         assert endpoint in ("tts", "asr"), endpoint
         self.admission = admission
         self.endpoint: MeteredEndpoint = endpoint
+        self.route = route or route_of(endpoint, admission)
         self.request_id = request_id
         self.model = model
         self.stream_id = stream_id
         self.record_id = uuid.uuid4()
         self.started_at = started_at or timezone.now()
         self.period = period_of(self.started_at)
-        self._counts: dict[str, int] = dict(UsageCounters().as_fields())
+        self._counts: dict[str, int] = {
+            name: 0
+            for name in UsageCounters.__dataclass_fields__
+            if name != "asr_latency_hist"
+        }
+        self._asr_hist = histogram.empty()
         self._audio = Fraction(0)
         self._reserved: dict[str, int] = {
             QuotaMetric.TTS_CHARACTERS: 0,
@@ -150,6 +177,7 @@ class UsageMeter:
         request_id: str,
         model: str,
         started_at: datetime | None = None,
+        route: str | None = None,
     ) -> UsageMeter:
         """A meter for a request or stream of an admitted connection."""
         return cls(
@@ -159,6 +187,7 @@ class UsageMeter:
             model=model,
             stream_id=admission.stream_id,
             started_at=started_at,
+            route=route,
         )
 
     @classmethod
@@ -170,6 +199,7 @@ class UsageMeter:
         model: str,
         stream_id: uuid.UUID | None = None,
         started_at: datetime | None = None,
+        route: str | None = None,
     ) -> UsageMeter:
         """A meter for the built-in ``anonymous`` key when auth is off (tts W7); no limits."""
         return cls(
@@ -179,6 +209,7 @@ class UsageMeter:
             model=model,
             stream_id=stream_id or uuid.uuid4(),
             started_at=started_at,
+            route=route,
         )
 
     @classmethod
@@ -191,6 +222,7 @@ class UsageMeter:
         model: str,
         stream_id: uuid.UUID,
         started_at: datetime | None = None,
+        route: str | None = None,
     ) -> UsageMeter:
         """``for_admission`` when admitted, else ``anonymous`` on ``stream_id`` (W7)."""
         if admission is not None:
@@ -200,6 +232,7 @@ class UsageMeter:
                 request_id=request_id,
                 model=model,
                 started_at=started_at,
+                route=route,
             )
         return cls.anonymous(
             endpoint=endpoint,
@@ -207,6 +240,7 @@ class UsageMeter:
             model=model,
             stream_id=stream_id,
             started_at=started_at,
+            route=route,
         )
 
     # Counters.
@@ -219,7 +253,8 @@ class UsageMeter:
         )
         counts = dict(self._counts)
         counts[audio_field] += int(self._audio)
-        return UsageCounters(**counts)
+        hist = tuple(self._asr_hist) if any(self._asr_hist) else ()
+        return UsageCounters(**counts, asr_latency_hist=hist)
 
     @property
     def finished(self) -> bool:
@@ -255,6 +290,7 @@ class UsageMeter:
             self._counts["asr_latency_ms_max"] = max(
                 self._counts["asr_latency_ms_max"], latency
             )
+            histogram.observe(self._asr_hist, latency)
 
     def add_audio(self, samples: int, sample_rate: int) -> None:
         """Count PCM samples as audio milliseconds, floored on the running total (Q1)."""
@@ -328,6 +364,7 @@ class UsageMeter:
             model=self.model,
             started_at=self.started_at,
             instance=this_instance(),
+            route=self.route,
         )
 
     async def _open(self) -> None:

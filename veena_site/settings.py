@@ -61,6 +61,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "veena_site.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the dashboard's charts, the admin) from the app directories.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -199,6 +201,9 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(
+    exist_ok=True
+)  # whitenoise also serves collectstatic output from here
 
 LOG_FORMAT = env("LOG_FORMAT", default="json" if PRODUCTION else "text")
 LOG_LEVEL = env("LOG_LEVEL", default="INFO")
@@ -320,3 +325,29 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Idle limit of a keep-alive TTS stream between requests (accounts §12, tts K5).
 WS_IDLE_TIMEOUT_SECONDS = env.float("WS_IDLE_TIMEOUT_SECONDS", default=30.0)
+
+# Dashboard (specs/accounts.md §10): sign-in, password reset by email, quota alerts.
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "dashboard:index"
+LOGOUT_REDIRECT_URL = "dashboard:login"
+EMAIL_BACKEND = env(
+    "EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_HOST = env("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="veena@localhost")
+# Served from each app's static/ without collectstatic (whitenoise finders).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool(
+    "SECURE_COOKIES", default=PRODUCTION
+)
+if env("SECURE_PROXY_SSL_HEADER", default=""):
+    SECURE_PROXY_SSL_HEADER = (env("SECURE_PROXY_SSL_HEADER"), "https")
+CELERY_BEAT_SCHEDULE["accounts.check_quota_alerts"] = {
+    "task": "accounts.check_quota_alerts",
+    "schedule": 300.0,
+}

@@ -145,6 +145,10 @@ ASR_WORKER_SLOTS = env.int("ASR_WORKER_SLOTS", default=16)
 ENGINE_THREADS = env.int("ENGINE_THREADS", default=CPU_COUNT)
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
 WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
+# Gateway → worker liveness per job: a keepalive every JOB_KEEPALIVE_S; a worker ends a job
+# whose gateway has been silent for JOB_KEEPALIVE_TIMEOUT_S (veena_site.jobs).
+JOB_KEEPALIVE_S = env.float("JOB_KEEPALIVE_S", default=1.0)
+JOB_KEEPALIVE_TIMEOUT_S = env.float("JOB_KEEPALIVE_TIMEOUT_S", default=5.0)
 
 # Limits of the TTS and realtime sockets (specs/tts-ws.md §14, specs/realtime-asr.md §2.2).
 TTS_AUTH_REQUIRED = env.bool("TTS_AUTH_REQUIRED", default=True)

@@ -57,6 +57,14 @@ class GpuWorkerConsumer(AsyncConsumer):
         """Handle tts.job.clear: drop pending text and audio, start a new epoch."""
         self._route(message)
 
+    async def tts_job_keepalive(self, message: dict[str, Any]) -> None:
+        """Handle tts.job.keepalive: the job's gateway is still there."""
+        get_runtime().jobs.touch(message["job_id"])
+
+    async def asr_job_keepalive(self, message: dict[str, Any]) -> None:
+        """Handle asr.job.keepalive: the session's gateway is still there."""
+        get_runtime().jobs.touch(message["job_id"])
+
     async def tts_job_cancel(self, message: dict[str, Any]) -> None:
         """Handle tts.job.cancel: stop the job and free its slot now."""
         get_runtime().jobs.cancel(message["job_id"])
@@ -108,7 +116,9 @@ class GpuWorkerConsumer(AsyncConsumer):
         runtime.jobs.start(worker_job, send, accepted)
 
     def _route(self, message: dict[str, Any]) -> None:
-        job = get_runtime().jobs.get(message["job_id"])
+        jobs = get_runtime().jobs
+        job = jobs.get(message["job_id"])
+        jobs.touch(message["job_id"])  # any message of the job is a sign of its gateway
         if job is None:
             logger.debug("message %s for unknown job dropped", message["type"])
             return

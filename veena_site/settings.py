@@ -260,6 +260,9 @@ from celery.schedules import crontab  # noqa: E402  (this section is appended)
 
 REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="veena:")
 API_KEY_CACHE_SECONDS = env.float("API_KEY_CACHE_SECONDS", default=30.0)
+# Embedded default: how often key versions are copied from the database into the in-process
+# limits store, so a revocation by another process stops its streams within a second.
+KEY_VERSION_SYNC_S = env.float("KEY_VERSION_SYNC_S", default=0.25)
 LEASE_TTL_SECONDS = env.float("LEASE_TTL_SECONDS", default=30.0)
 LEASE_RENEW_SECONDS = env.float("LEASE_RENEW_SECONDS", default=10.0)
 USAGE_CHECKPOINT_SECONDS = env.float("USAGE_CHECKPOINT_SECONDS", default=5.0)

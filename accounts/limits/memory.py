@@ -269,6 +269,15 @@ class MemoryLimiter:
             self._set(key, version, ttl_ms=KEY_VERSION_TTL_MS, now=now)
             return version
 
+    def key_ids(self) -> list[UUID]:
+        """The keys whose version this store holds (the embedded version sync reads them)."""
+        prefix, suffix = self.keys.key_version(UUID(int=0)).split(str(UUID(int=0)))
+        with self._lock:
+            now = self.clock()
+            names = [k for k in self._values if k.startswith(prefix)]
+            live = [k for k in names if self._get(k, now) is not None]
+        return [UUID(k[len(prefix) : len(k) - len(suffix)]) for k in live]
+
     # Housekeeping and locks.
 
     def sweep(self) -> int:

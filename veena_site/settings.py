@@ -93,8 +93,17 @@ DATABASES: dict[str, dict[str, Any]] = {
     else {"ENGINE": "django.db.backends.sqlite3", "NAME": str(DATA_DIR / "db.sqlite3")}
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Several threads write usage rows; wait for the lock instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Several threads write usage rows while rollups and the reaper run. WAL lets readers
+    # and one writer work at once; IMMEDIATE takes the write lock at BEGIN, where the busy
+    # timeout waits for it (a deferred transaction that reads, then writes, fails at once
+    # with "database is locked" when another writer holds the lock, whatever the timeout).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Channel layer: in-process without Redis (embedded default), channels-redis core layer with it.

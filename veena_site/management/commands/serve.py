@@ -26,6 +26,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from veena_site.management.commands.rungateway import claim
+
 logger = logging.getLogger(__name__)
 
 ROLES = ("gateway", "worker", "celery", "beat")
@@ -103,6 +105,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--port", type=int, default=int(os.environ.get("PORT", "8000"))
         )
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """Claim the embedded data directory first: a refusal is one line, before checks."""
+        if not settings.REDIS_URL:
+            claim(settings.DATA_DIR)
+        return super().execute(*args, **options)
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
         if settings.REDIS_URL:

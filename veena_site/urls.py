@@ -3,8 +3,11 @@
 from django.contrib import admin
 from django.urls import path
 
+from accounts.login_throttle import ThrottledAdminAuthenticationForm
 from tts import views as tts_views
 from veena_site import views
+
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import IO
 
 from channels.layers import get_channel_layer
-from channels.worker import Worker
 
 from veena_site.contracts import WORKER_CHANNELS, Kind
+from veena_site.listener import ResilientWorker
 from veena_site.routing import channel_router
 from veena_site.runtime import get_runtime
 
@@ -67,7 +67,7 @@ def start_embedded_worker() -> asyncio.Task[None]:
     """Start the runtime (engine loading, liveness) and the channel listener in this loop."""
     runtime = get_runtime()
     runtime.start()
-    worker = Worker(
+    worker = ResilientWorker(
         application=channel_router,
         channels=worker_channels(runtime.kinds),
         channel_layer=get_channel_layer(),

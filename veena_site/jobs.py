@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import redis
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
 
@@ -37,7 +38,7 @@ HEARTBEAT_FAILURES = 3
 
 
 class ReplyLost(Exception):
-    """The gateway's reply channel stayed full for ``SEND_PATIENCE_S``: it is gone."""
+    """The gateway's reply channel stayed unreachable for ``SEND_PATIENCE_S``: it is gone."""
 
 
 class WorkerJob(Protocol):
@@ -59,8 +60,13 @@ class WorkerJob(Protocol):
 Sender = Callable[[Message], Awaitable[None]]
 
 
+# A full channel, or a layer whose connection failed (a Redis restart): worth waiting out.
+TRANSIENT = (ChannelFull, redis.ConnectionError, redis.TimeoutError, OSError)
+
+
 def reply_sender(layer: BaseChannelLayer, channel: str) -> Sender:
-    """Return a coroutine function that sends messages to ``channel``, waiting out ChannelFull."""
+    """Return a coroutine function that sends messages to ``channel``, waiting out
+    ChannelFull and a layer outage for up to ``SEND_PATIENCE_S``."""
 
     async def send(message: Message) -> None:
         deadline = time.monotonic() + SEND_PATIENCE_S
@@ -69,7 +75,7 @@ def reply_sender(layer: BaseChannelLayer, channel: str) -> Sender:
             try:
                 await layer.send(channel, message.to_message())
                 return
-            except ChannelFull:
+            except TRANSIENT:
                 if time.monotonic() > deadline:
                     raise ReplyLost(channel) from None
                 await asyncio.sleep(delay)

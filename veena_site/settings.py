@@ -173,6 +173,9 @@ else:
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
+# Keep retrying the broker, at start-up too: a Redis restart must not end the Celery worker.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 
 # Engines and the worker.

@@ -23,9 +23,9 @@ PROBE = (
 )
 
 
-def probe(tmp_path: object, **env: str) -> dict[str, object]:
+def probe(tmp_path: object, code: str = PROBE, **env: str) -> dict[str, object]:
     out = subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", code],
         env=child_env(
             DJANGO_SETTINGS_MODULE="veena_site.settings", DATA_DIR=str(tmp_path), **env
         ),
@@ -64,17 +64,7 @@ SECURITY_PROBE = (
 
 
 def security(tmp_path: object, **env: str) -> dict[str, object]:
-    out = subprocess.run(
-        [sys.executable, "-c", SECURITY_PROBE],
-        env=child_env(
-            DJANGO_SETTINGS_MODULE="veena_site.settings", DATA_DIR=str(tmp_path), **env
-        ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return probe(tmp_path, SECURITY_PROBE, **env)
 
 
 def test_production_defaults_are_secure(tmp_path: object) -> None:

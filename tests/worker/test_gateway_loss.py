@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -64,22 +64,29 @@ async def wait_until_free(runtime: WorkerRuntime, kind: str) -> float:
     return time.monotonic() - started
 
 
+@pytest.fixture
+def hang_heartbeats(
+    hang: asyncio.Event, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[type], None]:
+    """``hang_heartbeats(cls)``: the consumer's next heartbeat handler never returns."""
+
+    async def stuck(self: Any, message: dict[str, Any]) -> None:
+        await hang.wait()
+
+    return lambda cls: monkeypatch.setattr(cls, "gpu_job_heartbeat", stuck)
+
+
 async def test_a_hung_realtime_consumer_stops_keepalives_and_its_slot_is_freed(
     fast_loss: Any,
     embedded_worker: WorkerRuntime,
     api_key: str,
-    hang: asyncio.Event,
-    monkeypatch: pytest.MonkeyPatch,
+    hang_heartbeats: Callable[[type], None],
 ) -> None:
     comm = WebsocketCommunicator(application, "/v1/realtime", headers=bearer(api_key))
     await comm.connect()
     assert json.loads(await comm.receive_from())["type"] == "session.created"
     assert embedded_worker.jobs.busy("asr") == 1
-
-    async def stuck(self: Any, message: dict[str, Any]) -> None:
-        await hang.wait()
-
-    monkeypatch.setattr(RealtimeConsumer, "gpu_job_heartbeat", stuck)
+    hang_heartbeats(RealtimeConsumer)
     await wait_until_free(embedded_worker, "asr")
     await comm.disconnect()
 
@@ -88,8 +95,7 @@ async def test_a_hung_tts_consumer_ends_an_incremental_job_waiting_for_text(
     fast_loss: Any,
     embedded_worker: WorkerRuntime,
     api_key: str,
-    hang: asyncio.Event,
-    monkeypatch: pytest.MonkeyPatch,
+    hang_heartbeats: Callable[[type], None],
 ) -> None:
     """The incremental job waits for input only as long as its gateway keeps it alive."""
     comm = WebsocketCommunicator(application, "/v1/tts/ws", headers=bearer(api_key))
@@ -97,11 +103,7 @@ async def test_a_hung_tts_consumer_ends_an_incremental_job_waiting_for_text(
     await comm.send_to(text_data=json.dumps({"event": "start", "format": "pcm"}))
     assert json.loads(await comm.receive_from())["event"] == "header"
     assert embedded_worker.jobs.busy("tts") == 1
-
-    async def stuck(self: Any, message: dict[str, Any]) -> None:
-        await hang.wait()
-
-    monkeypatch.setattr(WorkerClientConsumer, "gpu_job_heartbeat", stuck)
+    hang_heartbeats(WorkerClientConsumer)
     await wait_until_free(embedded_worker, "tts")
     await comm.disconnect()
 

@@ -72,8 +72,11 @@ def role_commands(
     table = {
         "gateway": [[py, manage, "rungateway", "--host", host, "--port", str(port)]],
         "worker": [[py, manage, "gpuworker"] for _ in range(workers)],
+        # Gossip and mingle talk between Celery workers, which these tasks never need; their
+        # reconnect after a broker restart logged errors.
         "celery": [
             [py, "-m", "celery", "-A", "veena_site", "worker", "-l", "INFO", "-c", "1"]
+            + ["--without-gossip", "--without-mingle"]
         ],
         "beat": [
             [

@@ -52,6 +52,7 @@ STALL_CHECK_S = 0.5
 # between machines, the reply's own trip); abandon() listens that much longer.
 ANSWER_GRACE_S = 1.0
 POST_RETRY_S = 0.05  # a timer that finds the consumer's channel full is posted again
+POST_PATIENCE_S = 10.0
 
 # The latest submission deadline of each consumer channel that may still be answered.
 _answers_due: dict[str, float] = {}
@@ -287,11 +288,15 @@ class WorkerLink:
     async def _post(self, delay: float, name: str) -> None:
         await asyncio.sleep(delay)
         message = {"type": TIMER, "name": name, "link": self.kind, "token": self.token}
-        while (
-            True
-        ):  # a lost stall check would end the keepalives and the loss detection
+        # A lost stall check would end the keepalives and the loss detection; a channel
+        # full for POST_PATIENCE_S belongs to a consumer that no longer reads it.
+        deadline = time.monotonic() + POST_PATIENCE_S
+        while True:
             try:
                 await self.layer.send(self.own_channel, message)
                 return
             except ChannelFull:
+                if time.monotonic() > deadline:
+                    logger.warning("%s job %s: timer dropped", self.kind, self.job_id)
+                    return
                 await asyncio.sleep(POST_RETRY_S)

@@ -6,9 +6,12 @@ consumer's own channel as ``timer.fire`` so that the dispatch loop serialises ev
 The consumer passes each ``gpu.job.*`` reply and each timer to this link and acts on the outcome.
 
 While a job is pinned, the link sends ``*.job.keepalive`` to its worker: one at once (the
-confirmation of the acceptance) and one every ``JOB_KEEPALIVE_S`` from its stall checks, which
-run through the consumer's dispatch loop, so a consumer that is gone or stuck stops them and its
-worker ends the job (``veena_site.jobs``).
+confirmation of the acceptance) and then one every ``JOB_KEEPALIVE_S`` from a task of its own,
+so a consumer busy in one long handler (a 15 MiB append) keeps its job. The task ends with the
+link: ``close()``, or ``abandon()`` when the consumer ends (a crash included); a process that
+dies takes it along. A consumer whose dispatch loop has not handled one of the link's stall
+checks for ``CONSUMER_HUNG_S`` is stuck for good, and the task ends too. The worker ends a job
+whose keepalives stop (``veena_site.jobs``).
 
 A job still being admitted has no pinned worker yet, and a cancel on the shared channel could
 be taken by a worker that does not hold it. So a cancel never goes there: whichever worker
@@ -52,6 +55,7 @@ STALL_CHECK_S = 0.5
 # between machines, the reply's own trip); abandon() listens that much longer.
 ANSWER_GRACE_S = 1.0
 POST_RETRY_S = 0.05  # a timer that finds the consumer's channel full is posted again
+CONSUMER_HUNG_S = 60.0  # no stall check dispatched for this long: keepalives end
 POST_PATIENCE_S = 10.0
 
 # The latest submission deadline of each consumer channel that may still be answered.
@@ -104,7 +108,7 @@ class WorkerLink:
         self._started = 0.0
         self._saw_busy = False
         self._last_seen = 0.0
-        self._keepalive_at = 0.0
+        self._dispatched_at = 0.0  # when the consumer last handled one of our timers
         self._timers: set[asyncio.Task[None]] = set()
         # Names this link's timers, so one left over from a replaced link is ignored.
         self.token = uuid.uuid4().hex[:12]
@@ -146,6 +150,7 @@ class WorkerLink:
         """Handle a ``timer.fire`` posted by this link (others are ignored)."""
         if message.get("token") != self.token:
             return None
+        self._dispatched_at = time.monotonic()
         name = message["name"]
         if name == "retry" and self.phase is Phase.SUBMITTING:
             return await self._attempt()
@@ -154,8 +159,6 @@ class WorkerLink:
         if name == "give_up" and self.phase is Phase.SUBMITTING:
             return Outcome.OVERLOADED if self._saw_busy else Outcome.NOT_LOADED
         if name == "stall" and self.phase is Phase.ACCEPTED:
-            if time.monotonic() - self._keepalive_at >= settings.JOB_KEEPALIVE_S:
-                await self._keepalive()
             # A stall check can wait in the consumer's queue behind a long handler, ahead of
             # heartbeats that already arrived: confirm only after everything queued before
             # the confirmation has been dispatched.
@@ -258,12 +261,25 @@ class WorkerLink:
         self.model_version = accepted.model_version
         self._last_seen = time.monotonic()
         CHANNEL_HOP.observe(max(0.0, time.time() - accepted.sent_at))
+        self._dispatched_at = time.monotonic()
         await self._keepalive()  # confirms the acceptance (veena_site.jobs.CONFIRM_S)
         self._later(STALL_CHECK_S, "stall")
+        self._own(asyncio.create_task(self._keepalives()))
         return Outcome.ACCEPTED
 
+    async def _keepalives(self) -> None:
+        while self.phase is Phase.ACCEPTED:
+            await asyncio.sleep(settings.JOB_KEEPALIVE_S)
+            if time.monotonic() - self._dispatched_at > CONSUMER_HUNG_S:
+                logger.warning(
+                    "%s job %s: consumer stuck; keepalives stopped",
+                    self.kind,
+                    self.job_id,
+                )
+                return
+            await self._keepalive()
+
     async def _keepalive(self) -> None:
-        self._keepalive_at = time.monotonic()
         message = KEEPALIVES[self.kind](job_id=self.job_id).to_message()
         try:
             await self.layer.send(self.worker_channel, message)
@@ -281,15 +297,18 @@ class WorkerLink:
             logger.warning("%s job %s: cancel not delivered", self.kind, job_id)
 
     def _later(self, delay: float, name: str) -> None:
-        task = asyncio.create_task(self._post(delay, name))
+        self._own(asyncio.create_task(self._post(delay, name)))
+
+    def _own(self, task: asyncio.Task[None]) -> None:
+        """Keep ``task`` until it ends; ``close()`` cancels it."""
         self._timers.add(task)
         task.add_done_callback(self._timers.discard)
 
     async def _post(self, delay: float, name: str) -> None:
         await asyncio.sleep(delay)
         message = {"type": TIMER, "name": name, "link": self.kind, "token": self.token}
-        # A lost stall check would end the keepalives and the loss detection; a channel
-        # full for POST_PATIENCE_S belongs to a consumer that no longer reads it.
+        # A lost stall check would end the loss detection; a channel full for
+        # POST_PATIENCE_S belongs to a consumer that no longer reads it.
         deadline = time.monotonic() + POST_PATIENCE_S
         while True:
             try:

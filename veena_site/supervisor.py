@@ -15,7 +15,7 @@ import logging
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class Child:
     quick_exits: int = 0
     restarts: int = 0
     restart_at: float | None = None
-    backoff_s: float = field(default=RESTART_FIRST_S)
+    backoff_s: float = 0.0
 
     def start(self) -> None:
         self.proc = subprocess.Popen(self.command)
@@ -56,7 +56,10 @@ class Supervisor:
     """Runs the children until a signal, restarting those that exit."""
 
     def __init__(self, commands: list[list[str]]) -> None:
-        self.children = [Child(cmd, " ".join(cmd[2:4])) for cmd in commands]
+        self.children = [
+            Child(cmd, " ".join(cmd[2:4]), backoff_s=RESTART_FIRST_S)
+            for cmd in commands
+        ]
         self.stopping = False
 
     def run(self) -> int:

@@ -1,7 +1,7 @@
 """No worker job outlives its gateway (issue 9 item 3), in process with the embedded worker.
 
-A consumer that hangs stops the keepalives of its job (they run through its dispatch loop) and
-the worker ends the job; one that crashes ends its job at once; heartbeats that cannot be
+A consumer that crashes ends its job at once; one stuck for good stops its keepalives and the
+worker ends the job, while one busy in a long handler keeps it; heartbeats that cannot be
 delivered count; a job cancelled while it is being admitted is cancelled at the worker that
 accepts it, never through the shared channel, whether the consumer is still there or gone.
 """
@@ -23,6 +23,7 @@ from asr.consumers import RealtimeConsumer
 from tts.engines.fake import FakeTts
 from tts.jobs import TtsJob
 from tts.messages import TtsSubmit
+from veena_site import jobclient
 from veena_site.asgi import application
 from veena_site.consumers import WorkerClientConsumer
 from veena_site.contracts import JobAccepted, Message
@@ -39,10 +40,11 @@ def bearer(raw: str) -> list[tuple[bytes, bytes]]:
 
 
 @pytest.fixture
-def fast_loss(settings: Any) -> Any:
-    """A short keepalive timeout, so each case takes a second or two."""
+def fast_loss(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A short keepalive timeout and stuck-consumer limit, so each case takes seconds."""
     settings.JOB_KEEPALIVE_TIMEOUT_S = 1.5
     settings.WORKER_HEARTBEAT_S = 0.25
+    monkeypatch.setattr(jobclient, "CONSUMER_HUNG_S", 1.0)
     return settings
 
 
@@ -106,6 +108,35 @@ async def test_a_hung_tts_consumer_ends_an_incremental_job_waiting_for_text(
     hang_heartbeats(WorkerClientConsumer)
     await wait_until_free(embedded_worker, "tts")
     await comm.disconnect()
+
+
+async def test_a_consumer_busy_in_a_long_handler_keeps_its_job(
+    fast_loss: Any,
+    embedded_worker: WorkerRuntime,
+    api_key: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seconds in one handler (a 15 MiB append being decoded) are not a lost gateway."""
+    monkeypatch.setattr(jobclient, "CONSUMER_HUNG_S", 60.0)
+    comm = WebsocketCommunicator(application, "/v1/realtime", headers=bearer(api_key))
+    await comm.connect()
+    assert json.loads(await comm.receive_from())["type"] == "session.created"
+    busy_s = 2 * fast_loss.JOB_KEEPALIVE_TIMEOUT_S
+    original = RealtimeConsumer.gpu_job_heartbeat
+    slow_once = [True]
+
+    async def slow(self: Any, message: dict[str, Any]) -> None:
+        if slow_once.pop() if slow_once else False:
+            await asyncio.sleep(busy_s)
+        await original(self, message)
+
+    monkeypatch.setattr(RealtimeConsumer, "gpu_job_heartbeat", slow)
+    await asyncio.sleep(busy_s + 1.5)
+    assert embedded_worker.jobs.busy("asr") == 1, "the worker ended a live session"
+    await comm.send_to(text_data=json.dumps({"type": "input_audio_buffer.clear"}))
+    assert json.loads(await comm.receive_from())["type"] == "input_audio_buffer.cleared"
+    await comm.disconnect()
+    await wait_until_free(embedded_worker, "asr")
 
 
 async def test_a_crashed_consumer_ends_its_worker_job(

@@ -34,6 +34,9 @@ async def receive_through_outages(
         except asyncio.CancelledError:
             raise
         except Exception:  # boundary: the layer's connection, retried until it is back
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # a cancellation the layer turned into another error
             if not failing:
                 logger.warning(
                     "channel %s unreachable; retrying", channel, exc_info=True

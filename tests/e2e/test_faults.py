@@ -51,6 +51,7 @@ from tests.support.services import (
 from tests.worker.test_distributed import prefix, redis_layer  # noqa: F401 (fixtures)
 from tests.worker.test_distributed import start_worker as start_worker_on
 from veena_site.asgi import application
+from veena_site.jobclient import abandoned_links_drained
 from veena_site.liveness import get_liveness
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
@@ -133,6 +134,7 @@ async def after_worker_kill(
     record = await record_of(account_id)
     assert record.status == "failed"
     await comm.disconnect()
+    await abandoned_links_drained()  # nothing left reading Redis when the loop closes
     worker.wait(timeout=5)
     audio = record.tts_audio_out_ms if endpoint == "tts" else record.asr_audio_in_ms
     report(

@@ -82,6 +82,7 @@ async def test_a_hung_realtime_consumer_stops_keepalives_and_its_slot_is_freed(
     fast_loss: Any,
     embedded_worker: WorkerRuntime,
     api_key: str,
+    hang: asyncio.Event,
     hang_heartbeats: Callable[[type], None],
 ) -> None:
     comm = WebsocketCommunicator(application, "/v1/realtime", headers=bearer(api_key))
@@ -90,6 +91,7 @@ async def test_a_hung_realtime_consumer_stops_keepalives_and_its_slot_is_freed(
     assert embedded_worker.jobs.busy("asr") == 1
     hang_heartbeats(RealtimeConsumer)
     await wait_until_free(embedded_worker, "asr")
+    hang.set()  # unstuck, the consumer handles the disconnect and releases
     await comm.disconnect()
 
 
@@ -97,6 +99,7 @@ async def test_a_hung_tts_consumer_ends_an_incremental_job_waiting_for_text(
     fast_loss: Any,
     embedded_worker: WorkerRuntime,
     api_key: str,
+    hang: asyncio.Event,
     hang_heartbeats: Callable[[type], None],
 ) -> None:
     """The incremental job waits for input only as long as its gateway keeps it alive."""
@@ -107,6 +110,7 @@ async def test_a_hung_tts_consumer_ends_an_incremental_job_waiting_for_text(
     assert embedded_worker.jobs.busy("tts") == 1
     hang_heartbeats(WorkerClientConsumer)
     await wait_until_free(embedded_worker, "tts")
+    hang.set()  # unstuck, the consumer handles the disconnect and releases
     await comm.disconnect()
 
 

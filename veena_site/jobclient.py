@@ -64,9 +64,11 @@ _drains: set[asyncio.Task[None]] = set()
 
 
 async def abandoned_links_drained() -> None:
-    """Wait until every ``abandon()`` so far has finished (tests; each takes ≤ 1.5 s)."""
-    if _drains:
-        await asyncio.gather(*list(_drains), return_exceptions=True)
+    """Wait until every ``abandon()`` of this loop has finished (tests; each ≤ 1.5 s)."""
+    loop = asyncio.get_running_loop()
+    mine = [task for task in _drains if task.get_loop() is loop]
+    if mine:
+        await asyncio.gather(*mine, return_exceptions=True)
 
 
 class Outcome(enum.Enum):

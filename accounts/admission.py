@@ -80,8 +80,10 @@ async def reserve_quota(
     amount: int,
     limit: int | None,
     partial: bool,
+    holder: str | None = None,
 ) -> QuotaGrant:
-    """Reserve in the mirror, seeding it from the database on a miss (Q5–Q8)."""
+    """Reserve in the mirror, seeding it from the database on a miss (Q5–Q8); a
+    ``holder`` is credited with the grant (Q11)."""
     limiter = get_limiter()
     for _ in range(3):
         grant = await in_store(
@@ -92,6 +94,7 @@ async def reserve_quota(
             amount=amount,
             limit=limit,
             partial=partial,
+            holder=holder,
         )
         if grant is not None:
             return grant

@@ -91,6 +91,7 @@ from accounts import histogram
 from accounts.admission import Admission, quota_limit, reserve_quota
 from accounts.exceptions import AdmissionDenied, DenialReason
 from accounts.limits import get_limiter, in_store
+from accounts.limits.base import holder_of
 from accounts.models import QuotaMetric, Route
 from accounts.services.api_keys import anonymous_api_key
 from accounts.services.quota import period_of
@@ -162,6 +163,8 @@ class UsageMeter:
             QuotaMetric.ASR_AUDIO_MS: 0,
         }
         self._persisted = UsageCounters()
+        # Per metric, what the store's reservations entry of this record says it holds.
+        self._outstanding: dict[str, int] = dict.fromkeys(self._reserved, 0)
         self._lock = asyncio.Lock()
         self._open_task: asyncio.Task[None] | None = None
         self._finish_task: asyncio.Task[bool] | None = None
@@ -327,10 +330,18 @@ class UsageMeter:
                 amount=amount,
                 limit=quota_limit(principal, metric),
                 partial=partial,
+                holder=self.holder,
             )
             grant = reserved.granted
+            self._outstanding[metric] += grant
         self._reserved[metric] += grant
         return grant
+
+    @property
+    def holder(self) -> str:
+        """This record's name in the account's reservations (Q11)."""
+        stream_id = self.admission.stream_id if self.admission else self.stream_id
+        return holder_of(stream_id, self.record_id)
 
     async def reserve_tts_chars(self, n: int) -> None:
         """Reserve ``n`` characters all-or-nothing (Q7), or raise ``quota_exceeded``."""
@@ -421,6 +432,7 @@ class UsageMeter:
                 raise AdmissionDenied("usage_unavailable")
             self._persisted = counters
             self._last_ok = time.monotonic()
+            await self._settle_quota(counters, final=False)
 
     async def tick(self) -> DenialReason | None:
         """Checkpoint when ``USAGE_CHECKPOINT_SECONDS`` have passed; the stop reason, if any."""
@@ -503,33 +515,43 @@ class UsageMeter:
                     accounted = counters
             except Exception:  # boundary: one record; the reaper ends it (U10)
                 logger.exception("usage record %s not finalized", self.record_id)
-            await self._settle_quota(accounted)
+            await self._settle_quota(accounted, final=True)
         if done:
             logger.info("usage record %s %s %s", self.record_id, self.endpoint, status)
         return done
 
-    async def _settle_quota(self, accounted: UsageCounters) -> None:
-        """Q9: move the mirror from what was reserved to what was metered."""
+    async def _settle_quota(self, accounted: UsageCounters, *, final: bool) -> None:
+        """Q9, Q11: after a database write of ``accounted``, tell the store what the
+        reservations still hold; at the end, move the mirror from reserved to metered.
+
+        A settlement that fails leaves the store holding too much, never too little;
+        reconciliation corrects it once this stream's lease is gone.
+        """
         if self.admission is None:
             return
         limiter = get_limiter()
         used = accounted.quota()
         for metric, reserved in self._reserved.items():
-            delta = used[metric] - reserved
-            if not delta:
+            outstanding = 0 if final else max(0, reserved - used[metric])
+            delta = used[metric] - reserved if final else 0
+            if outstanding == self._outstanding[metric] and not delta:
                 continue
             try:
                 await in_store(
-                    limiter.adjust_quota,
+                    limiter.settle_quota,
                     account_id=self.admission.principal.account_id,
                     metric=metric,
                     period=self.period,
+                    holder=self.holder,
+                    outstanding=outstanding,
                     delta=delta,
                 )
             except AdmissionDenied:
                 logger.warning(
                     "usage record %s: quota mirror not settled", self.record_id
                 )
+                continue
+            self._outstanding[metric] = outstanding
 
 
 async def stream_tick(

@@ -45,10 +45,6 @@ from veena_site.jobs import ReplyLost, Sender
 logger = logging.getLogger(__name__)
 
 WINDOW_STALL_S = 10.0
-# The gateway confirms an acceptance with an ack of seq -1 (any ack counts). A job accepted for a
-# gateway that had already gone (a client that left while its job was being admitted) gets no
-# confirmation and stops after this long, freeing its slot (Z3).
-CONFIRM_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -107,13 +103,11 @@ class TtsJob:
         self._starting = False
         self._segment_seq = 0  # the segment the pipeline's audio belongs to
         self._cleared = False
-        self._confirmed = asyncio.Event()
 
     def receive(self, message: dict[str, Any]) -> None:
         """Take an ack, more text, a flush, the end or a clear, without blocking."""
         kind = message["type"]
         if kind == TtsAck.TYPE:
-            self._confirmed.set()
             self.acked = max(self.acked, TtsAck.from_message(message).seq)
             if self.next_seq - self.acked <= self.window:
                 self._window_open.set()
@@ -131,23 +125,12 @@ class TtsJob:
         self._more.set()
 
     async def run(self) -> None:
-        """Work through the items in order until the end mark, then ``gpu.tts.done``."""
-        task = asyncio.current_task()
-        assert task is not None
-        watchdog = asyncio.create_task(self._expect_confirmation(task))
-        try:
-            await self._run()
-        finally:
-            watchdog.cancel()
+        """Work through the items in order until the end mark, then ``gpu.tts.done``.
 
-    async def _expect_confirmation(self, job: asyncio.Task[None]) -> None:
-        try:
-            await asyncio.wait_for(self._confirmed.wait(), CONFIRM_S)
-        except TimeoutError:
-            logger.info("tts job %s: acceptance never confirmed; stopped", self.job_id)
-            job.cancel()
-
-    async def _run(self) -> None:
+        An incremental job waits for more text for as long as its gateway keeps it alive:
+        the registry ends a job whose gateway is silent (``veena_site.jobs``), and the
+        gateway ends a request whose client sends nothing for ``TTS_INPUT_IDLE_S`` (I6).
+        """
         started = time.monotonic()
         while True:
             item = await self._next_item()

@@ -34,6 +34,14 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         """The gateway is stopping: end the stream with 1001 (consumers may drain first)."""
         await self.close(code=1001)
 
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Run the consumer; however it ends (a crash included), its worker job ends too."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.link is not None:
+                self.link.abandon()
+
     async def websocket_connect(self, message: dict[str, Any]) -> None:
         """Register the socket for the shutdown drain; refuse new ones while stopping."""
         lifecycle.register(self.channel_name)
@@ -119,5 +127,9 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         return self.link
 
     async def _link_reply(self, message: dict[str, Any]) -> None:
-        if self.link is not None and not self.closed():
-            await self.on_outcome(await self.link.on_reply(message))
+        if self.link is None:
+            return
+        # A closed consumer still passes replies on: the link cancels a late acceptance.
+        outcome = await self.link.on_reply(message)
+        if not self.closed():
+            await self.on_outcome(outcome)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,24 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def embedded_secret_key(data_dir: Path) -> str:
-    """Return the dev secret kept in ``data_dir``, creating it on first start."""
+    """Return the dev secret kept in ``data_dir``, creating it on first start.
+
+    The file is created 0600 in the same call that creates it (no window in which another
+    user could read it); a process that loses the race to create it reads the winner's.
+    """
     path = data_dir / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # the creator may still be writing it
+            if key := path.read_text().strip():
+                return key
+            time.sleep(0.02)
+        raise environ.ImproperlyConfigured(f"{path} is empty") from None
+    key = secrets.token_urlsafe(50)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    return key
 
 
 PRODUCTION = env.bool("PRODUCTION", default=False)
@@ -42,6 +55,24 @@ if not SECRET_KEY:
         )
     SECRET_KEY = embedded_secret_key(DATA_DIR)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+
+# HTTPS behind a proxy (PRODUCTION=true): cookies only over HTTPS, and what the proxy says.
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=PRODUCTION)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=PRODUCTION)
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# e.g. "HTTP_X_FORWARDED_PROTO,https": the header and value a trusted proxy sets for HTTPS.
+_proxy_header = env.list("SECURE_PROXY_SSL_HEADER", default=[])
+if _proxy_header and len(_proxy_header) != 2:
+    raise environ.ImproperlyConfigured(
+        "SECURE_PROXY_SSL_HEADER must be HEADER,VALUE (e.g. HTTP_X_FORWARDED_PROTO,https)"
+    )
+SECURE_PROXY_SSL_HEADER = tuple(_proxy_header) if _proxy_header else None
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool(
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False
+)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 
 INSTALLED_APPS = [
     "daphne",
@@ -95,8 +126,17 @@ DATABASES: dict[str, dict[str, Any]] = {
     else {"ENGINE": "django.db.backends.sqlite3", "NAME": str(DATA_DIR / "db.sqlite3")}
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Several threads write usage rows; wait for the lock instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Several threads write usage rows while rollups and the reaper run. WAL lets readers
+    # and one writer work at once; IMMEDIATE takes the write lock at BEGIN, where the busy
+    # timeout waits for it (a deferred transaction that reads, then writes, fails at once
+    # with "database is locked" when another writer holds the lock, whatever the timeout).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Channel layer: in-process without Redis (embedded default), channels-redis core layer with it.
@@ -135,6 +175,9 @@ else:
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
+# Keep retrying the broker, at start-up too: a Redis restart must not end the Celery worker.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 
 # Engines and the worker.
@@ -150,10 +193,15 @@ ASR_WORKER_SLOTS = env.int("ASR_WORKER_SLOTS", default=16)
 ENGINE_THREADS = env.int("ENGINE_THREADS", default=CPU_COUNT)
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
 WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
+# Gateway → worker liveness per job: a keepalive every JOB_KEEPALIVE_S; a worker ends a job
+# whose gateway has been silent for JOB_KEEPALIVE_TIMEOUT_S (veena_site.jobs).
+JOB_KEEPALIVE_S = env.float("JOB_KEEPALIVE_S", default=1.0)
+JOB_KEEPALIVE_TIMEOUT_S = env.float("JOB_KEEPALIVE_TIMEOUT_S", default=5.0)
 
 # Limits of the TTS and realtime sockets (specs/tts-ws.md §14, specs/realtime-asr.md §2.2).
 TTS_AUTH_REQUIRED = env.bool("TTS_AUTH_REQUIRED", default=True)
-ALLOW_QUERY_API_KEY = env.bool("ALLOW_QUERY_API_KEY", default=True)
+# ?api_key= ends up in proxy logs and browser history: off in production unless asked for.
+ALLOW_QUERY_API_KEY = env.bool("ALLOW_QUERY_API_KEY", default=not PRODUCTION)
 TTS_REQUEST_TIMEOUT_S = env.float("TTS_REQUEST_TIMEOUT_S", default=30.0)
 TTS_MAX_TEXT_CHARS = env.int("TTS_MAX_TEXT_CHARS", default=50_000)
 TTS_MAX_MESSAGE_BYTES = env.int("TTS_MAX_MESSAGE_BYTES", default=1024 * 1024)
@@ -294,6 +342,9 @@ from celery.schedules import crontab  # noqa: E402  (this section is appended)
 
 REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="veena:")
 API_KEY_CACHE_SECONDS = env.float("API_KEY_CACHE_SECONDS", default=30.0)
+# Embedded default: how often key versions are copied from the database into the in-process
+# limits store, so a revocation by another process stops its streams within a second.
+KEY_VERSION_SYNC_S = env.float("KEY_VERSION_SYNC_S", default=0.25)
 LEASE_TTL_SECONDS = env.float("LEASE_TTL_SECONDS", default=30.0)
 LEASE_RENEW_SECONDS = env.float("LEASE_RENEW_SECONDS", default=10.0)
 USAGE_CHECKPOINT_SECONDS = env.float("USAGE_CHECKPOINT_SECONDS", default=5.0)
@@ -322,6 +373,19 @@ CELERY_BEAT_SCHEDULE = {
         "task": "accounts.purge_usage_records",
         "schedule": crontab(hour=3, minute=17),
     },
+}
+# Admin login throttling (accounts.login_throttle), counted in Django's cache.
+ADMIN_LOGIN_MAX_FAILURES = env.int("ADMIN_LOGIN_MAX_FAILURES", default=5)
+ADMIN_LOGIN_MAX_FAILURES_PER_IP = env.int("ADMIN_LOGIN_MAX_FAILURES_PER_IP", default=20)
+ADMIN_LOGIN_LOCKOUT_S = env.int("ADMIN_LOGIN_LOCKOUT_S", default=900)
+CACHES: dict[str, dict[str, Any]] = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": f"{REDIS_KEY_PREFIX}cache",
+    }
+    if REDIS_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 # Idle limit of a keep-alive TTS stream between requests (accounts §12, tts K5).
 WS_IDLE_TIMEOUT_SECONDS = env.float("WS_IDLE_TIMEOUT_SECONDS", default=30.0)

@@ -3,9 +3,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from accounts.login_throttle import ThrottledAdminAuthenticationForm
 from accounts.views import usage_api
 from tts import views as tts_views
 from veena_site import views
+
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),

@@ -91,6 +91,20 @@ def ceil_bucket(moment: datetime, granularity: str) -> datetime:
     return floor if floor == moment else floor + BUCKET[Granularity(granularity)]
 
 
+def rebuildable_since(granularity: str, now: datetime) -> datetime | None:
+    """The first bucket a run may replace, or None when every bucket can be rebuilt.
+
+    Hourly rows are built from usage records, which are purged after
+    ``USAGE_RECORD_RETENTION_DAYS`` (U12): an hour that started before the oldest record
+    retention keeps whole cannot be rebuilt, and its rows are never replaced or deleted.
+    Daily rows are built from hourly rows, which are kept for good.
+    """
+    if granularity != Granularity.HOUR:
+        return None
+    horizon = now - timedelta(days=settings.USAGE_RECORD_RETENTION_DAYS)
+    return ceil_bucket(horizon, granularity)
+
+
 def default_window(granularity: str, now: datetime) -> tuple[datetime, datetime]:
     """G4: hours back to ``ROLLUP_LOOKBACK_HOURS``; G5: yesterday and today (UTC)."""
     if granularity == Granularity.HOUR:
@@ -280,12 +294,21 @@ def usage_rollup(
     """Recompute the ``granularity`` rows of a window; return how many rows it holds.
 
     Without ``since``/``until`` the window is the default of G4/G5. Bounds are widened to
-    whole buckets, so no bucket is ever rebuilt from part of its records.
+    whole buckets, so no bucket is ever rebuilt from part of its records, and a window that
+    reaches back past retention starts at ``rebuildable_since`` instead.
     """
     granularity = Granularity(granularity)
     default_since, default_until = default_window(granularity, now or timezone.now())
     since = floor_bucket(since or default_since, granularity)
     until = ceil_bucket(until or default_until, granularity)
+    kept = rebuildable_since(granularity, timezone.now())
+    if kept is not None and since < kept:
+        logger.warning(
+            "rollup %s: buckets before %s kept (their records are past retention)",
+            granularity,
+            kept.isoformat(),
+        )
+        since = kept
     if until <= since:
         return 0
     run_at = timezone.now()

@@ -10,12 +10,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 logger = logging.getLogger(__name__)
+
+
+def claim(data_dir: Path) -> None:
+    """The embedded server's data directory, or one clear line and exit 1."""
+    from veena_site.embedded import DataDirInUse, claim_data_dir
+
+    try:
+        claim_data_dir(data_dir)
+    except DataDirInUse as exc:
+        raise CommandError(str(exc)) from None
 
 
 def drain_seconds() -> float:
@@ -31,6 +42,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """Claim the embedded data directory first: a refusal is one line, before checks."""
+        if not settings.REDIS_URL:
+            claim(settings.DATA_DIR)
+        return super().execute(*args, **options)
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
         from daphne.server import Server  # installs the asyncio reactor first

@@ -14,18 +14,15 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 
 from accounts.exceptions import KeyAlreadyRevoked
 from accounts.models import (
     REVOKED_REASON_MAX_LENGTH,
     Account,
     ApiKey,
-    AuditLog,
     KeyStatus,
     Plan,
-    QuotaCounter,
-    UsageRecord,
-    UsageRollup,
 )
 from accounts.services.accounts import (
     ACCOUNT_FIELDS,
@@ -54,19 +51,6 @@ def _changed(form: ModelForm, fields: tuple[str, ...]) -> dict[str, Any]:
     return {
         name: form.cleaned_data[name] for name in form.changed_data if name in fields
     }
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Viewable by staff with view permission; nobody adds, changes or deletes."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Plan)
@@ -111,13 +95,13 @@ class ApiKeyInline(admin.TabularInline):
 class AccountAdmin(admin.ModelAdmin):
     """Accounts; edits go through ``account_update`` (AD2, A7)."""
 
-    list_display = ("name", "slug", "plan", "is_active", "member_count")
+    list_display = ("name", "slug", "plan", "is_active", "member_count", "dashboard")
     list_filter = ("plan", "is_active")
     list_select_related = ("plan",)
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     filter_horizontal = ("members",)
-    readonly_fields = ("created_at",)
+    readonly_fields = ("created_at", "dashboard")
     inlines = (ApiKeyInline,)
     actions = ("deactivate_selected",)
 
@@ -127,6 +111,13 @@ class AccountAdmin(admin.ModelAdmin):
             .get_queryset(request)
             .annotate(_members=Count("members", distinct=True))
         )
+
+    @admin.display(description="dashboard")
+    def dashboard(self, obj: Account) -> str:
+        if obj.pk is None:
+            return "–"
+        url = reverse("dashboard:usage", args=[obj.slug])
+        return format_html('<a href="{}">usage dashboard</a>', url)
 
     @admin.display(description="members", ordering="_members")
     def member_count(self, obj: Account) -> int:
@@ -201,6 +192,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "created_at",
         "last_used_at",
         "expires_at",
+        "usage",
     )
     list_filter = (KeyStatusFilter, "account", "created_at", "expires_at")
     list_select_related = ("account",)
@@ -213,9 +205,18 @@ class ApiKeyAdmin(admin.ModelAdmin):
         *EDITABLE_FIELDS,
         ("created_at", "created_by", "last_used_at", "version"),
         ("revoked_at", "revoked_by", "revoked_reason"),
+        "usage",
     )
     # The raw key lives here between save_model and response_add, never longer.
     _new_keys: WeakKeyDictionary[HttpRequest, str] = WeakKeyDictionary()
+
+    @admin.display(description="usage")
+    def usage(self, obj: ApiKey) -> str:
+        """Links to the key's usage records (newest first)."""
+        url = reverse("admin:accounts_usagerecord_changelist")
+        return format_html(
+            '<a href="{}?api_key__id__exact={}">records</a>', url, obj.pk
+        )
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> Any:
         return self.add_fields if obj is None else self.change_fields
@@ -340,80 +341,5 @@ def _row(row: str | tuple[str, ...]) -> tuple[str, ...]:
     return (row,) if isinstance(row, str) else row
 
 
-@admin.register(UsageRecord)
-class UsageRecordAdmin(ReadOnlyAdmin):
-    """Usage records, read-only (AD6)."""
-
-    list_display = (
-        "started_at",
-        "endpoint",
-        "model",
-        "account",
-        "api_key",
-        "status",
-        "error_code",
-        "tts_chars_in",
-        "asr_audio_in_ms",
-    )
-    list_filter = (
-        "status",
-        "endpoint",
-        "model",
-        ("account", admin.RelatedOnlyFieldListFilter),
-        ("api_key", admin.RelatedOnlyFieldListFilter),
-    )
-    list_select_related = ("account", "api_key")
-    search_fields = ("=id", "request_id", "api_key__key_prefix")
-    date_hierarchy = "started_at"
-
-
-@admin.register(UsageRollup)
-class UsageRollupAdmin(ReadOnlyAdmin):
-    """Hourly and daily rollups, read-only (AD7)."""
-
-    list_display = (
-        "bucket_start",
-        "granularity",
-        "account",
-        "api_key",
-        "endpoint",
-        "model",
-        "requests",
-        "computed_at",
-    )
-    list_filter = (
-        "granularity",
-        "endpoint",
-        "model",
-        ("account", admin.RelatedOnlyFieldListFilter),
-        ("api_key", admin.RelatedOnlyFieldListFilter),
-    )
-    list_select_related = ("account", "api_key")
-    date_hierarchy = "bucket_start"
-
-
-@admin.register(QuotaCounter)
-class QuotaCounterAdmin(ReadOnlyAdmin):
-    """Monthly quota counters, read-only (AD7)."""
-
-    list_display = ("account", "period", "metric", "used", "updated_at")
-    list_filter = ("period", "metric", "account")
-    list_select_related = ("account",)
-
-
-@admin.register(AuditLog)
-class AuditLogAdmin(ReadOnlyAdmin):
-    """The audit log, newest first, read-only (AD7)."""
-
-    list_display = (
-        "at",
-        "action",
-        "actor_label",
-        "account",
-        "object_type",
-        "object_id",
-    )
-    list_filter = ("action", "actor", "account")
-    list_select_related = ("account",)
-    search_fields = ("object_id", "actor_label")
-    ordering = ("-at", "-id")
+# The read-only usage, quota, audit and alert admins (registered on import).
+from accounts import usage_admin  # noqa: E402, F401

@@ -80,8 +80,10 @@ async def reserve_quota(
     amount: int,
     limit: int | None,
     partial: bool,
+    holder: str | None = None,
 ) -> QuotaGrant:
-    """Reserve in the mirror, seeding it from the database on a miss (Q5–Q8)."""
+    """Reserve in the mirror, seeding it from the database on a miss (Q5–Q8); a
+    ``holder`` is credited with the grant (Q11)."""
     limiter = get_limiter()
     for _ in range(3):
         grant = await in_store(
@@ -92,6 +94,7 @@ async def reserve_quota(
             amount=amount,
             limit=limit,
             partial=partial,
+            holder=holder,
         )
         if grant is not None:
             return grant
@@ -116,6 +119,8 @@ class Admission:
     principal: KeyPrincipal
     stream_id: uuid.UUID = field(default_factory=uuid.uuid4)
     endpoint: str = Endpoint.TTS
+    # The scope type it was admitted on: "websocket", or "http" for REST (usage routes).
+    transport: str = "websocket"
     released: bool = field(default=False, init=False)
     # Set when still_valid(), refresh_lease() or tick() ends the stream (E7).
     stop_reason: DenialReason | None = field(default=None, init=False)
@@ -384,7 +389,10 @@ async def admit(
     principal = await authenticate_websocket(scope, endpoint=endpoint)
     check_origin(principal, scope_origin(scope))
     admission = Admission(
-        principal=principal, stream_id=stream_id or uuid.uuid4(), endpoint=endpoint
+        principal=principal,
+        stream_id=stream_id or uuid.uuid4(),
+        endpoint=endpoint,
+        transport=str(scope.get("type", "websocket")),
     )
     await admission._acquire()
     return admission

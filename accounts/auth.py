@@ -164,9 +164,12 @@ def is_live(principal: KeyPrincipal) -> bool:
     return principal.expires_at is None or principal.expires_at > timezone.now()
 
 
-def principal_for_key(*, key: ParsedKey, endpoint: str) -> KeyPrincipal:
-    """Load and check the key by its hash (K5, A4); sync, one query."""
-    assert endpoint in Endpoint.values, endpoint
+def principal_for_key(*, key: ParsedKey, endpoint: str | None) -> KeyPrincipal:
+    """Load and check the key by its hash (K5, A4); sync, one query.
+
+    ``endpoint=None`` skips the endpoint check: reads of the account's own usage.
+    """
+    assert endpoint is None or endpoint in Endpoint.values, endpoint
     key_hash = hash_key(key.raw)
     try:
         api_key = ApiKey.objects.select_related("account__plan").get(key_hash=key_hash)
@@ -175,7 +178,8 @@ def principal_for_key(*, key: ParsedKey, endpoint: str) -> KeyPrincipal:
     if not hmac.compare_digest(api_key.key_hash, key_hash):
         raise AdmissionDenied("invalid_api_key")
     principal = _checked(api_key)
-    check_endpoint(principal, endpoint)
+    if endpoint is not None:
+        check_endpoint(principal, endpoint)
     return principal
 
 
@@ -258,8 +262,11 @@ async def authenticate_websocket(scope: Scope, *, endpoint: str) -> KeyPrincipal
     return principal
 
 
-def authenticate_http(request: HttpRequest, *, endpoint: str) -> KeyPrincipal:
-    """Authenticate an HTTP request by the A2 sources other than the subprotocol."""
+def authenticate_http(request: HttpRequest, *, endpoint: str | None) -> KeyPrincipal:
+    """Authenticate an HTTP request by the A2 sources other than the subprotocol.
+
+    ``endpoint=None`` (the usage API) accepts a key whatever endpoints its plan allows.
+    """
     headers = [
         (name.lower(), value)
         for name, value in request.headers.items()

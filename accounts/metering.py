@@ -14,6 +14,10 @@ When to call what
        # auth off (tts W7): UsageMeter.anonymous(endpoint="tts", request_id=...,
        #                                         model=..., stream_id=stream_id)
 
+   The record's ``route`` (the dashboard's "tts ws / tts rest / realtime") follows from
+   the endpoint and the admission's scope type; a meter without an admission (auth off)
+   cannot tell REST from WebSocket, so ``POST /v1/tts`` should pass ``route="tts_rest"``.
+
 2. Reserve quota *before* the work it pays for (Q7, Q8):
 
    * TTS: ``await meter.reserve_tts_chars(len(text))`` for each text unit (a request's
@@ -38,6 +42,8 @@ When to call what
        meter.add_audio(samples, sample_rate)     # PCM handed to the socket (TTS) or
                                                  # accepted from the client (ASR), exact ms
        meter.add(asr_items=1, asr_chars_out=len(transcript), asr_latency_ms=latency)
+       # each item's latency also lands in the record's histogram (accounts.histogram),
+       # which the rollups merge into per-day p50/p95
 
    ``meter.counters`` is the current ``UsageCounters`` snapshot.
 
@@ -81,10 +87,12 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
+from accounts import histogram
 from accounts.admission import Admission, quota_limit, reserve_quota
 from accounts.exceptions import AdmissionDenied, DenialReason
 from accounts.limits import get_limiter, in_store
-from accounts.models import QuotaMetric
+from accounts.limits.base import holder_of
+from accounts.models import QuotaMetric, Route
 from accounts.services.api_keys import anonymous_api_key
 from accounts.services.quota import period_of
 from accounts.services.usage import (
@@ -106,6 +114,19 @@ logger = logging.getLogger(__name__)
 MeteredEndpoint = Literal["tts", "asr"]
 
 
+def route_of(endpoint: str, admission: Admission | None) -> str:
+    """The route of a meter: realtime for ASR; for TTS, REST when admitted over HTTP.
+
+    A meter with no admission (auth off, tts W7) cannot tell, and says ``tts_ws`` unless
+    its opener names the route.
+    """
+    if endpoint == "asr":
+        return Route.REALTIME
+    if admission is not None and admission.transport == "http":
+        return Route.TTS_REST
+    return Route.TTS_WS
+
+
 class UsageMeter:
     """The usage of one TTS request or one ASR stream, and its quota reservations."""
 
@@ -118,23 +139,32 @@ class UsageMeter:
         model: str,
         stream_id: uuid.UUID,
         started_at: datetime | None = None,
+        route: str | None = None,
     ) -> None:
         assert endpoint in ("tts", "asr"), endpoint
         self.admission = admission
         self.endpoint: MeteredEndpoint = endpoint
+        self.route = route or route_of(endpoint, admission)
         self.request_id = request_id
         self.model = model
         self.stream_id = stream_id
         self.record_id = uuid.uuid4()
         self.started_at = started_at or timezone.now()
         self.period = period_of(self.started_at)
-        self._counts: dict[str, int] = dict(UsageCounters().as_fields())
+        self._counts: dict[str, int] = {
+            name: 0
+            for name in UsageCounters.__dataclass_fields__
+            if name != "asr_latency_hist"
+        }
+        self._asr_hist = histogram.empty()
         self._audio = Fraction(0)
         self._reserved: dict[str, int] = {
             QuotaMetric.TTS_CHARACTERS: 0,
             QuotaMetric.ASR_AUDIO_MS: 0,
         }
         self._persisted = UsageCounters()
+        # Per metric, what the store's reservations entry of this record says it holds.
+        self._outstanding: dict[str, int] = dict.fromkeys(self._reserved, 0)
         self._lock = asyncio.Lock()
         self._open_task: asyncio.Task[None] | None = None
         self._finish_task: asyncio.Task[bool] | None = None
@@ -150,6 +180,7 @@ class UsageMeter:
         request_id: str,
         model: str,
         started_at: datetime | None = None,
+        route: str | None = None,
     ) -> UsageMeter:
         """A meter for a request or stream of an admitted connection."""
         return cls(
@@ -159,6 +190,7 @@ class UsageMeter:
             model=model,
             stream_id=admission.stream_id,
             started_at=started_at,
+            route=route,
         )
 
     @classmethod
@@ -170,6 +202,7 @@ class UsageMeter:
         model: str,
         stream_id: uuid.UUID | None = None,
         started_at: datetime | None = None,
+        route: str | None = None,
     ) -> UsageMeter:
         """A meter for the built-in ``anonymous`` key when auth is off (tts W7); no limits."""
         return cls(
@@ -179,6 +212,7 @@ class UsageMeter:
             model=model,
             stream_id=stream_id or uuid.uuid4(),
             started_at=started_at,
+            route=route,
         )
 
     @classmethod
@@ -191,6 +225,7 @@ class UsageMeter:
         model: str,
         stream_id: uuid.UUID,
         started_at: datetime | None = None,
+        route: str | None = None,
     ) -> UsageMeter:
         """``for_admission`` when admitted, else ``anonymous`` on ``stream_id`` (W7)."""
         if admission is not None:
@@ -200,6 +235,7 @@ class UsageMeter:
                 request_id=request_id,
                 model=model,
                 started_at=started_at,
+                route=route,
             )
         return cls.anonymous(
             endpoint=endpoint,
@@ -207,6 +243,7 @@ class UsageMeter:
             model=model,
             stream_id=stream_id,
             started_at=started_at,
+            route=route,
         )
 
     # Counters.
@@ -219,7 +256,8 @@ class UsageMeter:
         )
         counts = dict(self._counts)
         counts[audio_field] += int(self._audio)
-        return UsageCounters(**counts)
+        hist = tuple(self._asr_hist) if any(self._asr_hist) else ()
+        return UsageCounters(**counts, asr_latency_hist=hist)
 
     @property
     def finished(self) -> bool:
@@ -255,6 +293,7 @@ class UsageMeter:
             self._counts["asr_latency_ms_max"] = max(
                 self._counts["asr_latency_ms_max"], latency
             )
+            histogram.observe(self._asr_hist, latency)
 
     def add_audio(self, samples: int, sample_rate: int) -> None:
         """Count PCM samples as audio milliseconds, floored on the running total (Q1)."""
@@ -291,10 +330,18 @@ class UsageMeter:
                 amount=amount,
                 limit=quota_limit(principal, metric),
                 partial=partial,
+                holder=self.holder,
             )
             grant = reserved.granted
+            self._outstanding[metric] += grant
         self._reserved[metric] += grant
         return grant
+
+    @property
+    def holder(self) -> str:
+        """This record's name in the account's reservations (Q11)."""
+        stream_id = self.admission.stream_id if self.admission else self.stream_id
+        return holder_of(stream_id, self.record_id)
 
     async def reserve_tts_chars(self, n: int) -> None:
         """Reserve ``n`` characters all-or-nothing (Q7), or raise ``quota_exceeded``."""
@@ -328,6 +375,7 @@ class UsageMeter:
             model=self.model,
             started_at=self.started_at,
             instance=this_instance(),
+            route=self.route,
         )
 
     async def _open(self) -> None:
@@ -384,6 +432,7 @@ class UsageMeter:
                 raise AdmissionDenied("usage_unavailable")
             self._persisted = counters
             self._last_ok = time.monotonic()
+            await self._settle_quota(counters, final=False)
 
     async def tick(self) -> DenialReason | None:
         """Checkpoint when ``USAGE_CHECKPOINT_SECONDS`` have passed; the stop reason, if any."""
@@ -466,33 +515,43 @@ class UsageMeter:
                     accounted = counters
             except Exception:  # boundary: one record; the reaper ends it (U10)
                 logger.exception("usage record %s not finalized", self.record_id)
-            await self._settle_quota(accounted)
+            await self._settle_quota(accounted, final=True)
         if done:
             logger.info("usage record %s %s %s", self.record_id, self.endpoint, status)
         return done
 
-    async def _settle_quota(self, accounted: UsageCounters) -> None:
-        """Q9: move the mirror from what was reserved to what was metered."""
+    async def _settle_quota(self, accounted: UsageCounters, *, final: bool) -> None:
+        """Q9, Q11: after a database write of ``accounted``, tell the store what the
+        reservations still hold; at the end, move the mirror from reserved to metered.
+
+        A settlement that fails leaves the store holding too much, never too little;
+        reconciliation corrects it once this stream's lease is gone.
+        """
         if self.admission is None:
             return
         limiter = get_limiter()
         used = accounted.quota()
         for metric, reserved in self._reserved.items():
-            delta = used[metric] - reserved
-            if not delta:
+            outstanding = 0 if final else max(0, reserved - used[metric])
+            delta = used[metric] - reserved if final else 0
+            if outstanding == self._outstanding[metric] and not delta:
                 continue
             try:
                 await in_store(
-                    limiter.adjust_quota,
+                    limiter.settle_quota,
                     account_id=self.admission.principal.account_id,
                     metric=metric,
                     period=self.period,
+                    holder=self.holder,
+                    outstanding=outstanding,
                     delta=delta,
                 )
             except AdmissionDenied:
                 logger.warning(
                     "usage record %s: quota mirror not settled", self.record_id
                 )
+                continue
+            self._outstanding[metric] = outstanding
 
 
 async def stream_tick(

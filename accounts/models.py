@@ -16,12 +16,22 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS
+
 
 class Endpoint(models.TextChoices):
     """A public streaming endpoint."""
 
     TTS = "tts", "TTS"
     ASR = "asr", "ASR"
+
+
+class Route(models.TextChoices):
+    """The public route a request came in on: endpoint plus transport."""
+
+    TTS_WS = "tts_ws", "TTS WebSocket"
+    TTS_REST = "tts_rest", "TTS REST"
+    REALTIME = "realtime", "Realtime ASR"
 
 
 class UsageStatus(models.TextChoices):
@@ -57,6 +67,7 @@ class AuditAction(models.TextChoices):
     KEY_UPDATED = "key.updated"
     PLAN_CHANGED = "plan.changed"
     ACCOUNT_CHANGED = "account.changed"
+    ALERTS_CHANGED = "alerts.changed"
 
 
 class KeyStatus(models.TextChoices):
@@ -324,6 +335,7 @@ class UsageRecord(models.Model):
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
     api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, related_name="+")
     endpoint = models.CharField(max_length=3, choices=Endpoint.choices)
+    route = models.CharField(max_length=10, choices=Route.choices)
     model = models.CharField(max_length=100)
     status = models.CharField(
         max_length=10, choices=UsageStatus.choices, default=UsageStatus.STARTED
@@ -345,6 +357,8 @@ class UsageRecord(models.Model):
     asr_items = models.PositiveIntegerField(default=0)
     asr_latency_ms_sum = models.BigIntegerField(default=0)
     asr_latency_ms_max = models.PositiveIntegerField(default=0)
+    # Per-item latencies binned as accounts.histogram defines (empty: no items yet).
+    asr_latency_hist = models.JSONField(default=list, blank=True)
 
     class Meta:
         indexes = [
@@ -367,15 +381,17 @@ class UsageRecord(models.Model):
         return f"{self.endpoint} {self.id} {self.status}"
 
 
-class UsageRollup(models.Model):
-    """Usage summed per hour or day, account, key, endpoint and model (accounts §7)."""
+class RollupMeasures(models.Model):
+    """What a rollup row sums (accounts §7, G3), shared by the key and account rollups."""
 
     granularity = models.CharField(max_length=4, choices=Granularity.choices)
     bucket_start = models.DateTimeField()
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
-    api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, related_name="+")
     endpoint = models.CharField(max_length=3, choices=Endpoint.choices)
+    route = models.CharField(max_length=10, choices=Route.choices)
     model = models.CharField(max_length=100)
+    # Blank for every record without one; failures are split by code.
+    error_code = models.CharField(max_length=40, blank=True)
     requests = models.BigIntegerField(default=0)
     completed = models.BigIntegerField(default=0)
     cancelled = models.BigIntegerField(default=0)
@@ -395,6 +411,24 @@ class UsageRollup(models.Model):
     computed_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.granularity} {self.bucket_start:%Y-%m-%d %H:%M} {self.endpoint}"
+
+
+# One count per latency bin (accounts.histogram): TTS time to first byte, ASR
+# commit→completed per item. Summing a column merges histograms.
+for _name in (*TTFB_FIELDS, *ASR_LATENCY_FIELDS):
+    RollupMeasures.add_to_class(_name, models.BigIntegerField(default=0))
+
+
+class UsageRollup(RollupMeasures):
+    """Usage summed per hour or day, account, key, endpoint and model (accounts §7)."""
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
         constraints = [
             # Every key column is NOT NULL, so PostgreSQL cannot let duplicates in (G2).
             models.UniqueConstraint(
@@ -404,9 +438,11 @@ class UsageRollup(models.Model):
                     "account",
                     "api_key",
                     "endpoint",
+                    "route",
                     "model",
+                    "error_code",
                 ],
-                name="acct_rollup_unique",
+                name="acct_rollup_key_unique",
             )
         ]
         indexes = [
@@ -420,8 +456,38 @@ class UsageRollup(models.Model):
             ),
         ]
 
-    def __str__(self) -> str:
-        return f"{self.granularity} {self.bucket_start:%Y-%m-%d %H:%M} {self.endpoint}"
+
+class AccountRollup(RollupMeasures):
+    """UsageRollup summed over the account's keys: what charts read when no key is picked.
+
+    Rebuilt from the UsageRollup rows in the same transaction, so the two always agree;
+    an account with 50 keys has about 50 times fewer rows here.
+    """
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "granularity",
+                    "bucket_start",
+                    "account",
+                    "endpoint",
+                    "route",
+                    "model",
+                    "error_code",
+                ],
+                name="acct_account_rollup_unique",
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["account", "granularity", "bucket_start"],
+                name="acct_arollup_account_bucket",
+            ),
+            models.Index(
+                fields=["granularity", "bucket_start"], name="acct_arollup_bucket"
+            ),
+        ]
 
 
 class AuditLog(models.Model):
@@ -451,3 +517,72 @@ class AuditLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action} {self.object_type}:{self.object_id}"
+
+
+def default_alert_thresholds() -> list[int]:
+    """Percentages of each monthly quota at which an alert fires."""
+    return [80, 95, 100]
+
+
+def validate_thresholds(value: object) -> None:
+    """A non-empty list of distinct integer percentages in 1–1000."""
+    if (
+        not isinstance(value, list)
+        or not value
+        or len(set(value)) != len(value)
+        or not all(isinstance(v, int) and 1 <= v <= 1000 for v in value)
+    ):
+        raise ValidationError(
+            "Enter distinct whole percentages between 1 and 1000.",
+            code="invalid_thresholds",
+        )
+
+
+class QuotaAlertSettings(models.Model):
+    """Where and when an account hears that its monthly quota runs low."""
+
+    account = models.OneToOneField(
+        Account, on_delete=models.PROTECT, related_name="alert_settings"
+    )
+    thresholds = models.JSONField(
+        default=default_alert_thresholds, validators=[validate_thresholds]
+    )
+    email_enabled = models.BooleanField(default=True)
+    emails = models.JSONField(
+        default=list, blank=True, help_text="Empty: every member with an email."
+    )
+    webhook_url = models.URLField(max_length=500, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "quota alert settings"
+
+    def __str__(self) -> str:
+        return f"alerts of account {self.account_id}"
+
+
+class QuotaAlert(models.Model):
+    """One threshold crossed by one account's metric in one period: fired once."""
+
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
+    period = models.CharField(max_length=7)
+    metric = models.CharField(max_length=20, choices=QuotaMetric.choices)
+    threshold = models.PositiveSmallIntegerField()
+    used = models.BigIntegerField()
+    limit = models.BigIntegerField()
+    fired_at = models.DateTimeField(default=timezone.now)
+    email_sent_at = models.DateTimeField(null=True, blank=True)
+    webhook_sent_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account", "period", "metric", "threshold"],
+                name="acct_quota_alert_once",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.period} {self.metric} {self.threshold}%"

@@ -4,6 +4,11 @@ Without Redis there is no broker and no beat. The gateway's embedded start-up ca
 ``start_embedded_scheduler()`` in its event loop; each entry of ``CELERY_BEAT_SCHEDULE``
 whose task is one of ``accounts.tasks.PERIODIC_TASKS`` then runs on its schedule, in a
 thread (``asyncio.to_thread``), so the loop never blocks on the database.
+
+The limits store of the embedded default is this process's memory, so a key revoked or edited
+by another process (``manage.py revoke_api_key``) would never reach it: every
+``KEY_VERSION_SYNC_S`` the scheduler copies the database's versions of the keys the store knows
+into it, and streams and the principal cache see the change at their next check (A5, E7).
 """
 
 from __future__ import annotations
@@ -56,17 +61,29 @@ async def _every(name: str, task: Callable[[], int], schedule: Schedule) -> None
             logger.debug("periodic task %s: %s", name, result)
 
 
+def sync_key_versions() -> int:
+    """One pass of the embedded key-version sync; 0 when the store is shared (Redis)."""
+    from accounts.limits import MemoryLimiter, get_limiter
+    from accounts.services.api_keys import api_key_versions_sync
+
+    limiter = get_limiter()
+    if not isinstance(limiter, MemoryLimiter):
+        return 0
+    key_ids = limiter.key_ids()
+    return api_key_versions_sync(key_ids=key_ids) if key_ids else 0
+
+
 async def run_schedule(entries: Mapping[str, Mapping[str, Any]]) -> None:
-    """Run every known task of a beat schedule until cancelled."""
+    """Run every known task of a beat schedule until cancelled, and the key sync."""
     from accounts.tasks import PERIODIC_TASKS
 
-    loops = []
+    loops = [_every("key_version_sync", sync_key_versions, settings.KEY_VERSION_SYNC_S)]
     for entry in entries.values():
         task = PERIODIC_TASKS.get(str(entry["task"]))
         if task is None:
             continue  # not an accounts task: its own app schedules it
         loops.append(_every(str(entry["task"]), task, entry["schedule"]))
-    logger.info("embedded scheduler: %d periodic tasks", len(loops))
+    logger.info("embedded scheduler: %d periodic tasks", len(loops) - 1)
     await asyncio.gather(*loops)
 
 

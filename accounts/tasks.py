@@ -113,6 +113,15 @@ def purge_usage_records() -> int:
     )
 
 
+@shared_task(name="accounts.check_quota_alerts", time_limit=120)
+@single_flight("check_quota_alerts", ttl_s=120)
+def check_quota_alerts() -> int:
+    """Fire each crossed quota threshold once per period, then deliver pending alerts."""
+    from accounts.services.alerts import quota_alerts_check
+
+    return quota_alerts_check()
+
+
 # Every periodic task by its Celery name: what the embedded scheduler runs (T3).
 PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.reap_abandoned_usage": reap_abandoned_usage,
@@ -121,4 +130,5 @@ PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.rollup_usage_daily": rollup_usage_daily,
     "accounts.reconcile_quota_mirror": reconcile_quota_mirror,
     "accounts.purge_usage_records": purge_usage_records,
+    "accounts.check_quota_alerts": check_quota_alerts,
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -31,6 +32,15 @@ def _unavailable(what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is not reachable; CI must run these tests, not skip them")
     pytest.skip(f"{what} is not reachable")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``vllm`` need the vLLM tier: skipped without it locally, failed in CI."""
+    if item.get_closest_marker("vllm") is not None:
+        from gateway.vllm_env import vllm_installed
+
+        if not vllm_installed():
+            _unavailable("the vLLM tier (make vllm)")
 
 
 @pytest.fixture
@@ -135,17 +145,26 @@ def _reset_process_state() -> None:
     lifecycle.reset()
 
 
-@pytest.fixture
-async def embedded_worker() -> AsyncIterator[object]:
-    """The worker consumer running in the test's event loop on the in-memory layer."""
+@contextlib.asynccontextmanager
+async def running_worker() -> AsyncIterator[Any]:
+    """Start the worker consumer in the running loop; shut it down at exit."""
     from veena_site.embedded import start_embedded_worker
 
     task = start_embedded_worker()
     runtime = get_runtime()
     await runtime.wait_loaded()
-    yield runtime
-    await runtime.shutdown()
-    task.cancel()
+    try:
+        yield runtime
+    finally:
+        await runtime.shutdown()
+        task.cancel()
+
+
+@pytest.fixture
+async def embedded_worker() -> AsyncIterator[object]:
+    """The worker consumer running in the test's event loop on the in-memory layer."""
+    async with running_worker() as runtime:
+        yield runtime
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -20,9 +23,9 @@ PROBE = (
 )
 
 
-def probe(tmp_path: object, **env: str) -> dict[str, object]:
+def probe(tmp_path: object, code: str = PROBE, **env: str) -> dict[str, object]:
     out = subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", code],
         env=child_env(
             DJANGO_SETTINGS_MODULE="veena_site.settings", DATA_DIR=str(tmp_path), **env
         ),
@@ -49,6 +52,72 @@ def test_secret_key_is_generated_once_and_kept(tmp_path: object) -> None:
     first = (tmp_path / "secret_key").read_text()
     probe(tmp_path)
     assert (tmp_path / "secret_key").read_text() == first and len(first) >= 50
+
+
+SECURITY_PROBE = (
+    "import django, json; django.setup(); from django.conf import settings as s; "
+    "print(json.dumps({n: getattr(s, n) for n in ("
+    "'SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE', 'SECURE_PROXY_SSL_HEADER', "
+    "'SECURE_HSTS_SECONDS', 'SECURE_HSTS_INCLUDE_SUBDOMAINS', 'SECURE_HSTS_PRELOAD', "
+    "'ALLOW_QUERY_API_KEY')}))"
+)
+
+
+def security(tmp_path: object, **env: str) -> dict[str, object]:
+    return probe(tmp_path, SECURITY_PROBE, **env)
+
+
+def test_production_defaults_are_secure(tmp_path: object) -> None:
+    got = security(tmp_path, PRODUCTION="true", SECRET_KEY="s" * 50)
+    assert got == {
+        "SESSION_COOKIE_SECURE": True,
+        "CSRF_COOKIE_SECURE": True,
+        "SECURE_PROXY_SSL_HEADER": None,
+        "SECURE_HSTS_SECONDS": 0,
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": False,
+        "SECURE_HSTS_PRELOAD": False,
+        "ALLOW_QUERY_API_KEY": False,
+    }
+    assert security(tmp_path)["ALLOW_QUERY_API_KEY"] is True  # the embedded default
+
+
+def test_proxy_header_hsts_and_query_keys_come_from_the_environment(
+    tmp_path: object,
+) -> None:
+    got = security(
+        tmp_path,
+        PRODUCTION="true",
+        SECRET_KEY="s" * 50,
+        SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO,https",
+        SECURE_HSTS_SECONDS="31536000",
+        SECURE_HSTS_INCLUDE_SUBDOMAINS="true",
+        SECURE_HSTS_PRELOAD="true",
+        ALLOW_QUERY_API_KEY="true",
+    )
+    assert got["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]
+    assert got["SECURE_HSTS_SECONDS"] == 31536000
+    assert got["SECURE_HSTS_INCLUDE_SUBDOMAINS"] is got["SECURE_HSTS_PRELOAD"] is True
+    assert got["ALLOW_QUERY_API_KEY"] is True
+
+
+def test_the_secret_key_file_is_created_0600_without_a_chmod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No moment in which the new file has the umask's wider mode."""
+    from veena_site.settings import embedded_secret_key
+
+    def no_chmod(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the mode must be right from the start")
+
+    monkeypatch.setattr(Path, "chmod", no_chmod)
+    monkeypatch.setattr(os, "chmod", no_chmod)
+    old_umask = os.umask(0o022)
+    try:
+        key = embedded_secret_key(tmp_path)
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE((tmp_path / "secret_key").stat().st_mode) == 0o600
+    assert embedded_secret_key(tmp_path) == key and len(key) >= 50
 
 
 def test_production_mode_requires_secret_key(tmp_path: object) -> None:

@@ -257,9 +257,8 @@ class TtsConsumer(WorkerClientConsumer):
     async def release_link(self) -> None:
         """Z2/Q4: stop the worker job now, also one whose acceptance is still on its way.
 
-        ``WorkerLink.close`` sends the cancel to the pinned worker, or to the shared channel
-        while the job is still being admitted; an accepting worker that never hears from
-        this consumer again stops the job unconfirmed (tts.jobs.CONFIRM_S).
+        ``WorkerLink.close`` sends the cancel to the pinned worker; a job still being
+        admitted is cancelled at the worker that accepts it (``veena_site.jobclient``).
         """
         if self.link is not None:
             await self.link.close()

@@ -153,4 +153,6 @@ class AudioOutput:
             await consumer.fail("INTERNAL_ERROR", "Audio stream interrupted")
             return
         active.frames_dropped, active.truncated = done.frames_dropped, done.truncated
+        active.snac_frames, active.tokens = done.snac_frames, done.tokens
+        active.tokens_ignored = done.tokens_ignored
         await consumer.flow.complete(cancelled=False)

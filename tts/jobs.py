@@ -14,6 +14,7 @@ frame ending a segment carries ``segment_end`` (timestamps, TS1).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -24,7 +25,7 @@ from typing import Any
 from django.conf import settings
 
 from tts.engines import segment_pause_ms
-from tts.engines.base import Pcm, TtsEngine, TtsEngineRequest
+from tts.engines.base import EngineStats, Pcm, TtsEngine, TtsEngineRequest
 from tts.messages import (
     FlushId,
     TtsAck,
@@ -44,10 +45,6 @@ from veena_site.jobs import ReplyLost, Sender
 logger = logging.getLogger(__name__)
 
 WINDOW_STALL_S = 10.0
-# The gateway confirms an acceptance with an ack of seq -1 (any ack counts). A job accepted for a
-# gateway that had already gone (a client that left while its job was being admitted) gets no
-# confirmation and stops after this long, freeing its slot (Z3).
-CONFIRM_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +84,7 @@ class TtsJob:
         self.acked = -1
         self.epoch = 0
         self.samples_sent = 0
+        self.stats = EngineStats()  # summed over the job's segments
         self.items: deque[Item] = deque(submit.segments)
         if not submit.incremental:
             self.items.append(_EndMark())
@@ -105,13 +103,11 @@ class TtsJob:
         self._starting = False
         self._segment_seq = 0  # the segment the pipeline's audio belongs to
         self._cleared = False
-        self._confirmed = asyncio.Event()
 
     def receive(self, message: dict[str, Any]) -> None:
         """Take an ack, more text, a flush, the end or a clear, without blocking."""
         kind = message["type"]
         if kind == TtsAck.TYPE:
-            self._confirmed.set()
             self.acked = max(self.acked, TtsAck.from_message(message).seq)
             if self.next_seq - self.acked <= self.window:
                 self._window_open.set()
@@ -129,23 +125,12 @@ class TtsJob:
         self._more.set()
 
     async def run(self) -> None:
-        """Work through the items in order until the end mark, then ``gpu.tts.done``."""
-        task = asyncio.current_task()
-        assert task is not None
-        watchdog = asyncio.create_task(self._expect_confirmation(task))
-        try:
-            await self._run()
-        finally:
-            watchdog.cancel()
+        """Work through the items in order until the end mark, then ``gpu.tts.done``.
 
-    async def _expect_confirmation(self, job: asyncio.Task[None]) -> None:
-        try:
-            await asyncio.wait_for(self._confirmed.wait(), CONFIRM_S)
-        except TimeoutError:
-            logger.info("tts job %s: acceptance never confirmed; stopped", self.job_id)
-            job.cancel()
-
-    async def _run(self) -> None:
+        An incremental job waits for more text for as long as its gateway keeps it alive:
+        the registry ends a job whose gateway is silent (``veena_site.jobs``), and the
+        gateway ends a request whose client sends nothing for ``TTS_INPUT_IDLE_S`` (I6).
+        """
         started = time.monotonic()
         while True:
             item = await self._next_item()
@@ -163,6 +148,11 @@ class TtsJob:
                 samples=self.samples_sent,
                 chunks=self.next_seq,
                 engine_ms=int((time.monotonic() - started) * 1000),
+                frames_dropped=self.stats.frames_dropped,
+                truncated=self.stats.truncated,
+                snac_frames=self.stats.snac_frames,
+                tokens=self.stats.tokens,
+                tokens_ignored=self.stats.tokens_ignored,
             )
         )
 
@@ -197,11 +187,14 @@ class TtsJob:
         self._segment_seq = seq
         self.pipeline.begin_segment()
         self._starting = True
-        stream = self.engine.stream(self._engine_request(segment["text"]))
-        while (pcm := await self._engine_next(stream)) is not None:
-            if epoch != self.epoch:
-                break
-            await self._out(self.pipeline.push(pcm), seq, epoch)
+        request = self._engine_request(segment["text"])
+        # Closed on every exit, so an engine left at a yield stops at once (Z2).
+        async with contextlib.aclosing(self.engine.stream(request)) as stream:
+            while (pcm := await self._engine_next(stream)) is not None:
+                if epoch != self.epoch:
+                    break
+                await self._out(self.pipeline.push(pcm), seq, epoch)
+        self.stats.add(request.stats)
         if epoch != self.epoch:
             self._apply_clear()
             return
@@ -222,6 +215,7 @@ class TtsJob:
             self._engine_step = None
             if not step.done():
                 step.cancel()  # the job itself is being cancelled: stop the engine too
+                await asyncio.wait({step})  # then the stream can be closed
         return None if step.cancelled() else step.result()
 
     async def _drain(self) -> None:

@@ -75,8 +75,8 @@ class TtsClear(Message):
 class TtsAck(Message):
     """The gateway handed every chunk up to ``seq`` to the socket (flow control, Q8).
 
-    The first ack, ``seq`` −1, is sent on acceptance: it tells the worker that the gateway is
-    still there (``tts.jobs.CONFIRM_S``).
+    The first ack, ``seq`` −1, is sent on acceptance; like every message of the job it tells
+    the worker that the gateway is still there (``veena_site.jobs.CONFIRM_S``).
     """
 
     TYPE = "tts.job.ack"
@@ -120,3 +120,7 @@ class TtsDone(Message):
     engine_ms: int
     frames_dropped: int = 0
     truncated: bool = False
+    # Token engines (vllm-snac, AU7): SNAC frames decoded, ids generated, ids ignored.
+    snac_frames: int = 0
+    tokens: int = 0
+    tokens_ignored: int = 0

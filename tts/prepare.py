@@ -11,7 +11,8 @@ from typing import Any
 
 from django.conf import settings
 
-from tts.engines import ENGINE_INFO, EngineInfo
+from tts.engines import EngineInfo
+from tts.engines import engine_info as info_of
 from tts.messages import TtsSubmit
 from tts.normalize import has_speakable, normalize_text
 from tts.protocol import ProtocolError, TtsRequest
@@ -22,8 +23,8 @@ OFF_LOOP_CHARS = 2000  # T1: longer texts are segmented and normalised in a thre
 
 
 def engine_info() -> EngineInfo:
-    """The configured engine's static description."""
-    return ENGINE_INFO[settings.TTS_ENGINE]
+    """The configured engine's description (static, or from the vLLM settings)."""
+    return info_of(settings.TTS_ENGINE)
 
 
 def resolve_voice(req: TtsRequest, info: EngineInfo) -> str:

@@ -81,6 +81,10 @@ class ActiveRequest:
     truncated: bool = False
     ack_pending: int | None = None  # Q8: the chunk seq to acknowledge once sent
     ack_held_since: float | None = None  # the transport was full at that time
+    # Token engines (AU7): SNAC frames decoded, ids generated, ids outside the audio range.
+    snac_frames: int = 0
+    tokens: int = 0
+    tokens_ignored: int = 0
 
     @property
     def source_text(self) -> str:
@@ -205,6 +209,9 @@ class ActiveRequest:
             "engine": engine,
             "frames_dropped": self.frames_dropped,
             "truncated": self.truncated,
+            "snac_frames": self.snac_frames,
+            "tokens": self.tokens,
+            "tokens_ignored": self.tokens_ignored,
         }
 
     def usage_timing(self, metrics: dict[str, Any]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def alias_table(
     info: EngineInfo, overrides: dict[str, Any] | None = None
 ) -> dict[str, str]:
     """The engine's aliases (S3, then TTS_SPEAKER_ALIASES), only those naming a voice."""
-    table = dict(ENGINE_ALIASES.get(info.wire_name, {}))
+    table = dict(info.aliases or ENGINE_ALIASES.get(info.wire_name, {}))
     table.update((overrides or {}).get(info.wire_name, {}))
     ids = set(info.voice_ids)
     return {k.lower(): v for k, v in table.items() if v in ids and k.lower() not in ids}

@@ -56,12 +56,15 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         raise NotImplementedError
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """Run the consumer; one that is cancelled (Daphne's close timeout, a test's
-        communicator) still releases everything it holds, shielded, once."""
+        """Run the consumer; however it ends (a crash, Daphne's close timeout, a test's
+        communicator cancelling it), it releases everything it holds, shielded, once, and
+        its worker job ends too."""
         try:
             await super().__call__(scope, receive, send)
         finally:
             await asyncio.shield(self.release_on_exit())
+            if self.link is not None:
+                self.link.abandon()
 
     async def release_on_exit(self) -> None:
         """The last exit path: a disconnect that never ran (or was cut short) runs now."""
@@ -212,5 +215,9 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         return self.link
 
     async def _link_reply(self, message: dict[str, Any]) -> None:
-        if self.link is not None and not self.closed():
-            await self.on_outcome(await self.link.on_reply(message))
+        if self.link is None:
+            return
+        # A closed consumer still passes replies on: the link cancels a late acceptance.
+        outcome = await self.link.on_reply(message)
+        if not self.closed():
+            await self.on_outcome(outcome)

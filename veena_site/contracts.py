@@ -4,6 +4,12 @@ Messages are frozen dataclasses of msgpack primitives (STYLE 23–25). ``tts.*``
 go to a worker, ``gpu.*`` types come from one. A job's first message goes to the shared channel of
 its kind; the worker's ``gpu.job.accepted`` names its own channel, and every later message of the
 job goes there (the job is pinned to that worker process).
+
+Liveness runs both ways: the worker sends ``gpu.job.heartbeat`` every second, and the gateway
+sends ``*.job.keepalive`` every second to the pinned channel, the first one at once on
+acceptance. A worker ends a job that is not confirmed within ``CONFIRM_S`` or whose gateway has
+been silent for ``JOB_KEEPALIVE_TIMEOUT_S`` (``veena_site.jobs``), so no job outlives its gateway
+and no cancel ever has to travel through a shared channel.
 """
 
 from __future__ import annotations
@@ -93,3 +99,23 @@ class AsrJobCancel(Message):
 
 
 CANCELS: dict[Kind, type[Message]] = {"tts": TtsJobCancel, "asr": AsrJobCancel}
+
+
+@dataclass(frozen=True)
+class TtsJobKeepalive(Message):
+    """The gateway still wants this TTS job; the first one confirms the acceptance."""
+
+    TYPE = "tts.job.keepalive"
+
+
+@dataclass(frozen=True)
+class AsrJobKeepalive(Message):
+    """The gateway still wants this ASR job; the first one confirms the acceptance."""
+
+    TYPE = "asr.job.keepalive"
+
+
+KEEPALIVES: dict[Kind, type[Message]] = {
+    "tts": TtsJobKeepalive,
+    "asr": AsrJobKeepalive,
+}

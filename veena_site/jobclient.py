@@ -4,6 +4,22 @@ A consumer never awaits a worker reply inside a handler (tts Q5, realtime AR-3):
 returns. Replies and timers arrive as separate dispatched messages; timers are posted to the
 consumer's own channel as ``timer.fire`` so that the dispatch loop serialises every state change.
 The consumer passes each ``gpu.job.*`` reply and each timer to this link and acts on the outcome.
+
+While a job is pinned, the link sends ``*.job.keepalive`` to its worker: one at once (the
+confirmation of the acceptance) and then one every ``JOB_KEEPALIVE_S`` from a task of its own,
+so a consumer busy in one long handler (a 15 MiB append) keeps its job. The task ends with the
+link: ``close()``, or ``abandon()`` when the consumer ends (a crash included); a process that
+dies takes it along. A consumer whose dispatch loop has not handled one of the link's stall
+checks for ``CONSUMER_HUNG_S`` is stuck for good, and the task ends too. The worker ends a job
+whose keepalives stop (``veena_site.jobs``).
+
+A job still being admitted has no pinned worker yet, and a cancel on the shared channel could
+be taken by a worker that does not hold it. So a cancel never goes there: whichever worker
+accepts the job gets the cancel on its own channel when its ``gpu.job.accepted`` arrives, from
+the consumer while it lives (``on_reply`` answers acceptances after ``close``) and from
+``abandon()`` after it has ended, which reads the consumer's channel until no acceptance can
+still come. Should even that fail (the gateway process died), the worker ends the job when no
+confirmation arrives within ``veena_site.jobs.CONFIRM_S``.
 """
 
 from __future__ import annotations
@@ -19,14 +35,40 @@ from typing import Any
 
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
+from django.conf import settings
 
-from veena_site.contracts import CANCELS, WORKER_CHANNELS, JobAccepted, Kind, Message
+from veena_site.contracts import (
+    CANCELS,
+    KEEPALIVES,
+    WORKER_CHANNELS,
+    JobAccepted,
+    Kind,
+    Message,
+)
 from veena_site.metrics import CHANNEL_HOP
 
 logger = logging.getLogger(__name__)
 
 TIMER = "timer.fire"
 STALL_CHECK_S = 0.5
+# A worker may accept a submission this long after its deadline by its own clock (clock skew
+# between machines, the reply's own trip); abandon() listens that much longer.
+ANSWER_GRACE_S = 1.0
+POST_RETRY_S = 0.05  # a timer that finds the consumer's channel full is posted again
+CONSUMER_HUNG_S = 60.0  # no stall check dispatched for this long: keepalives end
+POST_PATIENCE_S = 10.0
+
+# The latest submission deadline of each consumer channel that may still be answered.
+_answers_due: dict[str, float] = {}
+_drains: set[asyncio.Task[None]] = set()
+
+
+async def abandoned_links_drained() -> None:
+    """Wait until every ``abandon()`` of this loop has finished (tests; each ≤ 1.5 s)."""
+    loop = asyncio.get_running_loop()
+    mine = [task for task in _drains if task.get_loop() is loop]
+    if mine:
+        await asyncio.gather(*mine, return_exceptions=True)
 
 
 class Outcome(enum.Enum):
@@ -74,6 +116,7 @@ class WorkerLink:
         self._started = 0.0
         self._saw_busy = False
         self._last_seen = 0.0
+        self._dispatched_at = 0.0  # when the consumer last handled one of our timers
         self._timers: set[asyncio.Task[None]] = set()
         # Names this link's timers, so one left over from a replaced link is ignored.
         self.token = uuid.uuid4().hex[:12]
@@ -115,6 +158,7 @@ class WorkerLink:
         """Handle a ``timer.fire`` posted by this link (others are ignored)."""
         if message.get("token") != self.token:
             return None
+        self._dispatched_at = time.monotonic()
         name = message["name"]
         if name == "retry" and self.phase is Phase.SUBMITTING:
             return await self._attempt()
@@ -158,10 +202,8 @@ class WorkerLink:
     async def close(self) -> None:
         """Cancel the job at its worker and stop every timer; idempotent.
 
-        A job still being admitted has no pinned worker yet: its cancel goes to the shared
-        channel, and a worker that accepts it anyway is answered with a cancel on arrival
-        of its late ``gpu.job.accepted`` only while this consumer lives; the worker's own
-        acceptance-confirmation timeout covers a consumer that is gone.
+        A job still being admitted is cancelled when its acceptance arrives (module
+        docstring): nothing is sent to the shared channel.
         """
         if self.phase is Phase.CLOSED:
             return
@@ -172,8 +214,32 @@ class WorkerLink:
         self._timers.clear()
         if previous is Phase.ACCEPTED:
             await self._cancel_at(self.worker_channel, self.job_id)
-        elif previous is Phase.SUBMITTING:
-            await self._cancel_at(WORKER_CHANNELS[self.kind], self.job_id)
+
+    def abandon(self) -> None:
+        """The consumer has ended: close, and cancel acceptances still on their way.
+
+        Runs as a task of its own, so it may be called from a ``finally`` of a consumer
+        that is being cancelled.
+        """
+        task = asyncio.ensure_future(self._abandon())
+        _drains.add(task)
+        task.add_done_callback(_drains.discard)
+
+    async def _abandon(self) -> None:
+        await self.close()
+        until = _answers_due.pop(self.own_channel, 0.0) + ANSWER_GRACE_S
+        while (left := until - time.time()) > 0:
+            try:
+                message = await asyncio.wait_for(
+                    self.layer.receive(self.own_channel), left
+                )
+            except (
+                Exception
+            ):  # boundary: timed out, or the layer is down: jobs time out
+                return
+            if message.get("type") == JobAccepted.TYPE:
+                accepted = JobAccepted.from_message(message)
+                await self._cancel_at(accepted.worker_channel, accepted.job_id)
 
     async def _attempt(self) -> Outcome | None:
         assert self._build is not None
@@ -184,6 +250,9 @@ class WorkerLink:
         )
         self._attempts += 1
         deadline = time.time() + self.answer_s
+        if len(_answers_due) > 10_000:  # consumers that never ended through abandon()
+            _answers_due.clear()
+        _answers_due[self.own_channel] = deadline
         try:
             message = self._build(self.job_id, deadline).to_message()
             await self.layer.send(WORKER_CHANNELS[self.kind], message)
@@ -200,25 +269,61 @@ class WorkerLink:
         self.model_version = accepted.model_version
         self._last_seen = time.monotonic()
         CHANNEL_HOP.observe(max(0.0, time.time() - accepted.sent_at))
+        self._dispatched_at = time.monotonic()
+        await self._keepalive()  # confirms the acceptance (veena_site.jobs.CONFIRM_S)
         self._later(STALL_CHECK_S, "stall")
+        self._own(asyncio.create_task(self._keepalives()))
         return Outcome.ACCEPTED
+
+    async def _keepalives(self) -> None:
+        while self.phase is Phase.ACCEPTED:
+            await asyncio.sleep(settings.JOB_KEEPALIVE_S)
+            if time.monotonic() - self._dispatched_at > CONSUMER_HUNG_S:
+                logger.warning(
+                    "%s job %s: consumer stuck; keepalives stopped",
+                    self.kind,
+                    self.job_id,
+                )
+                return
+            await self._keepalive()
+
+    async def _keepalive(self) -> None:
+        message = KEEPALIVES[self.kind](job_id=self.job_id).to_message()
+        try:
+            await self.layer.send(self.worker_channel, message)
+        except Exception:  # boundary: one keepalive; the worker tolerates a few lost
+            logger.warning("%s job %s: keepalive not delivered", self.kind, self.job_id)
 
     async def _cancel_at(self, channel: str, job_id: str) -> None:
         try:
             await self.layer.send(
                 channel, CANCELS[self.kind](job_id=job_id).to_message()
             )
-        except ChannelFull:
-            logger.warning(
-                "%s job %s: cancel not delivered (channel full)", self.kind, job_id
-            )
+        except (
+            Exception
+        ):  # boundary: one cancel; the worker's keepalive rule ends the job
+            logger.warning("%s job %s: cancel not delivered", self.kind, job_id)
 
     def _later(self, delay: float, name: str) -> None:
-        task = asyncio.create_task(self._post(delay, name))
+        self._own(asyncio.create_task(self._post(delay, name)))
+
+    def _own(self, task: asyncio.Task[None]) -> None:
+        """Keep ``task`` until it ends; ``close()`` cancels it."""
         self._timers.add(task)
         task.add_done_callback(self._timers.discard)
 
     async def _post(self, delay: float, name: str) -> None:
         await asyncio.sleep(delay)
         message = {"type": TIMER, "name": name, "link": self.kind, "token": self.token}
-        await self.layer.send(self.own_channel, message)
+        # A lost stall check would end the loss detection; a channel full for
+        # POST_PATIENCE_S belongs to a consumer that no longer reads it.
+        deadline = time.monotonic() + POST_PATIENCE_S
+        while True:
+            try:
+                await self.layer.send(self.own_channel, message)
+                return
+            except ChannelFull:
+                if time.monotonic() > deadline:
+                    logger.warning("%s job %s: timer dropped", self.kind, self.job_id)
+                    return
+                await asyncio.sleep(POST_RETRY_S)

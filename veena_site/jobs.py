@@ -3,6 +3,13 @@
 Each job runs as its own task (STYLE 29), sends a heartbeat every second while it runs, catches
 every exception at its boundary and replies ``gpu.job.failed`` with a stable code (STYLE 31), and
 frees its slot on every exit path, exactly once.
+
+No job outlives its gateway. Every message the gateway sends for a job (acks, audio, text, and
+the ``*.job.keepalive`` it sends every ``JOB_KEEPALIVE_S``) counts as a sign of life. A job
+that hears nothing within ``CONFIRM_S`` of its acceptance (its consumer left while the job was
+being admitted), or nothing for ``JOB_KEEPALIVE_TIMEOUT_S`` afterwards (consumer crashed, gateway
+process killed, its channel no longer read), ends and frees its slot; so does one whose last
+``HEARTBEAT_FAILURES`` heartbeats could not be delivered within a heartbeat period each.
 """
 
 from __future__ import annotations
@@ -11,8 +18,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+import redis
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
 
@@ -21,10 +30,15 @@ from veena_site.contracts import JobFailed, JobHeartbeat, Kind, Message
 logger = logging.getLogger(__name__)
 
 SEND_PATIENCE_S = 10.0
+# The gateway confirms an acceptance at once (its first keepalive, or any other message of
+# the job). A job accepted for a consumer that had already gone gets none and ends.
+CONFIRM_S = 2.0
+# Consecutive heartbeats not delivered within one heartbeat period that end a job.
+HEARTBEAT_FAILURES = 3
 
 
 class ReplyLost(Exception):
-    """The gateway's reply channel stayed full for ``SEND_PATIENCE_S``: it is gone."""
+    """The gateway's reply channel stayed unreachable for ``SEND_PATIENCE_S``: it is gone."""
 
 
 class WorkerJob(Protocol):
@@ -46,8 +60,13 @@ class WorkerJob(Protocol):
 Sender = Callable[[Message], Awaitable[None]]
 
 
+# A full channel, or a layer whose connection failed (a Redis restart): worth waiting out.
+TRANSIENT = (ChannelFull, redis.ConnectionError, redis.TimeoutError, OSError)
+
+
 def reply_sender(layer: BaseChannelLayer, channel: str) -> Sender:
-    """Return a coroutine function that sends messages to ``channel``, waiting out ChannelFull."""
+    """Return a coroutine function that sends messages to ``channel``, waiting out
+    ChannelFull and a layer outage for up to ``SEND_PATIENCE_S``."""
 
     async def send(message: Message) -> None:
         deadline = time.monotonic() + SEND_PATIENCE_S
@@ -56,7 +75,7 @@ def reply_sender(layer: BaseChannelLayer, channel: str) -> Sender:
             try:
                 await layer.send(channel, message.to_message())
                 return
-            except ChannelFull:
+            except TRANSIENT:
                 if time.monotonic() > deadline:
                     raise ReplyLost(channel) from None
                 await asyncio.sleep(delay)
@@ -65,35 +84,69 @@ def reply_sender(layer: BaseChannelLayer, channel: str) -> Sender:
     return send
 
 
+@dataclass
+class _Entry:
+    """One running job and what the registry knows about its gateway."""
+
+    job: WorkerJob
+    send: Sender
+    task: asyncio.Task[None] | None = None
+    accepted_at: float | None = None  # monotonic, once gpu.job.accepted went out
+    heard_at: float | None = None  # the gateway's last message for the job
+    failed_beats: int = 0
+
+
 class JobRegistry:
     """Running jobs by id, with a slot limit per kind."""
 
-    def __init__(self, slots: dict[Kind, int], heartbeat_s: float) -> None:
+    def __init__(
+        self,
+        slots: dict[Kind, int],
+        heartbeat_s: float,
+        *,
+        keepalive_timeout_s: float = 5.0,
+        confirm_s: float = CONFIRM_S,
+    ) -> None:
         self.slots = dict(slots)
         self.heartbeat_s = heartbeat_s
-        self._jobs: dict[str, WorkerJob] = {}
+        self.keepalive_timeout_s = keepalive_timeout_s
+        self.confirm_s = confirm_s
+        self._entries: dict[str, _Entry] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._senders: dict[str, Sender] = {}
+        self._notices: set[asyncio.Task[None]] = set()
 
     def busy(self, kind: Kind) -> int:
         """Number of slots of ``kind`` in use."""
-        return sum(1 for job in self._jobs.values() if job.kind == kind)
+        return sum(1 for e in self._entries.values() if e.job.kind == kind)
 
     def has_room(self, kind: Kind) -> bool:
         """True when a job of ``kind`` could start now."""
         return self.busy(kind) < self.slots.get(kind, 0)
 
+    @property
+    def running(self) -> dict[str, WorkerJob]:
+        """The jobs holding a slot now, by id."""
+        return {job_id: e.job for job_id, e in self._entries.items()}
+
     def get(self, job_id: str) -> WorkerJob | None:
         """The running job with this id, if any."""
-        return self._jobs.get(job_id)
+        entry = self._entries.get(job_id)
+        return entry.job if entry is not None else None
+
+    def touch(self, job_id: str) -> bool:
+        """The job's gateway sent something: it is alive. False if the job is unknown."""
+        entry = self._entries.get(job_id)
+        if entry is None:
+            return False
+        entry.heard_at = time.monotonic()
+        return True
 
     def start(self, job: WorkerJob, send: Sender, accepted: Message) -> None:
         """Take a slot for ``job`` and run it as a task that first sends ``accepted``."""
         assert self.has_room(job.kind), "caller checks has_room first"
-        self._jobs[job.job_id] = job
-        self._senders[job.job_id] = send
-        task = asyncio.create_task(self._supervise(job, send, accepted))
-        self._tasks[job.job_id] = task
+        entry = self._entries[job.job_id] = _Entry(job=job, send=send)
+        entry.task = asyncio.create_task(self._supervise(entry, accepted))
+        self._tasks[job.job_id] = entry.task
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a job; its slot is freed as the task unwinds. False if unknown."""
@@ -101,16 +154,15 @@ class JobRegistry:
         if task is None:
             return False
         task.cancel()
-        self._release(job_id)
+        self._entries.pop(job_id, None)
         return True
 
     async def cancel_all(self, code: str | None = None) -> None:
         """Cancel every job (worker shutdown), telling each gateway when ``code`` is given."""
-        for job_id in list(self._jobs):
-            send = self._senders[job_id]
+        for job_id, entry in list(self._entries.items()):
             self.cancel(job_id)
             if code is not None:
-                await _send_quietly(send, JobFailed(job_id=job_id, code=code))
+                await _send_quietly(entry.send, JobFailed(job_id=job_id, code=code))
 
     async def wait_idle(self) -> None:
         """Wait until every task has finished unwinding."""
@@ -118,14 +170,12 @@ class JobRegistry:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _release(self, job_id: str) -> None:
-        self._jobs.pop(job_id, None)
-        self._senders.pop(job_id, None)
-
-    async def _supervise(self, job: WorkerJob, send: Sender, accepted: Message) -> None:
-        beat = asyncio.create_task(self._heartbeat(job, send))
+    async def _supervise(self, entry: _Entry, accepted: Message) -> None:
+        job, send = entry.job, entry.send
+        beat = asyncio.create_task(self._watch(entry))
         try:
             await send(accepted)
+            entry.accepted_at = time.monotonic()
             await job.run()
         except asyncio.CancelledError:
             logger.info("%s job %s cancelled", job.kind, job.job_id)
@@ -140,18 +190,60 @@ class JobRegistry:
             )
         finally:
             beat.cancel()
-            self._release(job.job_id)
-            self._tasks.pop(job.job_id, None)
+            if self._entries.get(job.job_id) is entry:
+                del self._entries[job.job_id]
+            if self._tasks.get(job.job_id) is entry.task:
+                del self._tasks[job.job_id]
 
-    async def _heartbeat(self, job: WorkerJob, send: Sender) -> None:
+    async def _watch(self, entry: _Entry) -> None:
+        """Every heartbeat period: send a heartbeat, and end the job if its gateway is gone."""
         while True:
             await asyncio.sleep(self.heartbeat_s)
-            await _send_quietly(send, JobHeartbeat(job_id=job.job_id))
+            beat = entry.send(JobHeartbeat(job_id=entry.job.job_id))
+            try:
+                await asyncio.wait_for(beat, self.heartbeat_s)
+                entry.failed_beats = 0
+            except Exception:  # boundary: a heartbeat that cannot be delivered counts
+                entry.failed_beats += 1
+            reason = self._gone(entry)
+            if reason is not None:
+                self._abandon(entry, reason)
+                return
+
+    def _gone(self, entry: _Entry) -> str | None:
+        """Why the job's gateway counts as gone, or None while it is there."""
+        if entry.failed_beats >= HEARTBEAT_FAILURES:
+            return f"{entry.failed_beats} heartbeats not delivered"
+        if entry.accepted_at is None:
+            return None
+        now = time.monotonic()
+        if entry.heard_at is None:
+            late = now - entry.accepted_at > self.confirm_s
+            return "acceptance never confirmed" if late else None
+        silent = now - entry.heard_at
+        if silent > self.keepalive_timeout_s:
+            return f"gateway silent for {silent:.1f} s"
+        return None
+
+    def _abandon(self, entry: _Entry, reason: str) -> None:
+        job = entry.job
+        logger.warning("%s job %s ended: %s", job.kind, job.job_id, reason)
+        if self.cancel(job.job_id):
+            # In case the gateway is alive after all (its keepalives were lost): it fails
+            # the request at once instead of waiting for the heartbeats to stop.
+            failed = JobFailed(job_id=job.job_id, code="gateway_lost")
+            notice = asyncio.create_task(
+                _send_quietly(entry.send, failed, timeout_s=self.heartbeat_s)
+            )
+            self._notices.add(notice)
+            notice.add_done_callback(self._notices.discard)
 
 
-async def _send_quietly(send: Sender, message: Message) -> None:
+async def _send_quietly(
+    send: Sender, message: Message, *, timeout_s: float | None = None
+) -> None:
     try:
-        await send(message)
+        await asyncio.wait_for(send(message), timeout_s)
     except (
         Exception
     ):  # boundary: a reply that cannot be delivered is logged, not raised

@@ -69,7 +69,9 @@ class WorkerRuntime:
         self.kinds = kinds
         self.engines = {k: EngineSlot(kind=k, name=engines[k]) for k in kinds}
         self.jobs = JobRegistry(
-            {k: slots[k] for k in kinds}, settings.WORKER_HEARTBEAT_S
+            {k: slots[k] for k in kinds},
+            settings.WORKER_HEARTBEAT_S,
+            keepalive_timeout_s=settings.JOB_KEEPALIVE_TIMEOUT_S,
         )
         self.accepting = True
         self._tasks: list[asyncio.Task[None]] = []

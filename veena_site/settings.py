@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,24 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def embedded_secret_key(data_dir: Path) -> str:
-    """Return the dev secret kept in ``data_dir``, creating it on first start."""
+    """Return the dev secret kept in ``data_dir``, creating it on first start.
+
+    The file is created 0600 in the same call that creates it (no window in which another
+    user could read it); a process that loses the race to create it reads the winner's.
+    """
     path = data_dir / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # the creator may still be writing it
+            if key := path.read_text().strip():
+                return key
+            time.sleep(0.02)
+        raise environ.ImproperlyConfigured(f"{path} is empty") from None
+    key = secrets.token_urlsafe(50)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    return key
 
 
 PRODUCTION = env.bool("PRODUCTION", default=False)
@@ -42,6 +55,24 @@ if not SECRET_KEY:
         )
     SECRET_KEY = embedded_secret_key(DATA_DIR)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+
+# HTTPS behind a proxy (PRODUCTION=true): cookies only over HTTPS, and what the proxy says.
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=PRODUCTION)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=PRODUCTION)
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# e.g. "HTTP_X_FORWARDED_PROTO,https": the header and value a trusted proxy sets for HTTPS.
+_proxy_header = env.list("SECURE_PROXY_SSL_HEADER", default=[])
+if _proxy_header and len(_proxy_header) != 2:
+    raise environ.ImproperlyConfigured(
+        "SECURE_PROXY_SSL_HEADER must be HEADER,VALUE (e.g. HTTP_X_FORWARDED_PROTO,https)"
+    )
+SECURE_PROXY_SSL_HEADER = tuple(_proxy_header) if _proxy_header else None
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool(
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False
+)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 
 INSTALLED_APPS = [
     "daphne",
@@ -61,6 +92,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "veena_site.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the dashboard's charts, the admin) from the app directories.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -93,8 +126,17 @@ DATABASES: dict[str, dict[str, Any]] = {
     else {"ENGINE": "django.db.backends.sqlite3", "NAME": str(DATA_DIR / "db.sqlite3")}
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Several threads write usage rows; wait for the lock instead of failing at once.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Several threads write usage rows while rollups and the reaper run. WAL lets readers
+    # and one writer work at once; IMMEDIATE takes the write lock at BEGIN, where the busy
+    # timeout waits for it (a deferred transaction that reads, then writes, fails at once
+    # with "database is locked" when another writer holds the lock, whatever the timeout).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Channel layer: in-process without Redis (embedded default), channels-redis core layer with it.
@@ -133,6 +175,9 @@ else:
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_IGNORE_RESULT = True
+# Keep retrying the broker, at start-up too: a Redis restart must not end the Celery worker.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 
 # Engines and the worker.
@@ -140,15 +185,23 @@ TTS_ENGINE = env("TTS_ENGINE", default="piper")
 ASR_ENGINE = env("ASR_ENGINE", default="faster_whisper")
 WORKER_KINDS = env.list("WORKER_KINDS", default=["tts", "asr"])
 CPU_COUNT = os.cpu_count() or 1
-TTS_WORKER_SLOTS = env.int("TTS_WORKER_SLOTS", default=8 * CPU_COUNT)
+# tts Q1: Piper 8 per core; vllm-snac 4 until a measured run says otherwise (engines §5.7).
+TTS_WORKER_SLOTS = env.int(
+    "TTS_WORKER_SLOTS", default=4 if TTS_ENGINE == "vllm" else 8 * CPU_COUNT
+)
 ASR_WORKER_SLOTS = env.int("ASR_WORKER_SLOTS", default=16)
 ENGINE_THREADS = env.int("ENGINE_THREADS", default=CPU_COUNT)
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
 WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
+# Gateway → worker liveness per job: a keepalive every JOB_KEEPALIVE_S; a worker ends a job
+# whose gateway has been silent for JOB_KEEPALIVE_TIMEOUT_S (veena_site.jobs).
+JOB_KEEPALIVE_S = env.float("JOB_KEEPALIVE_S", default=1.0)
+JOB_KEEPALIVE_TIMEOUT_S = env.float("JOB_KEEPALIVE_TIMEOUT_S", default=5.0)
 
 # Limits of the TTS and realtime sockets (specs/tts-ws.md §14, specs/realtime-asr.md §2.2).
 TTS_AUTH_REQUIRED = env.bool("TTS_AUTH_REQUIRED", default=True)
-ALLOW_QUERY_API_KEY = env.bool("ALLOW_QUERY_API_KEY", default=True)
+# ?api_key= ends up in proxy logs and browser history: off in production unless asked for.
+ALLOW_QUERY_API_KEY = env.bool("ALLOW_QUERY_API_KEY", default=not PRODUCTION)
 TTS_REQUEST_TIMEOUT_S = env.float("TTS_REQUEST_TIMEOUT_S", default=30.0)
 TTS_MAX_TEXT_CHARS = env.int("TTS_MAX_TEXT_CHARS", default=50_000)
 TTS_MAX_MESSAGE_BYTES = env.int("TTS_MAX_MESSAGE_BYTES", default=1024 * 1024)
@@ -187,6 +240,9 @@ TTS_CLIENT_STALL_S = env.float("TTS_CLIENT_STALL_S", default=5.0)
 ASR_MAX_EARLY_BYTES = env.int("ASR_MAX_EARLY_BYTES", default=4 * 1024 * 1024)
 ASR_MAX_PENDING_S = env.int("ASR_MAX_PENDING_S", default=300)
 ASR_MAX_PROMPT_CHARS = env.int("ASR_MAX_PROMPT_CHARS", default=2000)
+# Both set: the gateway serves https/wss itself (veena_site/endpoints.py); neither: plain http/ws.
+TLS_CERT_FILE = env("TLS_CERT_FILE", default="")
+TLS_KEY_FILE = env("TLS_KEY_FILE", default="")
 
 # Accounts (specs/accounts.md §12).
 API_KEY_PREFIX = env("API_KEY_PREFIX", default="vk_live_")
@@ -201,6 +257,9 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(
+    exist_ok=True
+)  # whitenoise also serves collectstatic output from here
 
 LOG_FORMAT = env("LOG_FORMAT", default="json" if PRODUCTION else "text")
 LOG_LEVEL = env("LOG_LEVEL", default="INFO")
@@ -259,11 +318,41 @@ TTS_REST_TIMEOUT_S = env.float("TTS_REST_TIMEOUT_S", default=300.0)
 # {"<engine>": {"<alias>": "<voice id>"}} merged over the S3 tables.
 TTS_SPEAKER_ALIASES = env.json("TTS_SPEAKER_ALIASES", default={})
 
+# TTS_ENGINE=vllm: a Veena/Orpheus-style checkpoint on vLLM, decoded by SNAC (engines §5).
+# Both models are local directories; nothing is downloaded.
+TTS_VLLM_MODEL = env("TTS_VLLM_MODEL", default="")
+TTS_VLLM_RECIPE = env("TTS_VLLM_RECIPE", default="veena")  # veena | orpheus
+TTS_VLLM_VOICES = env.list("TTS_VLLM_VOICES", default=[])  # empty: the recipe's voices
+TTS_VLLM_DTYPE = env("TTS_VLLM_DTYPE", default="auto")
+TTS_VLLM_MAX_NUM_SEQS = env.int("TTS_VLLM_MAX_NUM_SEQS", default=TTS_WORKER_SLOTS)
+TTS_VLLM_MAX_MODEL_LEN = env.int("TTS_VLLM_MAX_MODEL_LEN", default=4096)
+TTS_VLLM_KV_CACHE_GIB = env.int("TTS_VLLM_KV_CACHE_GIB", default=4)
+# Unset: eager on CPU, CUDA graphs on a GPU.
+TTS_VLLM_ENFORCE_EAGER = env.bool("TTS_VLLM_ENFORCE_EAGER", default=None)
+# Sample only the next slot's audio ids (a constraint; the tiny test model needs it).
+TTS_VLLM_FORCE_SLOT_ORDER = env.bool("TTS_VLLM_FORCE_SLOT_ORDER", default=False)
+# VLLM_CPU_OMP_THREADS_BIND for the CPU build: "auto" gives vLLM's worker one core.
+TTS_VLLM_CPU_THREADS_BIND = env("TTS_VLLM_CPU_THREADS_BIND", default="auto")
+TTS_SNAC_MODEL = env("TTS_SNAC_MODEL", default="")
+# Random weights when the directory has only config.json: tests and benchmarks only.
+TTS_SNAC_RANDOM_INIT = env.bool("TTS_SNAC_RANDOM_INIT", default=False)
+TTS_SNAC_DEVICE = env("TTS_SNAC_DEVICE", default="auto")  # auto: cuda when available
+TTS_SNAC_NOISE = env.bool("TTS_SNAC_NOISE", default=True)
+TTS_SNAC_MAX_BATCH = env.int("TTS_SNAC_MAX_BATCH", default=64)
+TTS_SNAC_BATCH_TIMEOUT_MS = env.float("TTS_SNAC_BATCH_TIMEOUT_MS", default=2.0)
+# Most frames one window emits when the decoder lags; 0: 1 on CUDA (windows then never depend
+# on token timing, so seeded audio repeats exactly), 8 on CPU (fewer, longer decodes).
+TTS_SNAC_MAX_STEP = env.int("TTS_SNAC_MAX_STEP", default=0)
+TTS_SNAC_THREADS = env.int("TTS_SNAC_THREADS", default=max(1, CPU_COUNT - 1))
+
 # Accounts limits, metering and periodic jobs (specs/accounts.md §5, §6, §8, §12).
 from celery.schedules import crontab  # noqa: E402  (this section is appended)
 
 REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="veena:")
 API_KEY_CACHE_SECONDS = env.float("API_KEY_CACHE_SECONDS", default=30.0)
+# Embedded default: how often key versions are copied from the database into the in-process
+# limits store, so a revocation by another process stops its streams within a second.
+KEY_VERSION_SYNC_S = env.float("KEY_VERSION_SYNC_S", default=0.25)
 LEASE_TTL_SECONDS = env.float("LEASE_TTL_SECONDS", default=30.0)
 LEASE_RENEW_SECONDS = env.float("LEASE_RENEW_SECONDS", default=10.0)
 USAGE_CHECKPOINT_SECONDS = env.float("USAGE_CHECKPOINT_SECONDS", default=5.0)
@@ -293,5 +382,44 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": crontab(hour=3, minute=17),
     },
 }
+# Admin login throttling (accounts.login_throttle), counted in Django's cache.
+ADMIN_LOGIN_MAX_FAILURES = env.int("ADMIN_LOGIN_MAX_FAILURES", default=5)
+ADMIN_LOGIN_MAX_FAILURES_PER_IP = env.int("ADMIN_LOGIN_MAX_FAILURES_PER_IP", default=20)
+ADMIN_LOGIN_LOCKOUT_S = env.int("ADMIN_LOGIN_LOCKOUT_S", default=900)
+CACHES: dict[str, dict[str, Any]] = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": f"{REDIS_KEY_PREFIX}cache",
+    }
+    if REDIS_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 # Idle limit of a keep-alive TTS stream between requests (accounts §12, tts K5).
 WS_IDLE_TIMEOUT_SECONDS = env.float("WS_IDLE_TIMEOUT_SECONDS", default=30.0)
+
+# Dashboard (specs/accounts.md §10): sign-in, password reset by email, quota alerts.
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "dashboard:index"
+LOGOUT_REDIRECT_URL = "dashboard:login"
+EMAIL_BACKEND = env(
+    "EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_HOST = env("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="veena@localhost")
+# Served from each app's static/ without collectstatic (whitenoise finders).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool(
+    "SECURE_COOKIES", default=PRODUCTION
+)
+if env("SECURE_PROXY_SSL_HEADER", default=""):
+    SECURE_PROXY_SSL_HEADER = (env("SECURE_PROXY_SSL_HEADER"), "https")
+CELERY_BEAT_SCHEDULE["accounts.check_quota_alerts"] = {
+    "task": "accounts.check_quota_alerts",
+    "schedule": 300.0,
+}

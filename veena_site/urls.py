@@ -1,10 +1,14 @@
-"""HTTP routes: operations, admin, and the apps' REST endpoints."""
+"""HTTP routes: operations, admin, the dashboard, and the apps' REST endpoints."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
+from accounts.login_throttle import ThrottledAdminAuthenticationForm
+from accounts.views import usage_api
 from tts import views as tts_views
 from veena_site import views
+
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
@@ -12,5 +16,16 @@ urlpatterns = [
     path("metrics", views.metrics_view, name="metrics"),
     path("v1/tts", tts_views.synthesize, name="tts-synthesize"),
     path("v1/tts/speakers", tts_views.speakers, name="tts-speakers"),
+    path(
+        "v1/organization/usage/audio_speeches",
+        usage_api.audio_speeches,
+        name="usage-audio-speeches",
+    ),
+    path(
+        "v1/organization/usage/audio_transcriptions",
+        usage_api.audio_transcriptions,
+        name="usage-audio-transcriptions",
+    ),
+    path("dashboard/", include("accounts.urls")),
     path("admin/", admin.site.urls),
 ]

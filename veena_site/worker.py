@@ -7,11 +7,15 @@ imports ``accounts`` (STYLE 33).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any
 
 from channels.consumer import AsyncConsumer
+from channels.exceptions import StopConsumer
+from channels.layers import get_channel_layer
+from channels.utils import await_many_dispatch
 
 from asr.jobs import AsrJob
 from asr.messages import AsrOpen
@@ -19,6 +23,7 @@ from tts.jobs import TtsJob
 from tts.messages import TtsSubmit
 from veena_site.contracts import JobAccepted, JobBusy, JobNotReady, Kind
 from veena_site.jobs import WorkerJob, reply_sender
+from veena_site.listener import receive_through_outages
 from veena_site.runtime import get_runtime
 
 logger = logging.getLogger(__name__)
@@ -26,6 +31,21 @@ logger = logging.getLogger(__name__)
 
 class GpuWorkerConsumer(AsyncConsumer):
     """Admits jobs into slots and forwards pinned messages to running jobs."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """``AsyncConsumer.__call__``, but the receive on this instance's own channel rides
+        out a layer outage: the channel that running jobs are pinned to stays the same."""
+        self.scope = scope
+        self.channel_layer = get_channel_layer(self.channel_layer_alias)
+        self.channel_name = await self.channel_layer.new_channel()
+        self.channel_receive = functools.partial(
+            receive_through_outages, self.channel_layer, self.channel_name
+        )
+        self.base_send = send
+        try:
+            await await_many_dispatch([receive, self.channel_receive], self.dispatch)
+        except StopConsumer:
+            pass
 
     async def tts_job_submit(self, message: dict[str, Any]) -> None:
         """Handle tts.job.submit: accept into a slot, or answer busy / not_ready."""
@@ -56,6 +76,14 @@ class GpuWorkerConsumer(AsyncConsumer):
     async def tts_job_clear(self, message: dict[str, Any]) -> None:
         """Handle tts.job.clear: drop pending text and audio, start a new epoch."""
         self._route(message)
+
+    async def tts_job_keepalive(self, message: dict[str, Any]) -> None:
+        """Handle tts.job.keepalive: the job's gateway is still there."""
+        get_runtime().jobs.touch(message["job_id"])
+
+    async def asr_job_keepalive(self, message: dict[str, Any]) -> None:
+        """Handle asr.job.keepalive: the session's gateway is still there."""
+        get_runtime().jobs.touch(message["job_id"])
 
     async def tts_job_cancel(self, message: dict[str, Any]) -> None:
         """Handle tts.job.cancel: stop the job and free its slot now."""
@@ -108,7 +136,9 @@ class GpuWorkerConsumer(AsyncConsumer):
         runtime.jobs.start(worker_job, send, accepted)
 
     def _route(self, message: dict[str, Any]) -> None:
-        job = get_runtime().jobs.get(message["job_id"])
+        jobs = get_runtime().jobs
+        job = jobs.get(message["job_id"])
+        jobs.touch(message["job_id"])  # any message of the job is a sign of its gateway
         if job is None:
             logger.debug("message %s for unknown job dropped", message["type"])
             return

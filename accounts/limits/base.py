@@ -17,7 +17,7 @@ RPM_WINDOW_MS = 60_000
 QUOTA_MIRROR_TTL_MS = 62 * 24 * 3600 * 1000
 # A5: the version of a key is reloaded from the database when this has passed.
 KEY_VERSION_TTL_MS = 7 * 24 * 3600 * 1000
-# Q11: the generation counter lives as long as a mirror does.
+# Q11: the settlement counter and the reservations live as long as a mirror does.
 GENERATION_TTL_MS = QUOTA_MIRROR_TTL_MS
 
 
@@ -85,8 +85,9 @@ class Limiter(Protocol):
         """Remove the lease (C3); releasing twice is harmless."""
         ...
 
-    def lease_generation(self, account_id: int) -> int:
-        """How many leases the account has acquired, as far as the store remembers (Q11)."""
+    def quota_generation(self, account_id: int) -> int:
+        """How many settlements the account's reservations have had, as far as the store
+        remembers (Q11)."""
         ...
 
     def reserve_quota(
@@ -98,12 +99,29 @@ class Limiter(Protocol):
         amount: int,
         limit: int | None,
         partial: bool,
+        holder: str | None = None,
     ) -> QuotaGrant | None:
         """Add a grant to the mirror; None when the mirror is not seeded (Q5–Q8).
 
         All-or-nothing unless ``partial``, where the grant is ``min(amount, remaining)``.
-        ``amount=0`` only reads what remains (Q6).
+        ``amount=0`` only reads what remains (Q6). A ``holder`` (``holder_of``) is credited
+        with the grant in the account's reservations, which reconciliation counts (Q11).
         """
+        ...
+
+    def settle_quota(
+        self,
+        *,
+        account_id: int,
+        metric: str,
+        period: str,
+        holder: str,
+        outstanding: int,
+        delta: int = 0,
+    ) -> None:
+        """After the holder's database write: add ``delta`` to a seeded mirror, leave the
+        holder ``outstanding`` (reserved and not yet in the database; 0 drops it) and count
+        one settlement (Q9, Q11)."""
         ...
 
     def adjust_quota(
@@ -126,9 +144,13 @@ class Limiter(Protocol):
         period: str,
         used: int,
         generation: int,
-    ) -> bool:
-        """Set an existing mirror to ``used`` only if no lease is live and ``generation``
-        is unchanged (Q11)."""
+    ) -> bool | None:
+        """Set an existing mirror to ``used`` plus the reservations of holders whose lease
+        is live, dropping the others, if ``generation`` is unchanged (Q11).
+
+        True when set, False when a settlement came between (try again), None when there
+        is no mirror.
+        """
         ...
 
     def key_version(self, key_id: UUID) -> int | None:
@@ -150,6 +172,16 @@ class Limiter(Protocol):
     def unlock(self, name: str, token: str) -> None:
         """Release a lock if ``token`` still holds it."""
         ...
+
+
+def holder_of(stream_id: UUID, record_id: UUID) -> str:
+    """The reservations field of one usage record of one leased stream (Q11)."""
+    return f"{stream_id}|{record_id}"
+
+
+def holder_member(holder: str) -> str:
+    """The lease member of a holder."""
+    return holder.partition("|")[0]
 
 
 def scoped_limits(
@@ -195,6 +227,9 @@ class Keys:
 
     def quota(self, account_id: int, metric: str, period: str) -> str:
         return f"{self.prefix}q:{{a:{account_id}}}:{metric}:{period}"
+
+    def reservations(self, account_id: int, metric: str, period: str) -> str:
+        return f"{self.prefix}qr:{{a:{account_id}}}:{metric}:{period}"
 
     def key_version(self, key_id: UUID) -> str:
         return f"{self.prefix}apikey:{key_id}:v"

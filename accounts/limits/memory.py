@@ -21,6 +21,7 @@ from accounts.limits.base import (
     Decision,
     Keys,
     QuotaGrant,
+    holder_member,
     scoped_limits,
 )
 
@@ -45,6 +46,8 @@ class MemoryLimiter:
         # Sorted sets: member -> score. Strings: key -> (value, expires_at_ms or None).
         self._sets: dict[str, dict[str, int]] = {}
         self._values: dict[str, tuple[int | str, int | None]] = {}
+        # Hashes (the reservations of Q11): key -> field -> amount.
+        self._hashes: dict[str, dict[str, int]] = {}
 
     # Primitives, called with the lock held.
 
@@ -146,9 +149,6 @@ class MemoryLimiter:
                     return Decision(False)
             for key in sets:
                 self._sets.setdefault(key, {})[member] = now + ttl_ms
-            generation = self.keys.generation(account_id)
-            current = int(self._get(generation, now) or 0)
-            self._set(generation, current + 1, ttl_ms=GENERATION_TTL_MS, now=now)
             return Decision(True)
 
     def renew_lease(
@@ -172,7 +172,7 @@ class MemoryLimiter:
         with self._lock:
             self._remove(self.keys.lease_sets(account_id, key_id), member)
 
-    def lease_generation(self, account_id: int) -> int:
+    def quota_generation(self, account_id: int) -> int:
         with self._lock:
             return int(self._get(self.keys.generation(account_id), self.clock()) or 0)
 
@@ -187,9 +187,11 @@ class MemoryLimiter:
         amount: int,
         limit: int | None,
         partial: bool,
+        holder: str | None = None,
     ) -> QuotaGrant | None:
         assert amount >= 0, amount
         key = self.keys.quota(account_id, metric, period)
+        reservations = self.keys.reservations(account_id, metric, period)
         with self._lock:
             now = self.clock()
             value = self._get(key, now)
@@ -206,7 +208,36 @@ class MemoryLimiter:
                 remaining = left - grant
             if grant:
                 self._values[key] = (used + grant, self._ttl_of(key))
+                if holder is not None:
+                    held = self._hashes.setdefault(reservations, {})
+                    held[holder] = held.get(holder, 0) + grant
             return QuotaGrant(grant, remaining)
+
+    def settle_quota(
+        self,
+        *,
+        account_id: int,
+        metric: str,
+        period: str,
+        holder: str,
+        outstanding: int,
+        delta: int = 0,
+    ) -> None:
+        key = self.keys.quota(account_id, metric, period)
+        reservations = self.keys.reservations(account_id, metric, period)
+        generation = self.keys.generation(account_id)
+        with self._lock:
+            now = self.clock()
+            value = self._get(key, now)
+            if value is not None and delta:
+                self._values[key] = (int(value) + delta, self._ttl_of(key))
+            held = self._hashes.get(reservations, {})
+            if outstanding > 0 and holder in held:
+                held[holder] = outstanding
+            else:
+                held.pop(holder, None)
+            current = int(self._get(generation, now) or 0)
+            self._set(generation, current + 1, ttl_ms=GENERATION_TTL_MS, now=now)
 
     def adjust_quota(
         self, *, account_id: int, metric: str, period: str, delta: int
@@ -237,19 +268,22 @@ class MemoryLimiter:
         period: str,
         used: int,
         generation: int,
-    ) -> bool:
+    ) -> bool | None:
         key = self.keys.quota(account_id, metric, period)
+        reservations = self.keys.reservations(account_id, metric, period)
         with self._lock:
             now = self.clock()
             if self._get(key, now) is None:
+                return None
+            if int(self._get(self.keys.generation(account_id), now) or 0) != generation:
                 return False
             leases = self.keys.leases(account_id)
             self._prune(leases, upto=now)
-            if self._sets.get(leases):
-                return False
-            if int(self._get(self.keys.generation(account_id), now) or 0) != generation:
-                return False
-            self._values[key] = (used, self._ttl_of(key))
+            live = self._sets.get(leases, {})
+            held = self._hashes.get(reservations, {})
+            for holder in [h for h in held if holder_member(h) not in live]:
+                del held[holder]
+            self._values[key] = (used + sum(held.values()), self._ttl_of(key))
             return True
 
     # Key versions (A5).
@@ -268,6 +302,15 @@ class MemoryLimiter:
                 return int(current)
             self._set(key, version, ttl_ms=KEY_VERSION_TTL_MS, now=now)
             return version
+
+    def key_ids(self) -> list[UUID]:
+        """The keys whose version this store holds (the embedded version sync reads them)."""
+        prefix, suffix = self.keys.key_version(UUID(int=0)).split(str(UUID(int=0)))
+        with self._lock:
+            now = self.clock()
+            names = [k for k in self._values if k.startswith(prefix)]
+            live = [k for k in names if self._get(k, now) is not None]
+        return [UUID(k[len(prefix) : len(k) - len(suffix)]) for k in live]
 
     # Housekeeping and locks.
 

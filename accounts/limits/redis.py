@@ -37,6 +37,7 @@ SCRIPTS = (
     "release_lease",
     "reserve_quota",
     "adjust_quota",
+    "settle_quota",
     "seed_quota",
     "reconcile_quota",
     "set_key_version",
@@ -133,11 +134,7 @@ class RedisLimiter:
     ) -> Decision:
         keys = self.keys.lease_sets(account_id, key_id)
         limits = scoped_limits(account_limit, key_id, key_limit)
-        acquired = self._run(
-            "acquire_lease",
-            [self.keys.generation(account_id), *keys],
-            [member, ttl_ms, GENERATION_TTL_MS, *limits],
-        )
+        acquired = self._run("acquire_lease", keys, [member, ttl_ms, *limits])
         return Decision(bool(acquired))
 
     @_store_call
@@ -154,7 +151,7 @@ class RedisLimiter:
         self._run("release_lease", self.keys.lease_sets(account_id, key_id), [member])
 
     @_store_call
-    def lease_generation(self, account_id: int) -> int:
+    def quota_generation(self, account_id: int) -> int:
         value = self.client.get(self.keys.generation(account_id))
         return int(value) if value is not None else 0
 
@@ -168,16 +165,37 @@ class RedisLimiter:
         amount: int,
         limit: int | None,
         partial: bool,
+        holder: str | None = None,
     ) -> QuotaGrant | None:
         assert amount >= 0, amount
-        granted, remaining = self._run(
-            "reserve_quota",
-            [self.keys.quota(account_id, metric, period)],
-            [amount, -1 if limit is None else limit, int(partial)],
-        )
+        keys = [self.keys.quota(account_id, metric, period)]
+        args: list[str | int] = [amount, -1 if limit is None else limit, int(partial)]
+        if holder is not None:
+            keys.append(self.keys.reservations(account_id, metric, period))
+            args += [holder, QUOTA_MIRROR_TTL_MS]
+        granted, remaining = self._run("reserve_quota", keys, args)
         if granted < 0:
             return None
         return QuotaGrant(int(granted), None if remaining < 0 else int(remaining))
+
+    @_store_call
+    def settle_quota(
+        self,
+        *,
+        account_id: int,
+        metric: str,
+        period: str,
+        holder: str,
+        outstanding: int,
+        delta: int = 0,
+    ) -> None:
+        keys = [
+            self.keys.quota(account_id, metric, period),
+            self.keys.reservations(account_id, metric, period),
+            self.keys.generation(account_id),
+        ]
+        args: list[str | int] = [holder, max(0, outstanding), delta, GENERATION_TTL_MS]
+        self._run("settle_quota", keys, args)
 
     @_store_call
     def adjust_quota(
@@ -208,13 +226,15 @@ class RedisLimiter:
         period: str,
         used: int,
         generation: int,
-    ) -> bool:
+    ) -> bool | None:
         keys = [
             self.keys.quota(account_id, metric, period),
+            self.keys.reservations(account_id, metric, period),
             self.keys.leases(account_id),
             self.keys.generation(account_id),
         ]
-        return bool(self._run("reconcile_quota", keys, [used, generation]))
+        result = int(self._run("reconcile_quota", keys, [used, generation]))
+        return None if result < 0 else bool(result)
 
     @_store_call
     def key_version(self, key_id: UUID) -> int | None:

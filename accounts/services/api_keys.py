@@ -174,6 +174,24 @@ def api_key_update(
     return locked_key
 
 
+def api_key_versions_sync(*, key_ids: Sequence[uuid.UUID], batch: int = 500) -> int:
+    """Raise the store's version of each key to the database's; return how many rose.
+
+    The embedded default's store lives in the gateway's memory, so a key changed by another
+    process (``manage.py revoke_api_key``) reaches it only through the database: the
+    scheduler calls this every ``KEY_VERSION_SYNC_S`` for the keys the store knows (A5).
+    """
+    limiter = get_limiter()
+    raised = 0
+    for start in range(0, len(key_ids), batch):
+        chunk = key_ids[start : start + batch]
+        rows = ApiKey.objects.filter(pk__in=chunk).values_list("id", "version")
+        for key_id, version in rows:
+            if limiter.key_version(key_id) != version:
+                raised += limiter.set_key_version(key_id, version) == version
+    return raised
+
+
 def api_key_touch(*, key_id: uuid.UUID, now: datetime) -> bool:
     """Record a use with one conditional UPDATE, at most once a minute per key (K9)."""
     stale = Q(last_used_at__isnull=True) | Q(

@@ -2,7 +2,8 @@
 
 ``QuotaCounter.used`` changes only inside the transaction that writes a UsageRecord, by that
 record's delta (Q3). The mirror in the limits store is seeded from it (Q5), pre-debited by
-reservations (Q7, Q8) and reconciled by the beat task while the account is idle (Q11).
+reservations (Q7, Q8) and reconciled by the beat task to the database plus the live
+reservations (Q11).
 """
 
 from __future__ import annotations
@@ -125,31 +126,53 @@ def quota_recount(*, periods: Iterable[str]) -> int:
     return changed
 
 
-def quota_reconcile(*, periods: Iterable[str]) -> int:
-    """Set each existing mirror of ``periods`` to the database value (Q11).
+# Q11: a settlement between reading the generation and setting the mirror means try again.
+RECONCILE_ATTEMPTS = 3
 
-    The lease generations are read before the database, and the store sets a mirror only
-    while its account holds no live lease and no lease was acquired since.
+
+def quota_reconcile(*, periods: Iterable[str]) -> int:
+    """Set each existing mirror of ``periods`` to the database value plus the live
+    reservations (Q11); return how many were set.
+
+    Each account's settlement generation is read just before its counters, and the store
+    sets a mirror only if no settlement moved quota from a reservation into the database
+    in between. Reservations of streams whose lease is gone (ended or crashed without
+    settling) are dropped, so what they held goes back to the account.
     """
-    limiter = get_limiter()
     periods = list(periods)
-    account_ids = list(Account.objects.values_list("pk", flat=True))
-    generations = {pk: limiter.lease_generation(pk) for pk in account_ids}
-    used = {
-        (c.account_id, c.metric, c.period): c.used
-        for c in QuotaCounter.objects.filter(period__in=periods)
-    }
+    return sum(
+        _reconcile_account(account_id, periods)
+        for account_id in Account.objects.values_list("pk", flat=True)
+    )
+
+
+def _reconcile_account(account_id: int, periods: list[str]) -> int:
+    limiter = get_limiter()
+    pending = [(metric, period) for period in periods for metric in METRIC_FIELDS]
     reconciled = 0
-    for account_id in account_ids:
-        for period in periods:
-            for metric in METRIC_FIELDS:
-                reconciled += limiter.reconcile_quota(
-                    account_id=account_id,
-                    metric=metric,
-                    period=period,
-                    used=used.get((account_id, metric, period), 0),
-                    generation=generations[account_id],
-                )
+    for _ in range(RECONCILE_ATTEMPTS):
+        generation = limiter.quota_generation(account_id)
+        used = {
+            (c.metric, c.period): c.used
+            for c in QuotaCounter.objects.filter(
+                account_id=account_id, period__in=periods
+            )
+        }
+        changed = []
+        for metric, period in pending:
+            result = limiter.reconcile_quota(
+                account_id=account_id,
+                metric=metric,
+                period=period,
+                used=used.get((metric, period), 0),
+                generation=generation,
+            )
+            if result is False:
+                changed.append((metric, period))
+            reconciled += bool(result)
+        if not changed:
+            break
+        pending = changed
     return reconciled
 
 

@@ -13,26 +13,47 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import (
+    BigIntegerField,
+    CharField,
     Count,
-    DurationField,
-    ExpressionWrapper,
+    DateTimeField,
     F,
+    Func,
     Max,
     Q,
     QuerySet,
     Sum,
+    Value,
 )
-from django.db.models.functions import Coalesce, TruncDay, TruncHour
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce, Floor, TruncDay, TruncHour
 from django.utils import timezone
 
-from accounts.models import Granularity, UsageRecord, UsageRollup, UsageStatus
+from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, bin_range
+from accounts.models import (
+    AccountRollup,
+    Granularity,
+    RollupMeasures,
+    UsageRecord,
+    UsageRollup,
+    UsageStatus,
+)
 
 logger = logging.getLogger(__name__)
 
-KEY_FIELDS = ("granularity", "bucket_start", "account", "api_key", "endpoint", "model")
-GROUP_FIELDS = ("account_id", "api_key_id", "endpoint", "model")
+KEY_FIELDS = (
+    "granularity",
+    "bucket_start",
+    "account",
+    "api_key",
+    "endpoint",
+    "route",
+    "model",
+    "error_code",
+)
+GROUP_FIELDS = ("account_id", "api_key_id", "endpoint", "route", "model", "error_code")
 SUM_FIELDS = (
     "requests",
     "completed",
@@ -48,11 +69,12 @@ SUM_FIELDS = (
     "asr_chars_out",
     "asr_items",
     "asr_latency_ms_sum",
+    *TTFB_FIELDS,
+    *ASR_LATENCY_FIELDS,
 )
 MAX_FIELDS = ("ttfb_ms_max", "asr_latency_ms_max")
 MEASURES = (*SUM_FIELDS, *MAX_FIELDS)
 BUCKET = {Granularity.HOUR: timedelta(hours=1), Granularity.DAY: timedelta(days=1)}
-MILLISECOND = timedelta(milliseconds=1)
 
 
 def floor_bucket(moment: datetime, granularity: str) -> datetime:
@@ -69,6 +91,20 @@ def ceil_bucket(moment: datetime, granularity: str) -> datetime:
     return floor if floor == moment else floor + BUCKET[Granularity(granularity)]
 
 
+def rebuildable_since(granularity: str, now: datetime) -> datetime | None:
+    """The first bucket a run may replace, or None when every bucket can be rebuilt.
+
+    Hourly rows are built from usage records, which are purged after
+    ``USAGE_RECORD_RETENTION_DAYS`` (U12): an hour that started before the oldest record
+    retention keeps whole cannot be rebuilt, and its rows are never replaced or deleted.
+    Daily rows are built from hourly rows, which are kept for good.
+    """
+    if granularity != Granularity.HOUR:
+        return None
+    horizon = now - timedelta(days=settings.USAGE_RECORD_RETENTION_DAYS)
+    return ceil_bucket(horizon, granularity)
+
+
 def default_window(granularity: str, now: datetime) -> tuple[datetime, datetime]:
     """G4: hours back to ``ROLLUP_LOOKBACK_HOURS``; G5: yesterday and today (UTC)."""
     if granularity == Granularity.HOUR:
@@ -80,9 +116,63 @@ def default_window(granularity: str, now: datetime) -> tuple[datetime, datetime]
     return today - timedelta(days=1), today + timedelta(days=1)
 
 
+def _ttfb_bins() -> dict[str, Count]:
+    """One filtered COUNT per TTFB bin: a record's single TTFB lands in one of them."""
+    bins = {}
+    for index, name in enumerate(TTFB_FIELDS):
+        lower, upper = bin_range(index)
+        within = Q(ttfb_ms__gte=lower)
+        if upper is not None:
+            within &= Q(ttfb_ms__lt=upper)
+        bins[name] = Count("id", filter=within)
+    return bins
+
+
+class Microseconds(Func):
+    """``end - start`` of two datetime columns in whole microseconds (a bigint)."""
+
+    output_field = BigIntegerField()
+
+    def as_postgresql(
+        self, compiler: Any, connection: Any, **extra: Any
+    ) -> tuple[str, Any]:
+        return self.as_sql(
+            compiler,
+            connection,
+            template="(EXTRACT(EPOCH FROM (%(expressions)s)) * 1000000)::bigint",
+            arg_joiner=" - ",
+            **extra,
+        )
+
+    def as_sqlite(
+        self, compiler: Any, connection: Any, **extra: Any
+    ) -> tuple[str, Any]:
+        # Django registers django_timestamp_diff on every SQLite connection.
+        return self.as_sql(
+            compiler,
+            connection,
+            template="django_timestamp_diff(%(expressions)s)",
+            arg_joiner=", ",
+            **extra,
+        )
+
+
+def _asr_bins() -> dict[str, Coalesce]:
+    """The records' per-item ASR histograms summed bin by bin, in SQL (JSON array items)."""
+    return {
+        name: Coalesce(
+            # A record without items stores [], whose elements read as NULL.
+            Sum(Cast(KT(f"asr_latency_hist__{index}"), BigIntegerField())),
+            0,
+        )
+        for index, name in enumerate(ASR_LATENCY_FIELDS)
+    }
+
+
 def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
-    duration = ExpressionWrapper(
-        F("ended_at") - F("started_at"), output_field=DurationField()
+    tts_duration_us = Sum(
+        Microseconds("ended_at", "started_at"),
+        filter=Q(endpoint="tts", ended_at__isnull=False),
     )
     statuses = {
         status.value: Count("id", filter=Q(status=status))
@@ -102,8 +192,8 @@ def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
             **statuses,
             tts_chars_in=Coalesce(Sum("tts_chars_in"), 0),
             tts_audio_out_ms=Coalesce(Sum("tts_audio_out_ms"), 0),
-            tts_duration=Sum(
-                duration, filter=Q(endpoint="tts", ended_at__isnull=False)
+            tts_duration_ms=Coalesce(
+                Cast(Floor(tts_duration_us / Value(1000)), BigIntegerField()), 0
             ),
             ttfb_ms_sum=Coalesce(Sum("ttfb_ms"), 0),
             ttfb_count=Count("ttfb_ms"),
@@ -113,6 +203,8 @@ def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
             asr_items=Coalesce(Sum("asr_items"), 0),
             asr_latency_ms_sum=Coalesce(Sum("asr_latency_ms_sum"), 0),
             asr_latency_ms_max=Coalesce(Max("asr_latency_ms_max"), 0),
+            **_ttfb_bins(),
+            **_asr_bins(),
         )
         .order_by()
     )
@@ -135,20 +227,60 @@ def _from_hours(since: datetime, until: datetime) -> QuerySet[Any]:
     )
 
 
-def _row(granularity: str, aggregate: dict[str, Any], run_at: datetime) -> UsageRollup:
-    measures = {name: aggregate.get(name) or 0 for name in MEASURES}
-    if "tts_duration" in aggregate:
-        duration = aggregate["tts_duration"]
-        measures["tts_duration_ms"] = duration // MILLISECOND if duration else 0
-    return UsageRollup(
-        granularity=granularity,
-        bucket_start=aggregate["bucket"],
-        account_id=aggregate["account_id"],
-        api_key_id=aggregate["api_key_id"],
-        endpoint=aggregate["endpoint"],
-        model=aggregate["model"],
-        computed_at=run_at,
-        **measures,
+def _upsert(
+    source: QuerySet[Any],
+    granularity: str,
+    run_at: datetime,
+    target: type[RollupMeasures] = UsageRollup,
+) -> int:
+    """``INSERT … SELECT … ON CONFLICT DO UPDATE``: the aggregate never leaves the database.
+
+    Rows that already exist (same key) get the new measures; the query is the ORM's own
+    SQL for ``source``, so it works on SQLite (≥ 3.24) and PostgreSQL alike.
+    """
+    stamped = source.annotate(
+        granularity_value=Value(granularity, output_field=CharField()),
+        computed_at_value=Value(run_at, output_field=DateTimeField()),
+    )
+    compiler = stamped.query.get_compiler(connection=connection)
+    select_sql, params = compiler.as_sql()
+    names = {"bucket": "bucket_start", "granularity_value": "granularity"}
+    names["computed_at_value"] = "computed_at"
+    meta = target._meta
+    columns = [
+        str(meta.get_field(names.get(alias, alias).removesuffix("_id")).column)  # type: ignore[union-attr]
+        for _, _, alias in compiler.select
+    ]
+    key_fields = [f for f in KEY_FIELDS if target is UsageRollup or f != "api_key"]
+    keys = [str(meta.get_field(f).column) for f in key_fields]  # type: ignore[union-attr]
+    update = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in keys)
+    sql = (
+        f"INSERT INTO {meta.db_table} ({', '.join(columns)}) {select_sql} "
+        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {update}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return max(cursor.rowcount, 0)
+
+
+ACCOUNT_GROUP_FIELDS = tuple(f for f in GROUP_FIELDS if f != "api_key_id")
+
+
+def _account_totals(
+    granularity: str, since: datetime, until: datetime
+) -> QuerySet[Any]:
+    """The window's key rows summed over keys, for AccountRollup."""
+    return (
+        UsageRollup.objects.filter(
+            granularity=granularity, bucket_start__gte=since, bucket_start__lt=until
+        )
+        .annotate(bucket=F("bucket_start"))
+        .values("bucket", *ACCOUNT_GROUP_FIELDS)
+        .annotate(
+            **{name: Sum(name) for name in SUM_FIELDS},
+            **{name: Max(name) for name in MAX_FIELDS},
+        )
+        .order_by()
     )
 
 
@@ -162,40 +294,46 @@ def usage_rollup(
     """Recompute the ``granularity`` rows of a window; return how many rows it holds.
 
     Without ``since``/``until`` the window is the default of G4/G5. Bounds are widened to
-    whole buckets, so no bucket is ever rebuilt from part of its records.
+    whole buckets, so no bucket is ever rebuilt from part of its records, and a window that
+    reaches back past retention starts at ``rebuildable_since`` instead.
     """
     granularity = Granularity(granularity)
     default_since, default_until = default_window(granularity, now or timezone.now())
     since = floor_bucket(since or default_since, granularity)
     until = ceil_bucket(until or default_until, granularity)
+    kept = rebuildable_since(granularity, timezone.now())
+    if kept is not None and since < kept:
+        logger.warning(
+            "rollup %s: buckets before %s kept (their records are past retention)",
+            granularity,
+            kept.isoformat(),
+        )
+        since = kept
     if until <= since:
         return 0
     run_at = timezone.now()
-    source = (
-        _from_records(since, until)
-        if granularity == Granularity.HOUR
-        else _from_hours(since, until)
-    )
+    hourly = granularity == Granularity.HOUR
+    source = _from_records(since, until) if hourly else _from_hours(since, until)
+    window = {
+        "granularity": granularity,
+        "bucket_start__gte": since,
+        "bucket_start__lt": until,
+    }
     with transaction.atomic():
-        rows = [_row(granularity, aggregate, run_at) for aggregate in source]
-        UsageRollup.objects.bulk_create(
-            rows,
-            batch_size=500,
-            update_conflicts=True,
-            unique_fields=KEY_FIELDS,
-            update_fields=[*MEASURES, "computed_at"],
-        )
-        UsageRollup.objects.filter(
-            granularity=granularity, bucket_start__gte=since, bucket_start__lt=until
-        ).exclude(computed_at=run_at).delete()
+        rows = _upsert(source, granularity, run_at)
+        UsageRollup.objects.filter(**window).exclude(computed_at=run_at).delete()
+        # The account totals follow the key rows in the same transaction.
+        totals = _account_totals(granularity, since, until)
+        _upsert(totals, granularity, run_at, AccountRollup)
+        AccountRollup.objects.filter(**window).exclude(computed_at=run_at).delete()
     logger.info(
         "rollup %s %s..%s: %d rows",
         granularity,
         since.isoformat(),
         until.isoformat(),
-        len(rows),
+        rows,
     )
-    return len(rows)
+    return rows
 
 
 # G7: one run per granularity at a time, whoever starts it (beat, a range task, a command).

@@ -19,7 +19,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from accounts.models import UsageRecord, UsageStatus
+from accounts.histogram import normalized
+from accounts.models import Endpoint, Route, UsageRecord, UsageStatus
 from accounts.services.quota import METRIC_FIELDS, period_of, quota_add
 
 logger = logging.getLogger(__name__)
@@ -39,14 +40,29 @@ class UsageCounters:
     asr_items: int = 0
     asr_latency_ms_sum: int = 0
     asr_latency_ms_max: int = 0
+    # Per-item latency counts in accounts.histogram bins; () until an item completes.
+    asr_latency_hist: tuple[int, ...] = ()
 
     def quota(self) -> dict[str, int]:
         """The amount of each quota metric these counters use (Q1)."""
         return {metric: getattr(self, field) for metric, field in METRIC_FIELDS.items()}
 
-    def as_fields(self) -> dict[str, int]:
+    def as_fields(self) -> dict[str, object]:
         """The counters as UsageRecord field values."""
-        return asdict(self)
+        fields = asdict(self)
+        fields["asr_latency_hist"] = list(self.asr_latency_hist)
+        return fields
+
+    @classmethod
+    def from_fields(cls, row: dict[str, object]) -> UsageCounters:
+        """Counters from UsageRecord values (a stored histogram list becomes a tuple)."""
+        values = dict(row)
+        values["asr_latency_hist"] = tuple(
+            normalized(values.get("asr_latency_hist"))
+            if values.get("asr_latency_hist")
+            else ()
+        )
+        return cls(**values)  # type: ignore[arg-type]
 
 
 COUNTER_FIELDS = tuple(f.name for f in fields(UsageCounters))
@@ -65,6 +81,12 @@ class NewRecord:
     model: str
     started_at: datetime
     instance: str
+    route: str = ""
+
+
+def default_route(endpoint: str) -> str:
+    """The route of a record whose opener did not name one."""
+    return Route.REALTIME if endpoint == Endpoint.ASR else Route.TTS_WS
 
 
 def this_instance() -> str:
@@ -88,6 +110,7 @@ def _create(record: NewRecord, counters: UsageCounters, now: datetime) -> UsageR
         account_id=record.account_id,
         api_key_id=record.api_key_id,
         endpoint=record.endpoint,
+        route=record.route or default_route(record.endpoint),
         model=record.model[:100],
         status=UsageStatus.STARTED,
         started_at=record.started_at,
@@ -217,7 +240,7 @@ def usage_record_finished(
 def usage_counters(*, record_id: UUID) -> UsageCounters | None:
     """The counters the database holds for a record, or None when there is none."""
     row = UsageRecord.objects.filter(pk=record_id).values(*COUNTER_FIELDS).first()
-    return None if row is None else UsageCounters(**row)
+    return None if row is None else UsageCounters.from_fields(row)
 
 
 def usage_reap_abandoned(*, now: datetime, stale_seconds: float) -> int:

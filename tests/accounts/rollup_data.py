@@ -10,6 +10,7 @@ import uuid
 from collections import defaultdict
 from datetime import datetime, timedelta
 
+from accounts import histogram
 from accounts.models import ApiKey, UsageRecord
 from accounts.services.quota import period_of
 from accounts.services.rollups import MEASURES, floor_bucket
@@ -34,6 +35,11 @@ def random_records(
             else started + timedelta(milliseconds=rng.randrange(1, 90_000))
         )
         tts = endpoint == "tts"
+        items = 0 if tts else rng.randrange(5)
+        latencies = [rng.randrange(1, 4_000) for _ in range(items)]
+        hist = histogram.empty()
+        for latency in latencies:
+            histogram.observe(hist, latency)
         records.append(
             UsageRecord(
                 id=uuid.UUID(int=rng.getrandbits(128), version=4),
@@ -42,9 +48,10 @@ def random_records(
                 account_id=key.account_id,
                 api_key_id=key.id,
                 endpoint=endpoint,
+                route=rng.choice(["tts_ws", "tts_rest"]) if tts else "realtime",
                 model=rng.choice(["model-a", "model-b"]),
                 status=status,
-                error_code="x" if status == "failed" else "",
+                error_code=rng.choice(["x", "y"]) if status == "failed" else "",
                 started_at=started,
                 ended_at=ended,
                 last_checkpoint_at=ended or started,
@@ -56,9 +63,10 @@ def random_records(
                 rtf=None,
                 asr_audio_in_ms=0 if tts else rng.randrange(120_000),
                 asr_chars_out=0 if tts else rng.randrange(900),
-                asr_items=0 if tts else rng.randrange(5),
-                asr_latency_ms_sum=0 if tts else rng.randrange(4_000),
-                asr_latency_ms_max=0 if tts else rng.randrange(900),
+                asr_items=items,
+                asr_latency_ms_sum=sum(latencies),
+                asr_latency_ms_max=max(latencies, default=0),
+                asr_latency_hist=hist if items else [],
             )
         )
     return records
@@ -77,7 +85,9 @@ def expected_rollups(
             r.account_id,
             r.api_key_id,
             r.endpoint,
+            r.route,
             r.model,
+            r.error_code,
         )
         row = rows[key]
         row["requests"] += 1
@@ -96,7 +106,12 @@ def expected_rollups(
             row["tts_duration_ms"] += (r.ended_at - r.started_at) // timedelta(
                 milliseconds=1
             )
+        for name, count in zip(
+            histogram.ASR_LATENCY_FIELDS, r.asr_latency_hist or [], strict=False
+        ):
+            row[name] += count
         if r.ttfb_ms is not None:
+            row[histogram.TTFB_FIELDS[histogram.bin_index(r.ttfb_ms)]] += 1
             row["ttfb_ms_sum"] += r.ttfb_ms
             row["ttfb_count"] += 1
             row["ttfb_ms_max"] = max(row["ttfb_ms_max"], r.ttfb_ms)
@@ -119,7 +134,9 @@ def stored_rollups(
             row.account_id,
             row.api_key_id,
             row.endpoint,
+            row.route,
             row.model,
+            row.error_code,
         ): {name: getattr(row, name) for name in MEASURES}
         for row in rows
     }

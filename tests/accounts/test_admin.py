@@ -242,3 +242,19 @@ def test_ad6_usage_records_filter_and_search(staff, make_key) -> None:
     assert staff.get(url, {"status__exact": "failed"}).context["cl"].result_count == 0
     change = reverse("admin:accounts_usagerecord_change", args=[record.id])
     assert staff.post(change, {"status": "completed"}).status_code == 403
+
+
+def test_admin_links_a_key_to_its_records_and_an_account_to_its_dashboard(
+    admin_client, make_key
+) -> None:
+    api_key, _ = make_key()
+    page = admin_client.get(reverse("admin:accounts_apikey_change", args=[api_key.pk]))
+    records = reverse("admin:accounts_usagerecord_changelist")
+    assert f"{records}?api_key__id__exact={api_key.pk}" in page.content.decode()
+    listing = admin_client.get(f"{records}?api_key__id__exact={api_key.pk}")
+    assert listing.status_code == 200
+    account = admin_client.get(
+        reverse("admin:accounts_account_change", args=[api_key.account_id])
+    )
+    dashboard = reverse("dashboard:usage", args=[api_key.account.slug])
+    assert dashboard in account.content.decode()

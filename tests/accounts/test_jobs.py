@@ -180,7 +180,8 @@ def test_recount_refuses_bad_or_purged_periods(db) -> None:
 
 
 @pytest.mark.django_db
-def test_q11_reconcile_sets_idle_mirrors_only(backend, keys) -> None:
+def test_q11_reconcile_sets_busy_and_idle_mirrors(backend, keys) -> None:
+    """Issue 9: a live lease no longer blocks reconciliation; its reservation counts."""
     limiter = get_limiter()
     busy, idle = keys[0].account_id, keys[2].account_id
     period = period_of(timezone.now())
@@ -194,7 +195,16 @@ def test_q11_reconcile_sets_idle_mirrors_only(backend, keys) -> None:
     limiter.acquire_lease(
         member="live", account_id=busy, account_limit=5, ttl_ms=60_000
     )
-    assert tasks.reconcile_quota_mirror() == 1
+    limiter.reserve_quota(
+        account_id=busy,
+        metric="asr_audio_ms",
+        period=period,
+        amount=400,
+        limit=None,
+        partial=True,
+        holder="live|record",
+    )
+    assert tasks.reconcile_quota_mirror() == 2
     remaining = {
         a: limiter.reserve_quota(
             account_id=a,
@@ -206,8 +216,9 @@ def test_q11_reconcile_sets_idle_mirrors_only(backend, keys) -> None:
         ).remaining
         for a in (busy, idle)
     }
-    assert remaining == {busy: 5_000, idle: 9_900}
-    assert quota_reconcile(periods=[period]) == 1  # idempotent
+    assert remaining == {busy: 9_500, idle: 9_900}
+    assert quota_reconcile(periods=[period]) == 2  # idempotent
+    assert remaining == {busy: 9_500, idle: 9_900}
 
 
 # T1-T3: tasks, beat, the embedded scheduler, usage_maintenance.

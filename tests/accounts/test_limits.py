@@ -150,17 +150,19 @@ def test_c4_sweep_drops_expired_leases(store) -> None:
     assert store.renew_lease(member="live", account_id=ACCOUNT, ttl_ms=10_000)
 
 
-def test_q11_generation_counts_acquisitions(store) -> None:
-    assert store.lease_generation(ACCOUNT) == 0
+def test_q11_generation_counts_settlements_not_leases(store) -> None:
+    assert store.quota_generation(ACCOUNT) == 0
     acquire(store, "s1", limit=1)
-    acquire(store, "s2", limit=1)  # refused: no increment
-    assert store.lease_generation(ACCOUNT) == 1
+    assert store.quota_generation(ACCOUNT) == 0
+    settle(store, "s1|r1", outstanding=0)
+    settle(store, "s1|r1", outstanding=0)
+    assert store.quota_generation(ACCOUNT) == 2
 
 
 # Q5-Q11: quota mirrors.
 
 
-def quota(store, amount, *, limit=100, partial=False, period="2026-09"):
+def quota(store, amount, *, limit=100, partial=False, period="2026-09", holder=None):
     return store.reserve_quota(
         account_id=ACCOUNT,
         metric="asr_audio_ms",
@@ -168,6 +170,18 @@ def quota(store, amount, *, limit=100, partial=False, period="2026-09"):
         amount=amount,
         limit=limit,
         partial=partial,
+        holder=holder,
+    )
+
+
+def settle(store, holder, *, outstanding, delta=0):
+    store.settle_quota(
+        account_id=ACCOUNT,
+        metric="asr_audio_ms",
+        period="2026-09",
+        holder=holder,
+        outstanding=outstanding,
+        delta=delta,
     )
 
 
@@ -237,18 +251,47 @@ def reconcile(store, used, generation):
     )
 
 
-def test_q11_reconcile_only_while_idle_and_unchanged(store) -> None:
-    assert not reconcile(store, 10, 0)  # no mirror: nothing to reconcile
+def test_q11_reconcile_is_the_database_plus_live_reservations(store) -> None:
+    assert reconcile(store, 10, 0) is None  # no mirror: nothing to reconcile
+    seed(store, 10)
+    acquire(store, "live", limit=5)
+    acquire(store, "crashed", limit=5, ttl_ms=100)
+    quota(store, 20, holder="live|r1")
+    quota(store, 30, holder="crashed|r2")  # its gateway dies without settling
+    assert quota(store, 0) == QuotaGrant(0, 40)
+    store.advance(150)  # the crashed stream's lease expires; the live one holds
+    assert reconcile(store, 10, store.quota_generation(ACCOUNT)) is True
+    assert quota(store, 0) == QuotaGrant(0, 70)  # 10 in the database + 20 held live
+    settle(store, "live|r1", outstanding=5)  # a checkpoint put 15 into the database
+    assert reconcile(store, 25, store.quota_generation(ACCOUNT)) is True
+    assert quota(store, 0) == QuotaGrant(0, 70)
+    settle(store, "live|r1", outstanding=0, delta=-5)  # finished: 5 never used
+    assert quota(store, 0) == QuotaGrant(0, 75)
+    assert reconcile(store, 25, store.quota_generation(ACCOUNT)) is True
+    assert quota(store, 0) == QuotaGrant(0, 75)
+
+
+def test_q11_reconcile_refuses_when_a_settlement_came_between(store) -> None:
     seed(store, 70)
     acquire(store, "live", limit=5)
-    generation = store.lease_generation(ACCOUNT)
-    assert not reconcile(store, 10, generation)  # a live lease
-    store.release_lease(member="live", account_id=ACCOUNT)
-    acquire(store, "brief", limit=5)
-    store.release_lease(member="brief", account_id=ACCOUNT)
-    assert not reconcile(store, 10, generation)  # a lease came and went since
-    assert reconcile(store, 10, store.lease_generation(ACCOUNT))
-    assert quota(store, 0) == QuotaGrant(0, 90)
+    quota(store, 20, holder="live|r1")
+    generation = store.quota_generation(ACCOUNT)
+    settle(store, "live|r1", outstanding=5)  # after the task read the database
+    assert reconcile(store, 10, generation) is False
+    assert quota(store, 0) == QuotaGrant(0, 10)  # unchanged: 70 + 20
+    assert reconcile(store, 25, store.quota_generation(ACCOUNT)) is True
+    assert quota(store, 0) == QuotaGrant(0, 70)
+
+
+def test_q11_a_settlement_never_revives_a_dropped_reservation(store) -> None:
+    seed(store, 0)
+    acquire(store, "gone", limit=5, ttl_ms=100)
+    quota(store, 20, holder="gone|r1")
+    store.advance(150)
+    assert reconcile(store, 0, store.quota_generation(ACCOUNT)) is True
+    settle(store, "gone|r1", outstanding=20)  # a late checkpoint of the lost stream
+    assert reconcile(store, 0, store.quota_generation(ACCOUNT)) is True
+    assert quota(store, 0) == QuotaGrant(0, 100)
 
 
 # A5, K6: key versions.
@@ -291,6 +334,9 @@ def test_b3_keys_share_the_account_hash_tag(redis_url) -> None:
         member="s", account_id=7, account_limit=5, ttl_ms=1000, key_id=KEY, key_limit=5
     )
     store.seed_quota(account_id=7, metric="asr_audio_ms", period="2026-09", used=0)
+    quota_args = {"account_id": 7, "metric": "asr_audio_ms", "period": "2026-09"}
+    store.reserve_quota(**quota_args, amount=5, limit=None, partial=True, holder="s|r")
+    store.settle_quota(**quota_args, holder="s|r", outstanding=2)
     store.set_key_version(KEY, 1)
     assert sorted(client.keys("*")) == sorted(
         [
@@ -300,6 +346,7 @@ def test_b3_keys_share_the_account_hash_tag(redis_url) -> None:
             f"veena:cc:{{a:7}}:k:{KEY}",
             "veena:cg:{a:7}",
             "veena:q:{a:7}:asr_audio_ms:2026-09",
+            "veena:qr:{a:7}:asr_audio_ms:2026-09",
             f"veena:apikey:{KEY}:v",
         ]
     )

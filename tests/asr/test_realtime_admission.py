@@ -239,7 +239,7 @@ async def test_asr_t_r4_worker_loss_replays_the_item(
     half = len(pcm) // 2 // 4800 * 4800
     await rt.append(pcm[:half], chunk_bytes=4800)
     await asyncio.sleep(0.3)
-    job_id = next(iter(embedded_worker.jobs._jobs))
+    job_id = next(iter(embedded_worker.jobs.running))
     embedded_worker.jobs.cancel(job_id)  # the worker dies silently
     await rt.append(pcm[half:], chunk_bytes=4800)
     await asyncio.sleep(1.5)

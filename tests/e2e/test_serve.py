@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -22,14 +23,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 def wait_ready(
-    port: int, proc: subprocess.Popen[bytes], limit_s: float = 60
+    port: int,
+    proc: subprocess.Popen[bytes],
+    limit_s: float = 60,
+    tls: ssl.SSLContext | None = None,
 ) -> dict[str, object]:
+    scheme = "https" if tls else "http"
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, "make serve exited before it was ready"
         try:
             with urllib.request.urlopen(
-                f"http://127.0.0.1:{port}/readyz", timeout=2
+                f"{scheme}://127.0.0.1:{port}/readyz", timeout=2, context=tls
             ) as resp:
                 return json.loads(resp.read())
         except (urllib.error.URLError, ConnectionError, TimeoutError):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
@@ -118,6 +121,13 @@ Opener = Callable[..., Awaitable[Stream]]
 @pytest.fixture
 async def open_stream(api_key: str) -> AsyncIterator[Opener]:
     """Open TTS streams with the test key; they are disconnected at the end."""
+    async with stream_opener(api_key) as opener:
+        yield opener
+
+
+@contextlib.asynccontextmanager
+async def stream_opener(api_key: str) -> AsyncIterator[Opener]:
+    """``open_stream`` for any event loop scope."""
     opened: list[Stream] = []
 
     async def opener(
@@ -138,9 +148,11 @@ async def open_stream(api_key: str) -> AsyncIterator[Opener]:
         opened.append(stream)
         return stream
 
-    yield opener
-    for stream in opened:
-        await stream.comm.disconnect()
+    try:
+        yield opener
+    finally:
+        for stream in opened:
+            await stream.comm.disconnect()
 
 
 @pytest.fixture
@@ -202,3 +214,63 @@ async def lease_free(account_id: int) -> bool:
 def pcm_ms(frames: list[bytes], rate: int) -> int:
     """Audio ms of 16-bit PCM frames, floored on the total (accounts Q1)."""
     return sum(len(f) for f in frames) // 2 * 1000 // rate
+
+
+# The vLLM tier: a tiny random Orpheus-layout checkpoint, built once per session.
+
+
+@pytest.fixture(scope="session")
+def tiny_orpheus(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """tts.engines.tiny_orpheus checkpoint (model, snac, snac_24khz directories)."""
+    from gateway.vllm_env import vllm_installed
+
+    if not vllm_installed():
+        pytest.skip("the vLLM tier is not installed")  # the vllm marker fails it in CI
+    from tts.engines.tiny_orpheus import build_tiny_orpheus
+
+    return build_tiny_orpheus(tmp_path_factory.mktemp("tiny-orpheus"))
+
+
+def tiny_vllm_settings(tiny: Any, data_dir: Path) -> dict[str, Any]:
+    """Settings that serve the tiny checkpoint with TTS_ENGINE=vllm (KV cache 1 GiB)."""
+    return {
+        "TTS_ENGINE": "vllm",
+        "TTS_VLLM_MODEL": str(tiny.model),
+        "TTS_SNAC_MODEL": str(tiny.snac),
+        "TTS_SNAC_RANDOM_INIT": True,
+        "TTS_VLLM_FORCE_SLOT_ORDER": True,  # random weights: keep frames well formed
+        "TTS_VLLM_DTYPE": "float32",
+        "TTS_VLLM_KV_CACHE_GIB": 1,
+        "TTS_VLLM_MAX_MODEL_LEN": 2048,
+        "TTS_VLLM_MAX_NUM_SEQS": 16,
+        "TTS_SNAC_THREADS": 1,
+        "TTS_SNAC_MAX_STEP": 1,  # windows independent of token timing: seeded audio repeats
+        "DATA_DIR": data_dir,
+    }
+
+
+@dataclass
+class LoadedVllm:
+    """The session's vLLM engine and the settings it was loaded with."""
+
+    engine: Any
+    settings: dict[str, Any]
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def vllm_tts(
+    tiny_orpheus: Any, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LoadedVllm]:
+    """The vLLM engine on the tiny checkpoint, loaded once (in a thread, as the worker does).
+
+    AsyncLLM serves the event loop that first uses it, so its tests run in the session loop.
+    """
+    from django.test import override_settings
+
+    from tts.engines import load_vllm
+
+    values = tiny_vllm_settings(tiny_orpheus, tmp_path_factory.mktemp("vllm-data"))
+    with override_settings(**values):
+        engine = await asyncio.to_thread(load_vllm)
+    yield LoadedVllm(engine, values)
+    engine.close()

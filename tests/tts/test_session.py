@@ -98,6 +98,9 @@ def test_tts_e3_complete_metrics_definitions() -> None:
         "engine": "piper",
         "frames_dropped": 0,
         "truncated": False,
+        "snac_frames": 0,
+        "tokens": 0,
+        "tokens_ignored": 0,
     }
 
 

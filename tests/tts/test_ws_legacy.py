@@ -507,8 +507,8 @@ async def test_tts_x7_error_after_audio_started_sends_no_more_frames(
     stream = await open_stream()
     await stream.send({"text": "g" * 1000})
     await stream.until(lambda item: item[0] == "bytes" and len(item[1]) > 44)
-    job_id = next(iter(slow_fake.jobs._jobs))
-    reply = slow_fake.jobs._jobs[job_id].reply_channel
+    job_id = next(iter(slow_fake.jobs.running))
+    reply = slow_fake.jobs.running[job_id].reply_channel
     bogus = {"type": "gpu.tts.chunk", "job_id": job_id, "seq": 10_000, "segment_seq": 0}
     await get_channel_layer().send(reply, {**bogus, "data": b"\0\0", "samples": 1})
     await stream.event("error")

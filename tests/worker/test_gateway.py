@@ -26,8 +26,8 @@ async def test_a_gap_in_chunk_sequence_is_internal_error(
     await comm.connect()
     await comm.send_to(text_data=json.dumps({"text": "g" * 1000}))
     assert json.loads(await comm.receive_from())["event"] == "header"
-    job_id = next(iter(embedded_worker.jobs._jobs))
-    reply = embedded_worker.jobs._jobs[job_id].reply_channel
+    job_id = next(iter(embedded_worker.jobs.running))
+    reply = embedded_worker.jobs.running[job_id].reply_channel
     await get_channel_layer().send(
         reply,
         {

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from tts.engines.base import TtsEngine
 
@@ -24,7 +24,21 @@ def load_fake() -> TtsEngine:
     return FakeTts(chunk_delay_s=getattr(settings, "FAKE_TTS_CHUNK_DELAY_S", 0.0))
 
 
-ENGINES: dict[str, Callable[[], TtsEngine]] = {"piper": load_piper, "fake": load_fake}
+def load_vllm() -> TtsEngine:
+    """Load the Veena/Orpheus checkpoint on vLLM and the SNAC decoder (worker only)."""
+    from django.conf import settings
+
+    from tts.engines.vllm import VllmSnacTts
+    from tts.engines.vllm_config import VllmTtsConfig
+
+    return VllmSnacTts.load(VllmTtsConfig.from_settings(settings))
+
+
+ENGINES: dict[str, Callable[[], TtsEngine]] = {
+    "piper": load_piper,
+    "vllm": load_vllm,
+    "fake": load_fake,
+}
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,8 @@ class EngineInfo:
     supports_seed: bool = False
     sampling_params: bool = False
     segment_pause_ms: int = 0  # AU9 default of TTS_SEGMENT_PAUSE_MS
+    # S3 defaults when the table depends on the checkpoint (vllm-snac); else speakers' own.
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def voice_ids(self) -> tuple[str, ...]:
@@ -74,12 +90,47 @@ ENGINE_INFO: dict[str, EngineInfo] = {
 }
 
 
+def vllm_engine_info() -> EngineInfo:
+    """The vLLM engine as configured: its checkpoint's recipe and voices (tts S1, §13.2)."""
+    from django.conf import settings
+
+    from tts.engines.vllm_config import SEGMENT_PAUSE_MS, WIRE_NAME, VllmTtsConfig
+
+    config = VllmTtsConfig.from_settings(settings)
+    languages = config.recipe.languages
+    return EngineInfo(
+        wire_name=WIRE_NAME,
+        model_version=config.model_version,
+        native_rate=24_000,
+        voices=tuple(
+            VoiceInfo(id=v, name=v.capitalize(), languages=languages)
+            for v in config.voices
+        ),
+        supports_speed=False,
+        supports_seed=True,
+        sampling_params=True,
+        segment_pause_ms=SEGMENT_PAUSE_MS,
+        aliases=config.aliases,
+    )
+
+
+def engine_info(name: str) -> EngineInfo:
+    """What the gateway knows about engine ``name`` (a TTS_ENGINE value)."""
+    if name == "vllm":
+        return vllm_engine_info()
+    return ENGINE_INFO[name]
+
+
 def segment_pause_ms(engine_name: str) -> int:
     """AU9: TTS_SEGMENT_PAUSE_MS when set, else the engine's own default."""
     from django.conf import settings
 
+    from tts.engines.vllm_config import SEGMENT_PAUSE_MS, WIRE_NAME
+
     configured = getattr(settings, "TTS_SEGMENT_PAUSE_MS", None)
     if configured is not None:
         return int(configured)
+    if engine_name == WIRE_NAME:
+        return SEGMENT_PAUSE_MS
     info = next((i for i in ENGINE_INFO.values() if i.wire_name == engine_name), None)
     return info.segment_pause_ms if info is not None else 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -10,6 +10,25 @@ import numpy as np
 import numpy.typing as npt
 
 Pcm = npt.NDArray[np.float32]
+
+
+@dataclass
+class EngineStats:
+    """Counts a token engine reports for its segments (tts AU7; zero for Piper)."""
+
+    tokens: int = 0  # ids the model generated
+    snac_frames: int = 0  # complete SNAC frames decoded to audio
+    frames_dropped: int = 0  # frames lost to a token of the wrong slot
+    tokens_ignored: int = 0  # generated ids outside the audio range
+    truncated: bool = False  # a segment hit its token limit
+
+    def add(self, other: EngineStats) -> None:
+        """Add another segment's counts."""
+        self.tokens += other.tokens
+        self.snac_frames += other.snac_frames
+        self.frames_dropped += other.frames_dropped
+        self.tokens_ignored += other.tokens_ignored
+        self.truncated = self.truncated or other.truncated
 
 
 @dataclass(frozen=True)
@@ -25,6 +44,8 @@ class TtsEngineRequest:
     top_p: float = 1.0
     max_tokens: int = 4096
     repetition_penalty: float = 1.05
+    # Filled in by the engine while it streams the segment.
+    stats: EngineStats = field(default_factory=EngineStats, compare=False, repr=False)
 
 
 class TtsEngine(Protocol):
@@ -37,8 +58,8 @@ class TtsEngine(Protocol):
     default_voice: str
     supports_speed: bool
 
-    def stream(self, req: TtsEngineRequest) -> AsyncIterator[Pcm]:
-        """Yield mono float32 chunks in [-1, 1]; cancelling the consumer stops work in ≤ 200 ms."""
+    def stream(self, req: TtsEngineRequest) -> AsyncGenerator[Pcm, None]:
+        """Yield mono float32 chunks in [-1, 1]; cancelling or closing it stops work in ≤ 200 ms."""
         ...
 
     def close(self) -> None:

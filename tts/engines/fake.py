@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import numpy as np
 
@@ -32,7 +32,7 @@ class FakeTts:
     def __init__(self, chunk_delay_s: float = 0.0) -> None:
         self.chunk_delay_s = chunk_delay_s
 
-    async def stream(self, req: TtsEngineRequest) -> AsyncIterator[Pcm]:
+    async def stream(self, req: TtsEngineRequest) -> AsyncGenerator[Pcm, None]:
         """Yield the tone for ``req.text`` chunk by chunk."""
         pcm = sine_pcm(
             ms=int(MS_PER_CHAR * len(req.text) / req.speed), rate=self.native_rate

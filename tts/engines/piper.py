@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -74,7 +74,7 @@ class PiperTts:
         )
         return engine
 
-    async def stream(self, req: TtsEngineRequest) -> AsyncIterator[Pcm]:
+    async def stream(self, req: TtsEngineRequest) -> AsyncGenerator[Pcm, None]:
         """Yield one float32 chunk per sentence of ``req.text``."""
         loop = asyncio.get_running_loop()
         sentences = await loop.run_in_executor(

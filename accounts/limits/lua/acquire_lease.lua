@@ -1,12 +1,12 @@
--- Acquire a concurrency lease in every set, or in none (accounts C1, C4, Q11).
--- KEYS[1]: the account's lease generation; KEYS[2..]: the account's lease set, then (when the
--- key has its own cap) the key's. Members are stream ids scored by their expiry time.
--- ARGV: member, ttl_ms, generation_ttl_ms, then one limit per lease set.
+-- Acquire a concurrency lease in every set, or in none (accounts C1, C4).
+-- KEYS: the account's lease set, then (when the key has its own cap) the key's. Members are
+-- stream ids scored by their expiry time.
+-- ARGV: member, ttl_ms, then one limit per lease set.
 -- Returns 1 when acquired, 0 when a set is full.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
-for i = 2, #KEYS do
+for i = 1, #KEYS do
   local key = KEYS[i]
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
   local count = redis.call('ZCARD', key)
@@ -17,12 +17,10 @@ for i = 2, #KEYS do
     return 0
   end
 end
-for i = 2, #KEYS do
+for i = 1, #KEYS do
   redis.call('ZADD', KEYS[i], now + ttl, ARGV[1])
   if redis.call('PTTL', KEYS[i]) < ttl then
     redis.call('PEXPIRE', KEYS[i], ttl)
   end
 end
-redis.call('INCR', KEYS[1])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
 return 1

@@ -1,5 +1,8 @@
 -- Reserve quota in a seeded mirror (accounts Q5-Q8). The mirror is never created here.
--- KEYS[1]: the mirror. ARGV: amount, limit (-1: no limit), partial (1: grant what fits).
+-- KEYS[1]: the mirror; KEYS[2] (optional): the account's reservations of the metric and
+-- period, a hash of what each holder ("<lease member>|<record id>") reserved and has not yet
+-- accounted in the database (Q11).
+-- ARGV: amount, limit (-1: no limit), partial (1: grant what fits), holder, ttl_ms.
 -- Returns {-1, 0} when the mirror is not seeded, else {granted, remaining}
 -- (remaining -1: no limit).
 local used = redis.call('GET', KEYS[1])
@@ -22,5 +25,9 @@ if limit >= 0 then
 end
 if grant > 0 then
   redis.call('INCRBY', KEYS[1], grant)
+  if KEYS[2] then
+    redis.call('HINCRBY', KEYS[2], ARGV[4], grant)
+    redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[5]))
+  end
 end
 return {grant, remaining}

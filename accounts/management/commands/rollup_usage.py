@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
-from accounts.services.rollups import usage_rollup_single_flight
+from accounts.services.rollups import rebuildable_since, usage_rollup_single_flight
 
 
 def _moment(value: str | None, option: str) -> datetime | None:
@@ -44,6 +45,12 @@ class Command(BaseCommand):
             [options["granularity"]] if options["granularity"] else ["hour", "day"]
         )
         for granularity in granularities:
+            kept = rebuildable_since(granularity, timezone.now())
+            if since is not None and kept is not None and since < kept:
+                self.stdout.write(
+                    f"{granularity}: buckets before {kept.isoformat()} kept: their usage "
+                    "records are past USAGE_RECORD_RETENTION_DAYS and cannot rebuild them"
+                )
             rows = usage_rollup_single_flight(
                 granularity=granularity, since=since, until=until
             )

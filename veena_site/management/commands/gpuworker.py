@@ -1,7 +1,8 @@
 """``python manage.py gpuworker``: a worker process on the shared channel layer.
 
-It is Channels' worker (``channels.worker.Worker``) on ``tts-worker`` and/or ``asr-worker``, plus the
-engine loading, liveness beacon and graceful shutdown that ``runworker`` lacks. SIGTERM / SIGINT stop
+It is Channels' worker (``channels.worker.Worker``) on ``tts-worker`` and/or ``asr-worker``, with
+listeners that ride out a Redis outage (``veena_site.listener``), plus the engine loading, liveness
+beacon and graceful shutdown that ``runworker`` lacks. SIGTERM / SIGINT stop
 accepting, end running jobs with ``worker_shutdown`` and withdraw the worker from liveness.
 """
 
@@ -15,11 +16,11 @@ import sys
 from typing import Any
 
 from channels.layers import get_channel_layer
-from channels.worker import Worker
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from veena_site.embedded import worker_channels
+from veena_site.listener import ResilientWorker
 from veena_site.routing import channel_router
 from veena_site.runtime import get_runtime
 
@@ -61,7 +62,7 @@ class Command(BaseCommand):
         """Serve until a signal; then shut down within ``SHUTDOWN_GRACE_S``; exit status."""
         runtime = get_runtime()
         runtime.start()
-        worker = Worker(
+        worker = ResilientWorker(
             application=channel_router,
             channels=worker_channels(runtime.kinds),
             channel_layer=get_channel_layer(),

@@ -1,7 +1,8 @@
 """``python manage.py rungateway``: one Daphne gateway process.
 
 Without ``REDIS_URL`` the worker runs inside this process (embedded default). Daphne's WebSocket
-message and frame limits are raised to ``WEBSOCKET_MAX_MESSAGE_BYTES`` (realtime AR-4).
+message and frame limits are raised to ``WEBSOCKET_MAX_MESSAGE_BYTES`` (realtime AR-4). With
+``TLS_CERT_FILE`` and ``TLS_KEY_FILE`` it serves https/wss itself (``veena_site.endpoints``).
 """
 
 from __future__ import annotations
@@ -9,12 +10,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 logger = logging.getLogger(__name__)
+
+
+def claim(data_dir: Path) -> None:
+    """The embedded server's data directory, or one clear line and exit 1."""
+    from veena_site.embedded import DataDirInUse, claim_data_dir
+
+    try:
+        claim_data_dir(data_dir)
+    except DataDirInUse as exc:
+        raise CommandError(str(exc)) from None
 
 
 def drain_seconds() -> float:
@@ -31,12 +43,20 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
 
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """Claim the embedded data directory first: a refusal is one line, before checks."""
+        if not settings.REDIS_URL:
+            claim(settings.DATA_DIR)
+        return super().execute(*args, **options)
+
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
         from daphne.server import Server  # installs the asyncio reactor first
 
         from veena_site import daphne_compat, lifecycle
         from veena_site.asgi import application
+        from veena_site.endpoints import checked_listen
 
+        listen = checked_listen(host, port)
         daphne_compat.install()
 
         def ready() -> None:
@@ -53,7 +73,7 @@ class Command(BaseCommand):
 
                 loop.call_soon(start_embedded_worker)
                 loop.call_soon(start_embedded_scheduler)
-            logger.info("gateway listening on %s:%d", host, port)
+            logger.info("gateway listening on %s", listen.url)
 
         async def stop_gracefully() -> None:
             """Drain live streams (tts W12), stop the embedded worker, stop the reactor."""
@@ -73,7 +93,7 @@ class Command(BaseCommand):
 
         server = Server(
             application=application,
-            endpoints=[f"tcp:port={port}:interface={host}"],
+            endpoints=listen.endpoints,
             signal_handlers=False,  # ours: drain first (stop_gracefully)
             websocket_max_message_size=settings.WEBSOCKET_MAX_MESSAGE_BYTES,
             websocket_max_frame_size=settings.WEBSOCKET_MAX_MESSAGE_BYTES,

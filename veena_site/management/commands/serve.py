@@ -2,8 +2,8 @@
 
 Without ``REDIS_URL``: one process (Daphne gateway + embedded worker, SQLite, in-memory layer).
 With ``REDIS_URL``: supervises the distributed topology as child processes — a Daphne gateway,
-``SERVE_WORKERS`` worker processes, a Celery worker and Celery beat — restarting none: if one exits,
-all are stopped and the command fails, so an outer supervisor (systemd, k8s) sees it. SIGINT or
+``SERVE_WORKERS`` worker processes, a Celery worker and Celery beat — restarting a child that exits,
+with backoff (``veena_site.supervisor``); one that cannot start at all stops the command. SIGINT or
 SIGTERM stops every child cleanly. ``SERVE_ROLES`` picks the roles on this machine, so more gateways
 or workers can be added on other machines sharing the same Redis and database.
 
@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import subprocess
 import sys
-import time
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+
+from veena_site.endpoints import checked_listen
+from veena_site.management.commands.rungateway import claim
+from veena_site.supervisor import Supervisor
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +73,11 @@ def role_commands(
     table = {
         "gateway": [[py, manage, "rungateway", "--host", host, "--port", str(port)]],
         "worker": [[py, manage, "gpuworker"] for _ in range(workers)],
+        # Gossip and mingle talk between Celery workers, which these tasks never need; their
+        # reconnect after a broker restart logged errors.
         "celery": [
             [py, "-m", "celery", "-A", "veena_site", "worker", "-l", "INFO", "-c", "1"]
+            + ["--without-gossip", "--without-mingle"]
         ],
         "beat": [
             [
@@ -104,6 +108,12 @@ class Command(BaseCommand):
             "--port", type=int, default=int(os.environ.get("PORT", "8000"))
         )
 
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """Claim the embedded data directory first: a refusal is one line, before checks."""
+        if not settings.REDIS_URL:
+            claim(settings.DATA_DIR)
+        return super().execute(*args, **options)
+
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
         if settings.REDIS_URL:
             check_redis(settings.REDIS_URL)
@@ -120,50 +130,16 @@ class Command(BaseCommand):
             raise CommandError(
                 f"unknown SERVE_ROLES {sorted(unknown)}; use {','.join(ROLES)}"
             )
+        if "gateway" in roles:
+            checked_listen(host, port)  # bad TLS files fail before any child starts
         workers = int(os.environ.get("SERVE_WORKERS", "1"))
         sys.exit(self.supervise(role_commands(roles, host, port, workers)))
 
     def supervise(self, commands: list[list[str]]) -> int:
-        """Run every child until one exits or a signal arrives; stop all; return the status."""
-        stopping = False
-
-        def on_signal(signum: int, frame: Any) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
-        children = [subprocess.Popen(cmd) for cmd in commands]
-        names = {
-            child.pid: " ".join(cmd[2:4])
-            for child, cmd in zip(children, commands, strict=True)
-        }
-        logger.info("distributed topology: %d processes started", len(children))
-        status = 0
-        while not stopping:
-            exited = [c for c in children if c.poll() is not None]
-            if exited:
-                logger.error(
-                    "child %s exited with %s; stopping all",
-                    names[exited[0].pid],
-                    exited[0].returncode,
-                )
-                status = 1
-                break
-            time.sleep(0.2)
-        self.stop(children)
-        return status
-
-    @staticmethod
-    def stop(children: list[subprocess.Popen[bytes]]) -> None:
-        """SIGTERM every child, then SIGKILL what is left after the grace period."""
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
+        """Run every child until a signal, restarting those that exit; stop all."""
+        supervisor = Supervisor(commands)
+        supervisor.stop_on_signals()
+        status = supervisor.run()
         # Gateways drain their streams for TTS_DRAIN_S before they exit (tts W12).
-        deadline = time.monotonic() + float(settings.TTS_DRAIN_S) + 10.0
-        for child in children:
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
+        supervisor.stop(float(settings.TTS_DRAIN_S) + 10.0)
+        return status

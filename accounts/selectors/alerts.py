@@ -1,0 +1,18 @@
+"""Quota alert reads: an account's settings (defaults when none saved) and its alerts."""
+
+from __future__ import annotations
+
+from accounts.models import Account, QuotaAlert, QuotaAlertSettings
+
+
+def alert_settings_of(*, account: Account) -> QuotaAlertSettings:
+    """The saved settings, or unsaved defaults (80/95/100 %, email to every member)."""
+    found = QuotaAlertSettings.objects.filter(account=account).first()
+    return found if found is not None else QuotaAlertSettings(account=account)
+
+
+def recent_alerts(*, account: Account, limit: int = 20) -> list[QuotaAlert]:
+    """The account's latest fired alerts, newest first."""
+    return list(
+        QuotaAlert.objects.filter(account=account).order_by("-fired_at", "-id")[:limit]
+    )

@@ -1,0 +1,127 @@
+"""Read-only staff admins: usage records, rollups, quota counters, audit log, alerts (AD6, AD7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from accounts.models import (
+    AuditLog,
+    QuotaAlert,
+    QuotaAlertSettings,
+    QuotaCounter,
+    UsageRecord,
+    UsageRollup,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Viewable by staff with view permission; nobody adds, changes or deletes."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(ReadOnlyAdmin):
+    """Usage records, read-only (AD6)."""
+
+    list_display = (
+        "started_at",
+        "route",
+        "model",
+        "account",
+        "api_key",
+        "status",
+        "error_code",
+        "tts_chars_in",
+        "asr_audio_in_ms",
+    )
+    list_filter = (
+        "status",
+        "route",
+        "model",
+        ("account", admin.RelatedOnlyFieldListFilter),
+        ("api_key", admin.RelatedOnlyFieldListFilter),
+    )
+    list_select_related = ("account", "api_key")
+    search_fields = ("=id", "request_id", "api_key__key_prefix")
+    date_hierarchy = "started_at"
+
+
+@admin.register(UsageRollup)
+class UsageRollupAdmin(ReadOnlyAdmin):
+    """Hourly and daily rollups, read-only (AD7)."""
+
+    list_display = (
+        "bucket_start",
+        "granularity",
+        "account",
+        "api_key",
+        "route",
+        "model",
+        "error_code",
+        "requests",
+        "computed_at",
+    )
+    list_filter = (
+        "granularity",
+        "route",
+        "model",
+        ("account", admin.RelatedOnlyFieldListFilter),
+        ("api_key", admin.RelatedOnlyFieldListFilter),
+    )
+    list_select_related = ("account", "api_key")
+    date_hierarchy = "bucket_start"
+
+
+@admin.register(QuotaCounter)
+class QuotaCounterAdmin(ReadOnlyAdmin):
+    """Monthly quota counters, read-only (AD7)."""
+
+    list_display = ("account", "period", "metric", "used", "updated_at")
+    list_filter = ("period", "metric", "account")
+    list_select_related = ("account",)
+
+
+@admin.register(AuditLog)
+class AuditLogAdmin(ReadOnlyAdmin):
+    """The audit log, newest first, read-only (AD7)."""
+
+    list_display = (
+        "at",
+        "action",
+        "actor_label",
+        "account",
+        "object_type",
+        "object_id",
+    )
+    list_filter = ("action", "actor", "account")
+    list_select_related = ("account",)
+    search_fields = ("object_id", "actor_label")
+    ordering = ("-at", "-id")
+
+
+@admin.register(QuotaAlertSettings)
+class QuotaAlertSettingsAdmin(admin.ModelAdmin):
+    """Where each account's quota alerts go (members edit theirs in the dashboard)."""
+
+    list_display = ("account", "thresholds", "email_enabled", "webhook_url")
+    autocomplete_fields = ("account",)
+
+
+@admin.register(QuotaAlert)
+class QuotaAlertAdmin(ReadOnlyAdmin):
+    """Fired quota alerts and their delivery, read-only."""
+
+    list_display = ("fired_at", "account", "period", "metric", "threshold", "used")
+    list_filter = ("period", "metric", ("account", admin.RelatedOnlyFieldListFilter))
+    list_select_related = ("account",)

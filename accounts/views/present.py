@@ -1,0 +1,149 @@
+"""What the usage templates and charts show, computed from a ``UsageReport``.
+
+Each number is given twice: ``value``, exact (milliseconds, characters, counts), in a
+``data-value`` attribute, and ``text``, rounded for people. Tests and the CSV reconcile on
+the exact values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from accounts.models import UsageRecord
+from accounts.selectors.usage import (
+    Breakdown,
+    Measures,
+    UsageReport,
+    errors_of,
+    latency_of,
+)
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One number on the page: its metric id, exact value and display text."""
+
+    metric: str
+    label: str
+    value: int | float | None
+    text: str
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:,.1f} s"
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f} ms"
+
+
+def figures(measures: Measures) -> list[Figure]:
+    """The cards: totals and latency over the whole range."""
+    latency = latency_of(measures)
+    counts = [
+        ("requests", "Requests", measures["requests"]),
+        ("errors", "Errors", errors_of(measures)),
+        ("tts_chars_in", "TTS characters", measures["tts_chars_in"]),
+    ]
+    audio = [
+        ("tts_audio_out_ms", "TTS audio out"),
+        ("asr_audio_in_ms", "ASR audio in"),
+    ]
+    return [
+        *(
+            Figure(metric, label, value, f"{value:,}")
+            for metric, label, value in counts
+        ),
+        *(
+            Figure(metric, label, measures[metric], _seconds(measures[metric]))
+            for metric, label in audio
+        ),
+        *(
+            Figure(name, label, latency[name], _ms(latency[name]))
+            for name, label in (
+                ("ttfb_p50", "TTFB p50"),
+                ("ttfb_p95", "TTFB p95"),
+                ("asr_p50", "ASR p50"),
+                ("asr_p95", "ASR p95"),
+                ("ttfb_avg", "TTFB average"),
+                ("asr_avg", "ASR average"),
+            )
+        ),
+    ]
+
+
+# The columns of every breakdown table: a subset of the cards.
+TABLE_METRICS = (
+    "requests",
+    "errors",
+    "tts_chars_in",
+    "tts_audio_out_ms",
+    "asr_audio_in_ms",
+    "ttfb_avg",
+)
+
+
+def table_row(breakdown: Breakdown) -> dict[str, Any]:
+    """One breakdown table row: label, key (if any) and its exact and shown numbers."""
+    by_metric = {f.metric: f for f in figures(breakdown.measures)}
+    return {
+        "label": breakdown.label,
+        "key": breakdown.key,
+        "account": breakdown.account,
+        "route": breakdown.route,
+        "model": breakdown.model,
+        "cells": [by_metric[name] for name in TABLE_METRICS],
+    }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def chart_data(report: UsageReport) -> dict[str, Any]:
+    """The charts' data, for ``json_script`` (no inline script, accounts D9)."""
+    series = report.series
+    latency = [latency_of(m) for m in report.latency]
+    return {
+        "labels": [b.label for b in report.buckets],
+        "partial": [b.partial for b in report.buckets],
+        "series": {
+            "tts_chars_in": [m["tts_chars_in"] for m in series],
+            "tts_audio_out_s": [m["tts_audio_out_ms"] / 1000 for m in series],
+            "asr_audio_in_s": [m["asr_audio_in_ms"] / 1000 for m in series],
+            "requests": [m["requests"] for m in series],
+        },
+        "errors": report.errors,
+        "days": [d.label for d in report.days],
+        "days_partial": [d.partial for d in report.days],
+        "latency": {
+            name: [_rounded(day[name]) for day in latency]
+            for name in ("ttfb_p50", "ttfb_p95", "asr_p50", "asr_p95")
+        },
+    }
+
+
+def record_row(record: UsageRecord, tz: ZoneInfo) -> dict[str, Any]:
+    """One row of the recent-requests table, times in the viewer's zone."""
+    tts = record.endpoint == "tts"
+    audio_ms = record.tts_audio_out_ms if tts else record.asr_audio_in_ms
+    return {
+        "id": record.id,
+        "local_started": record.started_at.astimezone(tz),
+        "api_key": record.api_key,
+        "get_route_display": record.get_route_display(),
+        "model": record.model,
+        "status": record.status,
+        "error_code": record.error_code,
+        "endpoint": record.endpoint,
+        "tts_chars_in": record.tts_chars_in,
+        "asr_chars_out": record.asr_chars_out,
+        "audio_seconds": audio_ms / 1000,
+        "ttfb_ms": record.ttfb_ms,
+        "rtf": record.rtf,
+        "asr_latency_avg": record.asr_latency_ms_sum / record.asr_items
+        if record.asr_items
+        else None,
+    }

@@ -1,0 +1,161 @@
+"""Quota alerts: thresholds fire once per period, by email and webhook, from the periodic job."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from accounts import tasks
+from accounts.models import Account, AuditLog, Plan, QuotaAlert, QuotaCounter
+from accounts.services.alerts import (
+    MAX_DELIVERY_ATTEMPTS,
+    alert_settings_update,
+    crossed,
+    quota_alerts_check,
+)
+
+pytestmark = pytest.mark.django_db
+NOW = datetime(2026, 9, 20, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def account(django_user_model):
+    plan = Plan.objects.create(
+        name="alerts",
+        requests_per_minute=10,
+        max_concurrent_streams=2,
+        monthly_tts_characters=1000,
+        monthly_asr_seconds=100,
+        max_session_seconds=600,
+    )
+    account = Account.objects.create(name="Acme", slug="acme", plan=plan)
+    account.members.add(
+        django_user_model.objects.create_user("m", "m@example.com", "pw")
+    )
+    return account
+
+
+def use(account, metric: str, used: int, period: str = "2026-09") -> None:
+    QuotaCounter.objects.update_or_create(
+        account=account, period=period, metric=metric, defaults={"used": used}
+    )
+
+
+class Hook(BaseHTTPRequestHandler):
+    received: list[dict] = []
+    status = 204
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers["Content-Length"])
+        Hook.received.append(json.loads(self.rfile.read(length)))
+        self.send_response(Hook.status)
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook():
+    Hook.received, Hook.status = [], 204
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook", Hook
+    server.shutdown()
+    server.server_close()
+
+
+def test_crossed_thresholds() -> None:
+    assert crossed(799, 1000, [80, 95, 100]) == []
+    assert crossed(800, 1000, [80, 95, 100]) == [80]
+    assert crossed(1200, 1000, [80, 95, 100]) == [80, 95, 100]
+    assert crossed(5, 0, [80]) == []
+
+
+def test_each_threshold_fires_once_per_period_and_metric(account, mailoutbox) -> None:
+    use(account, "tts_characters", 850)
+    assert quota_alerts_check(now=NOW) == 1
+    assert quota_alerts_check(now=NOW) == 0  # dedup: same period, same threshold
+    assert len(mailoutbox) == 1 and mailoutbox[0].to == ["m@example.com"]
+    assert "80%" in mailoutbox[0].subject
+    use(account, "tts_characters", 990)
+    use(account, "asr_audio_ms", 100_000)  # 100 s of 100 s: every ASR threshold
+    assert quota_alerts_check(now=NOW) == 4
+    assert quota_alerts_check(now=NOW) == 0
+    assert len(mailoutbox) == 5
+    fired = set(QuotaAlert.objects.values_list("metric", "threshold"))
+    assert fired == {
+        ("tts_characters", 80),
+        ("tts_characters", 95),
+        ("asr_audio_ms", 80),
+        ("asr_audio_ms", 95),
+        ("asr_audio_ms", 100),
+    }
+    # A new month starts over.
+    use(account, "tts_characters", 900, period="2026-10")
+    assert quota_alerts_check(now=datetime(2026, 10, 2, tzinfo=UTC)) == 1
+
+
+def test_webhook_gets_json_and_failures_are_retried_a_bounded_number_of_times(
+    account, webhook, mailoutbox
+) -> None:
+    url, hook = webhook
+    alert_settings_update(
+        account=account,
+        actor=None,
+        actor_label="t",
+        fields={"webhook_url": url, "email_enabled": False, "thresholds": [50]},
+    )
+    hook.status = 500
+    use(account, "tts_characters", 600)
+    assert quota_alerts_check(now=NOW) == 1
+    alert = QuotaAlert.objects.get()
+    assert alert.webhook_sent_at is None and "HTTPError" in alert.last_error
+    hook.status = 204
+    quota_alerts_check(now=NOW)
+    alert.refresh_from_db()
+    assert alert.webhook_sent_at is not None and alert.attempts == 2
+    assert hook.received[-1]["type"] == "quota.threshold_reached"
+    assert (
+        hook.received[-1]["threshold_percent"] == 50
+        and hook.received[-1]["used"] == 600
+    )
+    assert len(mailoutbox) == 0
+    quota_alerts_check(now=NOW)
+    assert len(hook.received) == 2  # delivered once; never again
+    assert (
+        AuditLog.objects.filter(action="alerts.changed", account=account).count() == 1
+    )
+
+
+def test_unreachable_webhook_gives_up_after_the_attempt_limit(account) -> None:
+    alert_settings_update(
+        account=account,
+        actor=None,
+        actor_label="t",
+        fields={"webhook_url": "http://127.0.0.1:9/none", "email_enabled": False},
+    )
+    use(account, "tts_characters", 1000)
+    for _ in range(MAX_DELIVERY_ATTEMPTS + 2):
+        quota_alerts_check(now=NOW)
+    assert set(QuotaAlert.objects.values_list("attempts", flat=True)) == {
+        MAX_DELIVERY_ATTEMPTS
+    }
+
+
+def test_the_periodic_task_is_scheduled_for_beat_and_the_embedded_scheduler(
+    settings,
+) -> None:
+    assert (
+        settings.CELERY_BEAT_SCHEDULE["accounts.check_quota_alerts"]["task"]
+        == "accounts.check_quota_alerts"
+    )
+    assert (
+        tasks.PERIODIC_TASKS["accounts.check_quota_alerts"] is tasks.check_quota_alerts
+    )
+    assert tasks.check_quota_alerts() == 0

@@ -1,0 +1,187 @@
+"""Every file in ``examples/`` runs as it is against ``make serve`` over TLS (https/wss).
+
+The service gets a certificate from a test CA (``TLS_CERT_FILE`` / ``TLS_KEY_FILE``); each
+client trusts it the way its README says: ``SSL_CERT_FILE`` (Python), ``CURL_CA_BUNDLE``
+(curl), ``NODE_EXTRA_CA_CERTS`` (Node), ``--cacert`` (veena). The openai npm SDK example runs
+from ``npm ci`` of the committed lock (``make node-examples``). The browser page's client module
+runs under Node's WHATWG WebSocket with the page's subprotocol auth.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import subprocess
+import sys
+import wave
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, child_env, free_port
+from tests.e2e.test_serve import mint_key, serve, stop, wait_ready
+from tests.support.tls import CertificateFiles, make_certificates
+from tests.wer import word_error_rate
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+EXAMPLES = ROOT / "examples"
+TEXT = (
+    "The quick brown fox jumps over the lazy dog. This is a test of the speech gateway."
+)
+
+
+@dataclass(frozen=True)
+class TlsService:
+    port: int
+    key: str
+    certs: CertificateFiles
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        ca = str(self.certs.ca)
+        values = {"VEENA_URL": self.url, "VEENA_API_KEY": self.key}
+        values.update(SSL_CERT_FILE=ca, CURL_CA_BUNDLE=ca, NODE_EXTRA_CA_CERTS=ca)
+        return child_env(**{**values, **extra})
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsService]:
+    data = tmp_path_factory.mktemp("tls-serve")
+    certs = make_certificates(data)
+    env = {"TLS_CERT_FILE": str(certs.cert), "TLS_KEY_FILE": str(certs.key)}
+    port = free_port()
+    proc = serve(data, port, **env)
+    try:
+        wait_ready(port, proc, tls=ssl.create_default_context(cafile=str(certs.ca)))
+        yield TlsService(port, mint_key(data), certs)
+    finally:
+        stop(proc)
+    log = (data / "serve.log").read_text()
+    assert f"gateway listening on https://127.0.0.1:{port}" in log
+    assert "vk_live_" not in log
+
+
+def run(
+    args: list[str], env: dict[str, str], cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        args, env=env, cwd=cwd, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def wav_frames(path: Path) -> tuple[int, int]:
+    with wave.open(str(path)) as w:
+        assert w.getnchannels() == 1 and w.getsampwidth() == 2
+        return w.getframerate(), w.getnframes()
+
+
+@pytest.fixture(scope="module")
+def speech(service: TlsService, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/tts_websockets.py: a 24 kHz WAV of TEXT, with its complete metrics."""
+    out = tmp_path_factory.mktemp("speech") / "speech.wav"
+    done = run(
+        [sys.executable, str(EXAMPLES / "tts_websockets.py"), TEXT, str(out)],
+        service.env(),
+    )
+    metrics = json.loads(done.stdout)
+    rate, frames = wav_frames(out)
+    assert rate == 24000
+    assert frames / rate == pytest.approx(metrics["audio_duration_seconds"], abs=0.01)
+    return out
+
+
+def test_python_websockets_tts_example(speech: Path) -> None:
+    assert wav_frames(speech)[1] > 24000  # more than a second of speech
+
+
+def test_curl_rest_tts_example(service: TlsService, tmp_path: Path) -> None:
+    out = tmp_path / "curl.wav"
+    run(["sh", str(EXAMPLES / "tts_curl.sh"), TEXT, str(out)], service.env())
+    rate, frames = wav_frames(out)
+    assert rate == 24000 and frames > 24000
+    bad = subprocess.run(
+        ["sh", str(EXAMPLES / "tts_curl.sh"), TEXT, str(tmp_path / "bad.wav")],
+        env=service.env(VEENA_API_KEY="vk_live_" + "B" * 38),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        bad.returncode == 1 and "HTTP 401" in bad.stderr and "AUTH_FAILED" in bad.stderr
+    )
+    assert not (tmp_path / "bad.wav").exists()
+
+
+def test_openai_python_realtime_example(service: TlsService, speech: Path) -> None:
+    done = run(
+        [sys.executable, str(EXAMPLES / "transcribe_openai.py"), str(speech)],
+        service.env(),
+    )
+    assert word_error_rate(TEXT, done.stdout) <= 0.15, done.stdout
+
+
+@pytest.mark.parametrize("scheme", ["https", "http"])
+def test_openai_npm_realtime_example_over_wss(
+    service: TlsService, speech: Path, scheme: str
+) -> None:
+    """With an http:// base URL the SDK still dials wss:// (and so reaches this TLS port)."""
+    node = shutil.which("node")
+    assert node, "Node >= 20 is required"
+    assert (EXAMPLES / "node/node_modules/openai").exists(), "run make node-examples"
+    done = run(
+        [node, "transcribe.mjs", str(speech)],
+        service.env(VEENA_URL=f"{scheme}://127.0.0.1:{service.port}"),
+        cwd=EXAMPLES / "node",
+    )
+    assert word_error_rate(TEXT, done.stdout) <= 0.15, done.stdout + done.stderr
+
+
+def test_browser_page_client_streams_with_subprotocol_auth(service: TlsService) -> None:
+    node = shutil.which("node")
+    assert node, "Node >= 20 is required"
+    html = (EXAMPLES / "browser/index.html").read_text()
+    assert 'import { speak, player } from "./veena-tts.js"' in html
+    done = run(
+        [
+            node,
+            "--experimental-websocket",
+            "--no-warnings",
+            str(ROOT / "tests/e2e/browser_tts.mjs"),
+            f"wss://127.0.0.1:{service.port}",
+            TEXT,
+        ],
+        service.env(),
+    )
+    result = json.loads(done.stdout)
+    assert result["header"]["sample_rate"] == 24000
+    seconds = result["samples"] / 24000
+    assert seconds == pytest.approx(
+        result["metrics"]["audio_duration_seconds"], abs=0.01
+    )
+    assert seconds > 1
+
+
+def test_veena_cli_over_wss(service: TlsService, tmp_path: Path) -> None:
+    veena = str(ROOT / ".venv/bin/veena")
+    env = child_env(VEENA_URL=service.url, VEENA_API_KEY=service.key)
+    out = tmp_path / "cli.wav"
+    run([veena, "say", TEXT, "-o", str(out), "--cacert", str(service.certs.ca)], env)
+    done = run([veena, "transcribe", str(out), "--cacert", str(service.certs.ca)], env)
+    assert word_error_rate(TEXT, done.stdout) <= 0.15
+    untrusted = subprocess.run(
+        [veena, "say", TEXT, "-o", str(tmp_path / "x.wav")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert untrusted.returncode == 8 and "not trusted" in untrusted.stderr

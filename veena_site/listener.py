@@ -1,0 +1,65 @@
+"""The worker's channel listeners, riding out an outage of the channel layer.
+
+Channels' ``Worker`` ends when a receive raises, and a consumer instance whose own-channel
+receive raises dies with its channel name. A Redis restart did both: the ``gpuworker`` lost
+its listeners and exited (and ``serve`` stopped the whole deployment). Here a failed receive
+is retried with backoff, on the same channel, until the layer answers again; running jobs keep
+their pinned channel, and jobs whose gateway went away meanwhile end by the keepalive rule
+(``veena_site.jobs``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from channels.layers import BaseChannelLayer
+from channels.worker import Worker
+
+logger = logging.getLogger(__name__)
+
+RETRY_FIRST_S = 0.1
+RETRY_MAX_S = 2.0
+
+
+async def receive_through_outages(
+    layer: BaseChannelLayer, channel: str
+) -> dict[str, Any]:
+    """``layer.receive(channel)``, retried with backoff while the layer fails."""
+    delay, failing = RETRY_FIRST_S, False
+    while True:
+        try:
+            message: dict[str, Any] = await layer.receive(channel)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # boundary: the layer's connection, retried until it is back
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # a cancellation the layer turned into another error
+            if not failing:
+                logger.warning(
+                    "channel %s unreachable; retrying", channel, exc_info=True
+                )
+            failing = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+            continue
+        if failing:
+            logger.info("channel %s reachable again", channel)
+        return message
+
+
+class ResilientWorker(Worker):
+    """``channels.worker.Worker`` whose listeners survive a channel-layer outage."""
+
+    async def listener(self, channel: str) -> None:
+        """Listen on one shared channel and feed its application instance, forever."""
+        while True:
+            message = await receive_through_outages(self.channel_layer, channel)
+            if not message.get("type"):
+                logger.warning("message without a type on %s dropped", channel)
+                continue
+            scope = {"type": "channel", "channel": channel}
+            queue = self.get_or_create_application_instance(channel, scope)
+            await queue.put(message)

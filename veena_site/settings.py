@@ -414,11 +414,6 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="veena@localhost")
 # Served from each app's static/ without collectstatic (whitenoise finders).
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
-SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool(
-    "SECURE_COOKIES", default=PRODUCTION
-)
-if env("SECURE_PROXY_SSL_HEADER", default=""):
-    SECURE_PROXY_SSL_HEADER = (env("SECURE_PROXY_SSL_HEADER"), "https")
 CELERY_BEAT_SCHEDULE["accounts.check_quota_alerts"] = {
     "task": "accounts.check_quota_alerts",
     "schedule": 300.0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrHypothesis, Word
+from veena_site.runtime import engine_threads
 
 FAKE_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 FAKE_PROBABILITY = 0.9
@@ -29,6 +30,7 @@ class FakeAsr:
 
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
+        self.decode_slots = engine_threads()
         self.failures = 0
         self.failure_text = "fake engine failure"
         self.calls: list[AsrDecodeRequest] = []

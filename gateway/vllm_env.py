@@ -16,9 +16,14 @@ TIER_MISSING = (
     "{what} needs the vLLM engine tier, which is not installed: run `make vllm` "
     "(CUDA: `make vllm VLLM_REQUIREMENTS=requirements-vllm-gpu.txt`)"
 )
+SMALL_HOST_CPUS = 4  # up to this many CPUs, vLLM's CPU build binds all of them
 
 
-class VllmUnavailable(RuntimeError):
+class EngineLoadError(RuntimeError):
+    """An engine cannot start; the message is one line an operator can act on."""
+
+
+class VllmUnavailable(EngineLoadError):
     """The vLLM tier is not installed in this environment."""
 
 
@@ -27,10 +32,32 @@ def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def prepare_vllm(*, what: str, data_dir: Path, kv_cache_gib: float) -> None:
-    """Fail with one line when the tier is missing, else set vLLM's environment (keeps what is set)."""
+def require_vllm(*, what: str) -> None:
+    """Raise ``VllmUnavailable`` (one line naming ``what``) when the tier is missing."""
     if not vllm_installed():
         raise VllmUnavailable(TIER_MISSING.format(what=what))
+
+
+def omp_threads_bind() -> str:
+    """vLLM's CPU thread binding: every allowed CPU on small hosts, else vLLM's own choice.
+
+    vLLM's ``auto`` keeps one logical CPU per physical core and reserves the rest; on a 2 vCPU
+    host that leaves the engine one thread ("Reducing Torch threads from 2 to 1").
+    """
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if not cpus or len(cpus) > SMALL_HOST_CPUS:
+        return "auto"
+    return ",".join(str(cpu) for cpu in cpus)
+
+
+def prepare_vllm(*, what: str, data_dir: Path) -> None:
+    """Fail with one line when the tier is missing, else set vLLM's environment (keeps what is set).
+
+    The KV cache is sized per engine (``kv_cache_memory_bytes``), never through vLLM's legacy
+    ``VLLM_CPU_KVCACHE_SPACE``: that variable overrides every engine of the process and must be
+    a whole number of GiB.
+    """
+    require_vllm(what=what)
     cache = data_dir / "cache"
     defaults = {
         "HF_HUB_OFFLINE": "1",  # models are local directories; never reach a hub
@@ -41,7 +68,8 @@ def prepare_vllm(*, what: str, data_dir: Path, kv_cache_gib: float) -> None:
         "XDG_CACHE_HOME": str(cache),
         "VLLM_CACHE_ROOT": str(cache / "vllm"),
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-        "VLLM_CPU_KVCACHE_SPACE": f"{kv_cache_gib:g}",  # GiB; ignored by the CUDA build
+        "VLLM_CPU_OMP_THREADS_BIND": omp_threads_bind(),  # ignored by the CUDA build
+        "VLLM_LOGGING_LEVEL": "WARNING",  # load progress and per-request lines are ours
     }
     for name, value in defaults.items():
         os.environ.setdefault(name, value)

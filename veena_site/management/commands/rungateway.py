@@ -14,6 +14,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from veena_site.preflight import check_engines
+
 logger = logging.getLogger(__name__)
 
 
@@ -32,6 +34,8 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
+        if not settings.REDIS_URL:  # the embedded worker loads its engines here
+            check_engines(settings.WORKER_KINDS)
         from daphne.server import Server  # installs the asyncio reactor first
 
         from veena_site import daphne_compat, lifecycle

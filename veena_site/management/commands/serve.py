@@ -26,6 +26,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from veena_site.preflight import check_engines
+
 logger = logging.getLogger(__name__)
 
 ROLES = ("gateway", "worker", "celery", "beat")
@@ -105,13 +107,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
-        if settings.REDIS_URL:
-            check_redis(settings.REDIS_URL)
-        migrate()
-        if not settings.REDIS_URL:
-            logger.info("embedded topology: one process on %s:%d", host, port)
-            call_command("rungateway", host=host, port=port)
-            return
         roles = [
             r for r in os.environ.get("SERVE_ROLES", ",".join(ROLES)).split(",") if r
         ]
@@ -120,6 +115,15 @@ class Command(BaseCommand):
             raise CommandError(
                 f"unknown SERVE_ROLES {sorted(unknown)}; use {','.join(ROLES)}"
             )
+        if not settings.REDIS_URL or "worker" in roles:  # engines load on this machine
+            check_engines(settings.WORKER_KINDS)
+        if settings.REDIS_URL:
+            check_redis(settings.REDIS_URL)
+        migrate()
+        if not settings.REDIS_URL:
+            logger.info("embedded topology: one process on %s:%d", host, port)
+            call_command("rungateway", host=host, port=port)
+            return
         workers = int(os.environ.get("SERVE_WORKERS", "1"))
         sys.exit(self.supervise(role_commands(roles, host, port, workers)))
 

@@ -218,14 +218,14 @@ class StreamState:
     def _slide(self, total: int) -> None:
         """Move ``W`` to the end of the last timed confirmed word (SA-6).
 
-        ``Ew`` becomes the confirmed text after that point; without a usable time the window
-        keeps its last ``window_samples`` and ``Ew`` restarts empty.
+        ``Ew`` becomes the confirmed text after that point. Without such a word in the window
+        ``W`` stays, and this decode asks for times: moving ``W`` anywhere else would decode
+        again audio whose words are already emitted (or skip audio not yet transcribed), and
+        both engines transcribe audio longer than one Whisper window.
         """
         end = self.confirmed_end
         if end is None or end <= self.window_start or end > total:
-            self.window_start = total - self.window_samples
-            self.window_text = ""
-        else:
-            self.window_start = end
-            self.window_text = "".join(pieces(self.emitted)[self.confirmed_pieces :])
+            return
+        self.window_start = end
+        self.window_text = "".join(pieces(self.emitted)[self.confirmed_pieces :])
         self.previous = ""

@@ -168,11 +168,13 @@ def keep_until_resume(
 ) -> tuple[list[Segment], float]:
     """A non-final window's kept segments and where the next window starts (seconds).
 
-    When the output ends inside a segment, the next window starts at the end of the last
-    complete one and the cut segment is decoded again there; otherwise the window is used up.
+    The next window starts at the end of the last complete segment, and a segment the output
+    left open is decoded again there. Whisper itself skips to the window's end when the last
+    segment is closed; the model's claim that nothing follows is not trusted here (a word
+    straddling the 30 s cut was lost that way).
     """
     complete = [s for s in segments if s.end is not None]
-    if segments and segments[-1].end is None and complete and complete[-1].end:
+    if complete and complete[-1].end:
         return complete, float(complete[-1].end)
     return segments, window
 

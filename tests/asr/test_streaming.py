@@ -198,6 +198,20 @@ def test_asr_sa6_a_segment_partly_confirmed_gives_no_window_end() -> None:
     assert state.confirmed_end is None  # "d" ends the only timed segment
 
 
+def test_asr_sa6_without_a_timed_confirmed_word_the_window_waits() -> None:
+    """A slow engine may reach the window's edge before any decode asked for times."""
+    state = StreamState(unfixed_words=1, window_samples=6 * MODEL_RATE)
+    for n in (2, 3):  # far from the edge: no times requested
+        state.on_chunk(hyp("a b c d"), state.plan(n * MODEL_RATE, final=False))
+    assert state.emitted == "a b c"
+    plan = state.plan(8 * MODEL_RATE, final=False)  # past the 6 s window
+    assert plan.start == 0 and plan.words  # stays, and asks for times this time
+    state.on_chunk(hyp("a b c d e", [1.0, 2.0, 3.0, 4.0, 5.0]), plan)
+    plan = state.plan(9 * MODEL_RATE, final=False)
+    assert plan.start == 4 * MODEL_RATE and state.window_text == ""  # after "d"
+    assert state.emitted == "a b c d"
+
+
 def test_asr_it10_logprobs_cover_each_delta_exactly() -> None:
     state = StreamState(unfixed_words=1, logprobs=True)
     plan = state.plan(MODEL_RATE, final=False)

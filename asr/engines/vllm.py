@@ -12,6 +12,7 @@ previous window's last complete segment (as Whisper's own long-form transcriptio
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +111,16 @@ def served_version(model: Path, vocab: WhisperVocab) -> str:
     return f"vllm/{name}"
 
 
+@dataclass(frozen=True)
+class Window:
+    """One decoded window: kept segments, seconds to the next window, token counts."""
+
+    segments: list[Segment]
+    advance: float
+    prompt_tokens: int
+    text_tokens: int
+
+
 class VllmWhisperAsr:
     """The ``AsrEngine`` on one ``VllmRunner``."""
 
@@ -143,37 +154,50 @@ class VllmWhisperAsr:
         transcript = Transcript.with_prefix(self.vocab, req.prefix)
         seek, prompt_tokens, completion_tokens = 0, 0, 0
         while True:
-            window = req.audio[seek : seek + WINDOW]
             last = seek + WINDOW >= len(req.audio)
-            first = seek == 0
-            timestamps = req.word_timestamps or not last
-            ids = self.vocab.decoder_prompt(
-                prompt=req.prompt if first else "",
-                language=language,
-                prefix=req.prefix if first else "",
-                timestamps=timestamps,
-            )
-            tokens, logprobs = await self._generate(
-                window,
-                ids,
-                timestamps=timestamps,
-                logprobs=req.word_timestamps,
-                background=req.background,
-            )
-            prompt_tokens = prompt_tokens or len(ids)
-            completion_tokens += sum(t < self.vocab.eot for t in tokens)
-            segments, advance = self._segments(
-                tokens, logprobs, window, timestamps, last
-            )
-            transcript.add(segments, offset=seek / MODEL_RATE)
+            window = await self._window(req, seek, language, last=last)
+            prompt_tokens = prompt_tokens or window.prompt_tokens
+            completion_tokens += window.text_tokens
+            transcript.add(window.segments, offset=seek / MODEL_RATE)
             if last:
                 break
-            seek += max(MIN_ADVANCE, int(advance * MODEL_RATE))
+            seek += max(MIN_ADVANCE, int(window.advance * MODEL_RATE))
         return AsrHypothesis(
             text=transcript.hypothesis_text(),
             words=transcript.words() if req.word_timestamps else (),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
+        )
+
+    async def _window(
+        self, req: AsrDecodeRequest, seek: int, language: str | None, *, last: bool
+    ) -> Window:
+        """Decode the 30 s from sample ``seek``; only the first gets prompt and prefix.
+
+        Every window but the last is decoded with timestamps, to know where the next starts.
+        """
+        audio = req.audio[seek : seek + WINDOW]
+        first = seek == 0
+        timestamps = req.word_timestamps or not last
+        ids = self.vocab.decoder_prompt(
+            prompt=req.prompt if first else "",
+            language=language,
+            prefix=req.prefix if first else "",
+            timestamps=timestamps,
+        )
+        tokens, logprobs = await self._generate(
+            audio,
+            ids,
+            timestamps=timestamps,
+            logprobs=req.word_timestamps,
+            background=req.background,
+        )
+        segments, advance = self._segments(tokens, logprobs, audio, timestamps, last)
+        return Window(
+            segments=segments,
+            advance=advance,
+            prompt_tokens=len(ids),
+            text_tokens=sum(t < self.vocab.eot for t in tokens),
         )
 
     def _segments(

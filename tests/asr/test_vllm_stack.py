@@ -20,7 +20,7 @@ import pytest_asyncio
 from django.test import override_settings
 
 from asr.engines.base import AsrDecodeRequest
-from tests.asr.conftest import Clip, Realtime, connect
+from tests.asr.conftest import Clip, Realtime, connect, update
 from tests.wer import word_error_rate
 
 pytestmark = [
@@ -102,22 +102,14 @@ async def until(check: Any, timeout: float = 30.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def session(key: str, language: str = "en") -> Realtime:
+async def session(key: str) -> Realtime:
     rt = await connect(key=key)
     await rt.send(
-        {
-            "type": "session.update",
-            "session": {
-                "type": "transcription",
-                "audio": {
-                    "input": {
-                        "format": {"type": "audio/pcm", "rate": 16000},
-                        "transcription": {"language": language},
-                        "turn_detection": None,
-                    }
-                },
-            },
-        }
+        update(
+            format={"type": "audio/pcm", "rate": 16000},
+            transcription={"language": "en"},
+            turn_detection=None,
+        )
     )
     assert (await rt.recv())["type"] == "session.updated"
     return rt

@@ -356,6 +356,7 @@ class AsrJob:
             prefix=plan.prefix,
             language=item.options.language,
             word_timestamps=plan.words,
+            logprobs=item.state.logprobs,
             background=not plan.final,
         )
         async with self.gate.slot(final=plan.final):

@@ -36,6 +36,8 @@ class AsrDecodeRequest:
     prefix: str = field(default="", repr=False)
     language: str | None = "en"
     word_timestamps: bool = False
+    # The client asked for log probabilities (realtime IT-10): word probabilities matter.
+    logprobs: bool = False
     # A chunk decode: it may run slower, and must not slow a final decode down.
     background: bool = False
 

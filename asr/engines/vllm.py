@@ -189,7 +189,9 @@ class VllmWhisperAsr:
             audio,
             ids,
             timestamps=timestamps,
-            logprobs=req.word_timestamps,
+            # Only when asked: vLLM computes a sampled token's rank with a torch.compile'd
+            # kernel, built (C++, tens of seconds on a CPU) per new batch shape.
+            logprobs=req.logprobs,
             background=req.background,
         )
         segments, advance = self._segments(tokens, logprobs, audio, timestamps, last)

@@ -142,13 +142,22 @@ async def test_asr_vllm_words_are_timed_at_segment_ends(vocab: WhisperVocab) -> 
     e = vocab.encode
     answer = [*e(" One two."), ts(vocab, 1.0), ts(vocab, 1.2), *e(" Three"), vocab.eot]
     asr = engine(vocab, [answer])
-    hyp = await asr.decode(AsrDecodeRequest(audio=audio(3), word_timestamps=True))
+    hyp = await asr.decode(
+        AsrDecodeRequest(audio=audio(3), word_timestamps=True, logprobs=True)
+    )
     assert [(w.text, w.end) for w in hyp.words] == [
         ("One", None),
         (" two.", 1.0),
         (" Three", None),
     ]
     assert asr.runner.requests[0].params.logprobs == 0
+
+
+async def test_asr_vllm_logprobs_only_when_the_client_asks(vocab: WhisperVocab) -> None:
+    asr = engine(vocab, [[*vocab.encode(" Hi."), ts(vocab, 1.0), vocab.eot]])
+    hyp = await asr.decode(AsrDecodeRequest(audio=audio(2), word_timestamps=True))
+    assert [(w.text, w.end) for w in hyp.words] == [("Hi.", 1.0)]  # times without them
+    assert asr.runner.requests[0].params.logprobs is None
 
 
 async def test_asr_se14_multilingual_detects_the_language_first(

@@ -16,7 +16,11 @@ TIER_MISSING = (
     "{what} needs the vLLM engine tier, which is not installed: run `make vllm` "
     "(CUDA: `make vllm VLLM_REQUIREMENTS=requirements-vllm-gpu.txt`)"
 )
-SMALL_HOST_CPUS = 4  # up to this many CPUs, vLLM's CPU build binds all of them
+# vLLM's CPU build binds its OpenMP threads to one logical CPU per physical core ("auto"; on
+# 2 vCPUs: one thread). Measured on a shared 2 vCPU host, A/B twice: binding both CPUs ("0,1")
+# made a 5.7 s decode take 2.3-2.5 s instead of 0.7-0.8 s (4 at once: 4.7-5.0 s vs 1.6-1.8 s),
+# likely because two bound threads wait for each other whenever another process takes a CPU.
+OMP_THREADS_BIND = "auto"
 
 
 class EngineLoadError(RuntimeError):
@@ -38,18 +42,6 @@ def require_vllm(*, what: str) -> None:
         raise VllmUnavailable(TIER_MISSING.format(what=what))
 
 
-def omp_threads_bind() -> str:
-    """vLLM's CPU thread binding: every allowed CPU on small hosts, else vLLM's own choice.
-
-    vLLM's ``auto`` keeps one logical CPU per physical core and reserves the rest; on a 2 vCPU
-    host that leaves the engine one thread ("Reducing Torch threads from 2 to 1").
-    """
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if not cpus or len(cpus) > SMALL_HOST_CPUS:
-        return "auto"
-    return ",".join(str(cpu) for cpu in cpus)
-
-
 def prepare_vllm(*, what: str, data_dir: Path) -> None:
     """Fail with one line when the tier is missing, else set vLLM's environment (keeps what is set).
 
@@ -68,7 +60,7 @@ def prepare_vllm(*, what: str, data_dir: Path) -> None:
         "XDG_CACHE_HOME": str(cache),
         "VLLM_CACHE_ROOT": str(cache / "vllm"),
         "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
-        "VLLM_CPU_OMP_THREADS_BIND": omp_threads_bind(),  # ignored by the CUDA build
+        "VLLM_CPU_OMP_THREADS_BIND": OMP_THREADS_BIND,  # ignored by the CUDA build
         "VLLM_LOGGING_LEVEL": "WARNING",  # load progress and per-request lines are ours
     }
     for name, value in defaults.items():

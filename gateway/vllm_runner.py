@@ -5,7 +5,7 @@ worker's engine loader does; the engine core starts as a spawned child process, 
 module must be import-safe). ``generate`` streams a request's outputs and aborts the request
 in the engine when the caller stops early: a cancelled task, a closed generator or an exception.
 ``stats`` counts what the engine itself reports per step (requests scheduled together, encoder
-inputs, finished requests) and the aborts this runner issued, so tests and ``/metrics`` can see
+inputs, finished requests) and the aborts this runner issued, so tests and benchmarks can see
 that concurrent requests ran in one engine step. ``close`` shuts the engine core down and removes
 the IPC socket directory vLLM would otherwise leave in the temp directory.
 """

@@ -33,13 +33,4 @@ def test_environment_is_offline_and_under_the_data_dir(
     # vLLM's legacy KV variable would override every engine's own size (and must be whole
     # GiB); engines size their cache with kv_cache_memory_bytes instead.
     assert "VLLM_CPU_KVCACHE_SPACE" not in environ
-
-
-@pytest.mark.parametrize(
-    ("cpus", "bind"), [({0, 1}, "0,1"), ({2, 5, 3}, "2,3,5"), (set(range(8)), "auto")]
-)
-def test_small_hosts_bind_every_cpu(
-    monkeypatch: pytest.MonkeyPatch, cpus: set[int], bind: str
-) -> None:
-    monkeypatch.setattr(vllm_env.os, "sched_getaffinity", lambda pid: cpus)
-    assert vllm_env.omp_threads_bind() == bind
+    assert environ["VLLM_CPU_OMP_THREADS_BIND"] == "auto"

@@ -153,7 +153,8 @@ async def session(key: str, pcm: bytes) -> dict[str, float]:
         headers=[(b"authorization", f"Bearer {key}".encode())],
     )
     await comm.connect()
-    assert json.loads(await comm.receive_from(timeout=30))["type"] == "session.created"
+    created = json.loads(await comm.receive_from(timeout=30))
+    assert created["type"] == "session.created", created
     step = int(RATE * APPEND_S) * 2
     first_delta: float | None = None
     started = time.monotonic()

@@ -1,8 +1,9 @@
 """Whisper on vLLM (``ASR_ENGINE=vllm``): GPU serving, and the CPU build in tests (realtime SA-9).
 
 Each decode is one ``AsyncLLM`` request per 30 s window, so the decodes of every session in the
-worker are batched by vLLM's scheduler. Final decodes run at a higher vLLM priority than chunk
-decodes (priority scheduling policy); a cancelled decode aborts its engine request. The decoder
+worker are batched by vLLM's scheduler. Finals come first: they run at a higher vLLM priority
+than chunk decodes (priority scheduling policy), and no chunk decode enters the engine while a
+final runs (``FinalsFirst``). A cancelled decode aborts its engine request. The decoder
 prompt is built from token ids (``whisper_tokens``), never by vLLM's ``get_generation_prompt``.
 
 Audio longer than one window is decoded window after window, each resuming at the end of the
@@ -11,7 +12,10 @@ previous window's last complete segment (as Whisper's own long-form transcriptio
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,6 +115,46 @@ def served_version(model: Path, vocab: WhisperVocab) -> str:
     return f"vllm/{name}"
 
 
+class FinalsFirst:
+    """New chunk decodes wait while final decodes run, for at most ``hold_s`` (WK-6).
+
+    vLLM's priority policy only orders requests waiting to be scheduled; a chunk decode that
+    enters the engine while a final runs is batched with it, and on a CPU its encoder pass
+    slows every step of the final. Held back for at most one chunk period, chunk decodes are
+    never starved by a steady stream of finals.
+    """
+
+    def __init__(self, hold_s: float) -> None:
+        self.hold_s = hold_s
+        self.finals = 0
+        self._quiet: asyncio.Event | None = None
+
+    def _event(self) -> asyncio.Event:
+        if self._quiet is None:  # made in the worker's loop, on first use
+            self._quiet = asyncio.Event()
+            self._quiet.set()
+        return self._quiet
+
+    @contextmanager
+    def final(self) -> Iterator[None]:
+        """Count a final decode as running."""
+        quiet = self._event()
+        self.finals += 1
+        quiet.clear()
+        try:
+            yield
+        finally:
+            self.finals -= 1
+            if not self.finals:
+                quiet.set()
+
+    async def before_chunk(self) -> None:
+        """Wait until no final runs, or ``hold_s``."""
+        if self.finals:
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._event().wait(), self.hold_s)
+
+
 @dataclass(frozen=True)
 class Window:
     """One decoded window: kept segments, seconds to the next window, token counts."""
@@ -131,6 +175,7 @@ class VllmWhisperAsr:
         self.vocab = vocab
         self.model_version = version
         self.decode_slots = settings.ASR_VLLM_MAX_NUM_SEQS
+        self.finals_first = FinalsFirst(hold_s=settings.ASR_CHUNK_S)
 
     @classmethod
     def load(cls) -> VllmWhisperAsr:
@@ -147,7 +192,15 @@ class VllmWhisperAsr:
             await self.decode(AsrDecodeRequest(audio=silence, word_timestamps=words))
 
     async def decode(self, req: AsrDecodeRequest) -> AsrHypothesis:
-        """Transcribe ``req.audio`` window by window; cancelling aborts the engine request."""
+        """Transcribe ``req.audio``; finals first; cancelling aborts the engine request."""
+        if req.background:
+            await self.finals_first.before_chunk()
+            return await self._transcribe(req)
+        with self.finals_first.final():
+            return await self._transcribe(req)
+
+    async def _transcribe(self, req: AsrDecodeRequest) -> AsrHypothesis:
+        """Decode window by window, each resuming after the previous one's last segment."""
         language = req.language
         if self.vocab.multilingual and language is None:
             language = await self.detect_language(req.audio[:WINDOW], req.background)

@@ -7,6 +7,7 @@ detection for multilingual checkpoints. The real engine runs in test_vllm_stack.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,9 @@ class ScriptedRunner:
         self.vocab = vocab
         self.answers = list(answers)
         self.requests: list[Request] = []
+        self.hold: dict[
+            str, asyncio.Event
+        ] = {}  # requests of a kind wait for their event
         renderer = SimpleNamespace(render_cmpl_async=self.render)
         self.engine = SimpleNamespace(
             model_config=SimpleNamespace(is_encoder_decoder=True), renderer=renderer
@@ -63,6 +67,8 @@ class ScriptedRunner:
     ) -> Any:
         ids = prompt["decoder_prompt"]["prompt_token_ids"]
         self.requests.append(Request(ids, prompt["seconds"], params, priority, kind))
+        if kind in self.hold:
+            await self.hold[kind].wait()
         output = SimpleNamespace(token_ids=self.answers.pop(0), logprobs=None)
         return SimpleNamespace(outputs=[output], finished=True)
 
@@ -184,3 +190,36 @@ def test_the_model_version_marks_english_only_checkpoints(
     assert served_version(tmp_path / "whisper-tiny.en", vocab) == "vllm/whisper-tiny.en"
     multi = dataclasses.replace(vocab, multilingual=True)
     assert served_version(tmp_path / "large-v3", multi) == "vllm/large-v3"
+
+
+async def test_asr_wk6_chunk_decodes_wait_while_a_final_runs(
+    vocab: WhisperVocab,
+) -> None:
+    hi = [*vocab.encode(" Hi."), vocab.eot]
+    asr = engine(vocab, [hi, hi])
+    asr.runner.hold["asr-final"] = release = asyncio.Event()
+    final = asyncio.create_task(asr.decode(AsrDecodeRequest(audio=audio(2))))
+    await asyncio.sleep(0.01)
+    chunk = asyncio.create_task(
+        asr.decode(AsrDecodeRequest(audio=audio(2), background=True))
+    )
+    await asyncio.sleep(0.1)
+    assert [r.kind for r in asr.runner.requests] == ["asr-final"]  # the chunk waits
+    release.set()
+    await asyncio.gather(final, chunk)
+    assert [r.kind for r in asr.runner.requests] == ["asr-final", "asr-chunk"]
+
+
+async def test_asr_wk6_a_chunk_decode_waits_one_chunk_period_at_most(
+    vocab: WhisperVocab,
+) -> None:
+    hi = [*vocab.encode(" Hi."), vocab.eot]
+    asr = engine(vocab, [hi, hi])
+    asr.finals_first.hold_s = 0.05
+    asr.runner.hold["asr-final"] = release = asyncio.Event()
+    final = asyncio.create_task(asr.decode(AsrDecodeRequest(audio=audio(2))))
+    await asyncio.sleep(0.01)
+    await asr.decode(AsrDecodeRequest(audio=audio(2), background=True))
+    assert not final.done()  # the chunk went ahead of a final that did not end
+    release.set()
+    await final

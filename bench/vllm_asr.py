@@ -246,29 +246,65 @@ async def bench(levels: list[int], rounds: int) -> None:
     runtime = get_runtime()
     await runtime.wait_loaded()
     vllm = runtime.engine("asr")
-    assert vllm is not None, "the vLLM engine did not load (see the log above)"
-    load_s = time.monotonic() - loaded
-    engines = {
-        "vllm": vllm,
-        "faster-whisper": await asyncio.to_thread(load_faster_whisper),
-    }
+    fw = None
+    try:
+        assert vllm is not None, "the vLLM engine did not load (see the log above)"
+        load_s = time.monotonic() - loaded
+        fw = await asyncio.to_thread(load_faster_whisper)
+        cells, priority = await measure(
+            runtime,
+            {"vllm": vllm, "faster-whisper": fw},
+            key,
+            pcm,
+            audio16k,
+            levels,
+            rounds,
+        )
+    finally:  # vLLM's engine core would keep an unclosed process alive
+        runtime.engines["asr"].engine = vllm
+        await runtime.shutdown()
+        if fw is not None:
+            fw.close()
+        task.cancel()
+        rss.stop()
+    report(
+        cells, priority, rss, levels, load_s, vllm.model_version, len(pcm) / 2 / 24000
+    )
+
+
+async def measure(
+    runtime: Any,
+    engines: dict[str, Any],
+    key: str,
+    pcm: bytes,
+    audio: Any,
+    levels: list[int],
+    rounds: int,
+) -> tuple[dict[tuple[str, int], Cell], list[str]]:
+    """Every level's rounds, then the priority cases."""
     for engine in engines.values():
-        await direct(engine, audio16k, 1, idle=False)  # warm up
+        await direct(engine, audio, 1, idle=False)  # warm up
     cells = {(name, level): Cell() for name in ENGINES for level in levels}
     for level in levels:
         count = max(1, rounds // level)  # ≥ rounds sessions per level
         for n in range(count):
             print(f"level {level}: round {n + 1}/{count}", file=sys.stderr, flush=True)
-            await run_round(runtime, engines, key, pcm, audio16k, level, n, cells)
-    priority = await priority_rows(vllm, audio16k, max(2, rounds // 4))
-    runtime.engines["asr"].engine = vllm
-    await runtime.shutdown()
-    engines["faster-whisper"].close()
-    task.cancel()
-    rss.stop()
-    seconds = len(pcm) / 2 / 24000
+            await run_round(runtime, engines, key, pcm, audio, level, n, cells)
+    return cells, await priority_rows(engines["vllm"], audio, max(2, rounds // 4))
+
+
+def report(
+    cells: dict[tuple[str, int], Cell],
+    priority: list[str],
+    rss: TreeRss,
+    levels: list[int],
+    load_s: float,
+    version: str,
+    seconds: float,
+) -> None:
+    """Print the tables."""
     print(
-        f"\nRealtime ASR bench, vLLM ({vllm.model_version}, loaded and warmed up in "
+        f"\nRealtime ASR bench, vLLM ({version}, loaded and warmed up in "
         f"{load_s:.0f} s) vs faster-whisper tiny.en: {os.cpu_count()} CPUs, "
         f"{seconds:.1f} s of 24 kHz speech per session, 100 ms appends in real time"
     )

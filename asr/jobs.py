@@ -106,10 +106,10 @@ _gates: weakref.WeakKeyDictionary[Any, DecodeGate] = weakref.WeakKeyDictionary()
 
 
 def decode_gate(engine: AsrEngine) -> DecodeGate:
-    """The gate of ``engine``: one per loaded engine, ``ENGINE_THREADS`` slots."""
+    """The gate of ``engine``: one per loaded engine, with the engine's decode slots."""
     gate = _gates.get(engine)
     if gate is None:
-        gate = _gates[engine] = DecodeGate(max(1, settings.ENGINE_THREADS))
+        gate = _gates[engine] = DecodeGate(max(1, engine.decode_slots))
     return gate
 
 
@@ -356,6 +356,7 @@ class AsrJob:
             prefix=plan.prefix,
             language=item.options.language,
             word_timestamps=plan.words,
+            logprobs=item.state.logprobs,
             background=not plan.final,
         )
         async with self.gate.slot(final=plan.final):

@@ -101,7 +101,8 @@ class StreamState:
     window_text: str = ""  # Ew, the part of E decoded from audio >= W
     previous: str = ""  # Hprev
     chunks: int = 0  # k
-    confirmed_end: int | None = None  # end sample of the last confirmed word
+    confirmed_end: int | None = None  # end sample of the last timed confirmed word
+    confirmed_pieces: int = 0  # pieces of E up to that word
     chunk_samples: int = MODEL_RATE
     window_samples: int = 28 * MODEL_RATE
     unfixed_words: int = 3
@@ -193,19 +194,38 @@ class StreamState:
     def _note_confirmed_end(
         self, hyp: AsrHypothesis, plan: DecodePlan, confirmed: int
     ) -> None:
+        """Remember where the window may move: the end of the last timed confirmed word.
+
+        A word may span several pieces, and only some words may have an end (vLLM times
+        segments): the window moves to the end of the last confirmed word that has one, and
+        the confirmed pieces after it become the new window's text (SA-6).
+        """
         owners = _piece_words(hyp)
         if not confirmed or owners is None or confirmed > len(owners):
             return
-        word = owners[confirmed - 1]
-        if word is not None:
-            end = plan.start + int(hyp.words[word].end * MODEL_RATE)
-            self.confirmed_end = max(end, self.confirmed_end or 0)
+        for index in range(confirmed - 1, -1, -1):
+            word = owners[index]
+            last_piece = index + 1 == len(owners) or owners[index + 1] != word
+            end_s = None if word is None else hyp.words[word].end
+            if last_piece and end_s is not None:
+                end = plan.start + int(end_s * MODEL_RATE)
+                if end >= (self.confirmed_end or 0):
+                    before = self.emitted[: len(self.emitted) - len(self.window_text)]
+                    self.confirmed_end = end
+                    self.confirmed_pieces = len(pieces(before)) + index + 1
+                return
 
     def _slide(self, total: int) -> None:
-        """Move ``W`` to the end of the last confirmed word; ``Ew`` restarts (SA-6)."""
+        """Move ``W`` to the end of the last timed confirmed word (SA-6).
+
+        ``Ew`` becomes the confirmed text after that point. Without such a word in the window
+        ``W`` stays, and this decode asks for times: moving ``W`` anywhere else would decode
+        again audio whose words are already emitted (or skip audio not yet transcribed), and
+        both engines transcribe audio longer than one Whisper window.
+        """
         end = self.confirmed_end
         if end is None or end <= self.window_start or end > total:
-            end = total - self.window_samples
+            return
         self.window_start = end
-        self.window_text = ""
+        self.window_text = "".join(pieces(self.emitted)[self.confirmed_pieces :])
         self.previous = ""

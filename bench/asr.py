@@ -34,21 +34,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DATA_DIR = tempfile.mkdtemp(prefix="veena-bench-asr-")
-os.environ.update(
-    DJANGO_SETTINGS_MODULE="veena_site.settings",
-    DATA_DIR=DATA_DIR,
-    ASR_ENGINE="faster_whisper",
-    WORKER_KINDS="asr",
-    GATEWAY_KINDS="asr",
-    LOG_LEVEL="WARNING",
-    ASR_WORKER_SLOTS="32",
-)
-os.environ.pop("REDIS_URL", None)
-
-import django  # noqa: E402
-
-django.setup()
 
 import msgpack  # noqa: E402
 import numpy as np  # noqa: E402
@@ -58,6 +43,30 @@ from channels.testing import WebsocketCommunicator  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from asr.engines.base import MODEL_RATE  # noqa: E402
+
+
+def configure(**env: str) -> str:
+    """Embedded-topology settings in a fresh DATA_DIR (returned), then ``django.setup()``.
+
+    Import-safe on purpose: vLLM's engine core is a spawned process that imports the main
+    module again, so a benchmark does its setup here and not at import time.
+    """
+    import django
+
+    data_dir = tempfile.mkdtemp(prefix="veena-bench-asr-")
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="veena_site.settings",
+        DATA_DIR=data_dir,
+        WORKER_KINDS="asr",
+        GATEWAY_KINDS="asr",
+        LOG_LEVEL="WARNING",
+        ASR_WORKER_SLOTS="32",
+        **env,
+    )
+    os.environ.pop("REDIS_URL", None)
+    django.setup()
+    return data_dir
+
 
 TEXTS = (
     "Hello world. This is a test of the speech gateway.",
@@ -144,7 +153,8 @@ async def session(key: str, pcm: bytes) -> dict[str, float]:
         headers=[(b"authorization", f"Bearer {key}".encode())],
     )
     await comm.connect()
-    assert json.loads(await comm.receive_from(timeout=30))["type"] == "session.created"
+    created = json.loads(await comm.receive_from(timeout=30))
+    assert created["type"] == "session.created", created
     step = int(RATE * APPEND_S) * 2
     first_delta: float | None = None
     started = time.monotonic()
@@ -302,7 +312,8 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    data_dir = configure(ASR_ENGINE="faster_whisper")
     try:
         asyncio.run(main())
     finally:
-        shutil.rmtree(DATA_DIR, ignore_errors=True)
+        shutil.rmtree(data_dir, ignore_errors=True)

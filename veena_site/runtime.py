@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
+from gateway.vllm_env import EngineLoadError
 from veena_site.contracts import Kind
 from veena_site.jobs import JobRegistry
 from veena_site.liveness import WorkerStatus, get_liveness
@@ -48,14 +49,29 @@ class EngineSlot:
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def load(self) -> None:
-        """Load the engine off the event loop; a failure leaves the kind not ready."""
+        """Load the engine off the event loop, then warm it up; ready only after both.
+
+        An engine may define ``async warm_up()`` (vLLM engines do: their first requests
+        would otherwise pay one-time setup). A failure leaves the kind not ready; an
+        ``EngineLoadError`` is logged as its one line, anything else with its traceback.
+        """
+        engine = None
         try:
-            self.engine = await asyncio.to_thread(load_engine, self.kind, self.name)
-            logger.info("%s engine %s loaded", self.kind, self.engine.model_version)
+            engine = await asyncio.to_thread(load_engine, self.kind, self.name)
+            warm_up = getattr(engine, "warm_up", None)
+            if warm_up is not None:
+                await warm_up()
+            self.engine = engine
+            logger.info("%s engine %s loaded", self.kind, engine.model_version)
+        except EngineLoadError as error:
+            self.failed = True
+            logger.error("%s engine %s failed to load: %s", self.kind, self.name, error)
         except Exception:  # boundary: one engine load
             self.failed = True
             logger.exception("%s engine %s failed to load", self.kind, self.name)
         finally:
+            if self.engine is None and engine is not None:
+                engine.close()
             self.loaded.set()
 
 

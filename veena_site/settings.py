@@ -305,6 +305,19 @@ ASR_TRIM_NONSPEECH = env.bool("ASR_TRIM_NONSPEECH", default=True)
 ASR_PRECOMMIT_DELTAS = env.bool("ASR_PRECOMMIT_DELTAS", default=True)
 ASR_UNFIXED_CHUNKS = env.int("ASR_UNFIXED_CHUNKS", default=2)
 ASR_WINDOW_S = env.float("ASR_WINDOW_S", default=28.0)
+# ASR_ENGINE=vllm: Whisper on vLLM (shared/specs/engines.md §3-4). Unset ASR_VLLM_MODEL: the
+# bundled tiny.en, converted once into DATA_DIR/models (prepare_whisper_hf).
+ASR_VLLM_MODEL = env("ASR_VLLM_MODEL", default="")
+ASR_VLLM_DTYPE = env("ASR_VLLM_DTYPE", default="auto")
+ASR_VLLM_MAX_NUM_SEQS = env.int("ASR_VLLM_MAX_NUM_SEQS", default=16)
+ASR_VLLM_KV_CACHE_GIB = env.float("ASR_VLLM_KV_CACHE_GIB", default=1.0)
+ASR_VLLM_MAX_MODEL_LEN = env.int("ASR_VLLM_MAX_MODEL_LEN", default=None)
+ASR_VLLM_MAX_NUM_BATCHED_TOKENS = env.int(
+    "ASR_VLLM_MAX_NUM_BATCHED_TOKENS", default=None
+)
+ASR_VLLM_ENFORCE_EAGER = env.bool("ASR_VLLM_ENFORCE_EAGER", default=True)
+ASR_VLLM_PRIORITY = env.bool("ASR_VLLM_PRIORITY", default=True)
+ASR_VLLM_ENGINE_ARGS = env.json("ASR_VLLM_ENGINE_ARGS", default={})
 # TTS settings of specs/tts-ws.md §14 not listed above.
 TTS_DRAIN_S = env.float("TTS_DRAIN_S", default=30.0)
 TTS_SEGMENT_MIN_CHARS = env.int("TTS_SEGMENT_MIN_CHARS", default=20)

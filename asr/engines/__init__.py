@@ -14,6 +14,13 @@ def load_faster_whisper() -> AsrEngine:
     return FasterWhisperAsr.load()
 
 
+def load_vllm() -> AsrEngine:
+    """Start Whisper on vLLM (``ASR_VLLM_MODEL``, or the bundled tiny.en converted)."""
+    from asr.engines.vllm import VllmWhisperAsr
+
+    return VllmWhisperAsr.load()
+
+
 def load_fake() -> AsrEngine:
     """Build the deterministic test engine."""
     from asr.engines.fake import FakeAsr
@@ -23,5 +30,17 @@ def load_fake() -> AsrEngine:
 
 ENGINES: dict[str, Callable[[], AsrEngine]] = {
     "faster_whisper": load_faster_whisper,
+    "vllm": load_vllm,
     "fake": load_fake,
 }
+
+
+def check_engine(name: str) -> None:
+    """Raise ``EngineLoadError`` when engine ``name`` is configured so it cannot start.
+
+    Cheap checks only (settings and paths), run at process start by ``veena_site.preflight``.
+    """
+    if name == "vllm":
+        from asr.engines.vllm import check_model_setting
+
+        check_model_setting()

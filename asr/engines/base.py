@@ -14,11 +14,16 @@ MODEL_RATE = 16_000
 
 @dataclass(frozen=True)
 class Word:
-    """A decoded word with its end time in seconds from the start of the decoded audio."""
+    """A decoded piece of text, with its times in seconds from the start of the decoded audio.
+
+    ``end`` is None when the engine knows no time for it: Whisper on vLLM times segments, not
+    words, so only a segment's last word has an end, and the streaming window never moves to
+    the inside of a segment.
+    """
 
     text: str = field(repr=False)
-    start: float
-    end: float
+    start: float | None = None
+    end: float | None = None
     probability: float = 1.0
 
 
@@ -31,6 +36,8 @@ class AsrDecodeRequest:
     prefix: str = field(default="", repr=False)
     language: str | None = "en"
     word_timestamps: bool = False
+    # The client asked for log probabilities (realtime IT-10): word probabilities matter.
+    logprobs: bool = False
     # A chunk decode: it may run slower, and must not slow a final decode down.
     background: bool = False
 
@@ -50,6 +57,8 @@ class AsrEngine(Protocol):
 
     name: str
     model_version: str
+    # Decodes of each class (final, chunk) the worker lets run at once (realtime WK-6).
+    decode_slots: int
 
     async def decode(self, req: AsrDecodeRequest) -> AsrHypothesis:
         """Transcribe ``req.audio``; a cancelled caller is released within 200 ms."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from django.conf import settings
+
 from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrHypothesis, Word
 
 FAKE_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
@@ -29,6 +31,7 @@ class FakeAsr:
 
     def __init__(self, delay_s: float = 0.0) -> None:
         self.delay_s = delay_s
+        self.decode_slots = settings.ENGINE_THREADS
         self.failures = 0
         self.failure_text = "fake engine failure"
         self.calls: list[AsrDecodeRequest] = []

@@ -85,9 +85,10 @@ class FasterWhisperAsr:
     name = "faster_whisper"
     model_version = "faster-whisper/whisper-tiny.en"
 
-    def __init__(self, final: Lane, chunk: Lane) -> None:
+    def __init__(self, final: Lane, chunk: Lane, threads: int) -> None:
         self._final = final
         self._chunk = chunk
+        self.decode_slots = threads  # one decode per thread and model replica
 
     @classmethod
     def load(cls, threads: int | None = None) -> FasterWhisperAsr:
@@ -106,7 +107,7 @@ class FasterWhisperAsr:
             time.monotonic() - started,
             size,
         )
-        return cls(final, chunk)
+        return cls(final, chunk, size)
 
     async def decode(self, req: AsrDecodeRequest) -> AsrHypothesis:
         """Transcribe ``req.audio``; a cancelled caller returns at once."""

@@ -210,6 +210,14 @@ class Realtime:
         return event
 
 
+def update(**input_: Any) -> dict[str, Any]:
+    """An OpenAI-dialect ``session.update`` setting ``session.audio.input`` fields."""
+    return {
+        "type": "session.update",
+        "session": {"type": "transcription", "audio": {"input": input_}},
+    }
+
+
 def bearer(raw: str) -> list[tuple[bytes, bytes]]:
     """An Authorization header."""
     return [(b"authorization", b"Bearer " + raw.encode())]

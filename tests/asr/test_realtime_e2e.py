@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import websockets
-from openai import AsyncOpenAI
 
 from tests.asr.conftest import Clip, b64, silence
-from tests.conftest import ROOT, child_env, free_port, manage
+from tests.support.live_gateway import (
+    Gateway,
+    asr_gateway,
+    assert_transcribed,
+    check_flow,
+    sdk_transcribe,
+    server_vad_two_utterances,
+)
 from tests.wer import word_error_rate
 
 pytestmark = pytest.mark.slow
@@ -33,144 +33,9 @@ DELTA = "conversation.item.input_audio_transcription.delta"
 COMPLETED = "conversation.item.input_audio_transcription.completed"
 
 
-class Gateway:
-    """A running ``manage.py rungateway`` child and a key for it."""
-
-    def __init__(
-        self, port: int, key: str, proc: subprocess.Popen[bytes], log: Path
-    ) -> None:
-        self.port, self.key, self.proc, self.log = port, key, proc, log
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1/realtime"
-
-
-def wait_ready(gw: Gateway, limit_s: float = 60) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        assert gw.proc.poll() is None, gw.log.read_text()[-3000:]
-        try:
-            with urllib.request.urlopen(gw.http + "/readyz", timeout=2) as resp:
-                if json.loads(resp.read()).get("workers", {}).get("asr"):
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.3)
-    raise AssertionError("gateway not ready: " + gw.log.read_text()[-3000:])
-
-
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    data = tmp_path_factory.mktemp("gateway")
-    env = child_env(
-        DJANGO_SETTINGS_MODULE="veena_site.settings",
-        DATA_DIR=str(data),
-        WORKER_KINDS="asr",
-        GATEWAY_KINDS="asr",
-        ASR_WORKER_SLOTS="1",
-        ENGINE_THREADS="2",
-    )
-    for name in ("TTS_ENGINE", "ASR_ENGINE"):
-        env.pop(name, None)
-    subprocess.run(
-        [str(ROOT / ".venv/bin/python"), "manage.py", "migrate", "--noinput"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    minted = subprocess.run(
-        [
-            str(ROOT / ".venv/bin/python"),
-            "manage.py",
-            "create_api_key",
-            "--account",
-            "asr-e2e",
-        ],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    key = minted.stdout.strip().splitlines()[-1]
-    port = free_port()
-    log = data / "gateway.log"
-    with open(log, "wb") as out:
-        proc = manage(
-            "rungateway",
-            "--port",
-            str(port),
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    gw = Gateway(port, key, proc, log)
-    try:
-        wait_ready(gw)
-        yield gw
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert gw.key not in log.read_text()
-
-
-async def sdk_transcribe(
-    gw: Gateway, audio: bytes, fmt: dict[str, Any], chunk: int
-) -> tuple[list[str], list[Any]]:
-    """The spec §16 client, with AsyncOpenAI: returns event types and the events."""
-    client = AsyncOpenAI(base_url=gw.http + "/v1", api_key=gw.key)
-    events: list[Any] = []
-    async with client.realtime.connect(extra_query={"intent": "transcription"}) as conn:
-        await conn.session.update(
-            session={
-                "type": "transcription",
-                "audio": {
-                    "input": {
-                        "format": fmt,  # type: ignore[typeddict-item]
-                        "transcription": {"model": "whisper-1", "language": "en"},
-                        "turn_detection": None,
-                    }
-                },
-            }
-        )
-        for i in range(0, len(audio), chunk):
-            await conn.input_audio_buffer.append(audio=b64(audio[i : i + chunk]))
-        await conn.input_audio_buffer.commit()
-        async with asyncio.timeout(30):
-            async for event in conn:
-                events.append(event)
-                assert event.type != "error", event
-                if event.type == "conversation.item.done":
-                    break
-    return [e.type for e in events], events
-
-
-def check_flow(kinds: list[str], events: list[Any]) -> str:
-    assert kinds[:2] == ["session.created", "session.updated"]
-    rest = [k for k in kinds[2:] if k != DELTA]
-    assert rest == [
-        "input_audio_buffer.committed",
-        "conversation.item.added",
-        COMPLETED,
-        "conversation.item.done",
-    ]
-    assert kinds.index(DELTA) < kinds.index(COMPLETED)
-    completed = next(e for e in events if e.type == COMPLETED)
-    item_id = completed.item_id
-    deltas = [e.delta for e in events if e.type == DELTA]
-    assert all(e.item_id == item_id for e in events if e.type == DELTA)
-    assert "".join(deltas) == completed.transcript
-    return str(completed.transcript)
+    yield from asr_gateway(tmp_path_factory.mktemp("gateway"))
 
 
 async def test_asr_t_s1_openai_sdk_transcribes_24k_speech(
@@ -184,9 +49,7 @@ async def test_asr_t_s1_openai_sdk_transcribes_24k_speech(
         gateway, audio, {"type": "audio/pcm", "rate": 24000}, chunk=4800
     )
     transcript = check_flow(kinds, events)
-    wer = word_error_rate(text, transcript)
-    print(f"WER 24 kHz pcm: {wer:.3f} ({transcript!r})")
-    assert wer <= 0.15
+    assert_transcribed(text, transcript, "24 kHz pcm")
 
 
 async def test_asr_t_c6_openai_sdk_transcribes_8k_pcmu(
@@ -198,9 +61,7 @@ async def test_asr_t_c6_openai_sdk_transcribes_8k_pcmu(
         gateway, audio, {"type": "audio/pcmu"}, chunk=800
     )
     transcript = check_flow(kinds, events)
-    wer = word_error_rate(text, transcript)
-    print(f"WER 8 kHz pcmu: {wer:.3f} ({transcript!r})")
-    assert wer <= 0.15
+    assert_transcribed(text, transcript, "8 kHz pcmu")
 
 
 async def test_asr_t_s2_browser_subprotocols_get_realtime(gateway: Gateway) -> None:
@@ -216,51 +77,7 @@ async def test_asr_t_s2_browser_subprotocols_get_realtime(gateway: Gateway) -> N
 async def test_asr_vd5_server_vad_splits_two_utterances(
     gateway: Gateway, clips: dict[str, Clip]
 ) -> None:
-    headers = {"Authorization": f"Bearer {gateway.key}"}
-    audio = (
-        silence(0.5)
-        + clips["clip"].bytes_at(24000)
-        + silence(1.2)
-        + clips["clip2"].bytes_at(24000)
-        + silence(1.2)
-    )
-    async with websockets.connect(gateway.ws, additional_headers=headers) as ws:
-        assert json.loads(await ws.recv())["type"] == "session.created"
-        await ws.send(
-            json.dumps(
-                {
-                    "type": "session.update",
-                    "session": {
-                        "type": "transcription",
-                        "audio": {
-                            "input": {
-                                "turn_detection": {"type": "server_vad"},
-                                "transcription": {"language": "en"},
-                            }
-                        },
-                    },
-                }
-            )
-        )
-        for i in range(0, len(audio), 4800):
-            await ws.send(
-                json.dumps(
-                    {
-                        "type": "input_audio_buffer.append",
-                        "audio": b64(audio[i : i + 4800]),
-                    }
-                )
-            )
-        events = []
-        async with asyncio.timeout(30):
-            while sum(e["type"] == "conversation.item.done" for e in events) < 2:
-                events.append(json.loads(await ws.recv()))
-    assert not [e for e in events if e["type"] == "error"]
-    completed = [e for e in events if e["type"] == COMPLETED]
-    assert len(completed) == 2 and completed[0]["item_id"] != completed[1]["item_id"]
-    assert word_error_rate(clips["clip"].text, completed[0]["transcript"]) <= 0.15
-    assert word_error_rate(clips["clip2"].text, completed[1]["transcript"]) <= 0.15
-    assert sum(e["type"] == "input_audio_buffer.speech_stopped" for e in events) == 2
+    await server_vad_two_utterances(gateway, clips)
 
 
 async def test_asr_t_r1_disconnect_mid_inference_frees_the_only_slot(

@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 
 from asr.engines.fake import FakeAsr, fake_transcript
-from tests.asr.conftest import MARKER, Clip, Realtime, b64, connect, silence
+from tests.asr.conftest import (
+    MARKER,
+    Clip,
+    Realtime,
+    b64,
+    connect,
+    silence,
+    update,
+)
 from veena_site.runtime import WorkerRuntime
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -19,13 +27,6 @@ DELTA = "conversation.item.input_audio_transcription.delta"
 COMPLETED = "conversation.item.input_audio_transcription.completed"
 FAILED = "conversation.item.input_audio_transcription.failed"
 COMMIT = {"type": "input_audio_buffer.commit"}
-
-
-def update(**input_: Any) -> dict[str, Any]:
-    return {
-        "type": "session.update",
-        "session": {"type": "transcription", "audio": {"input": input_}},
-    }
 
 
 def fake(runtime: WorkerRuntime) -> FakeAsr:

@@ -156,6 +156,62 @@ def test_asr_sa6_window_slides_to_the_last_confirmed_word() -> None:
     assert state.emitted == "a b c d e f g"
 
 
+def segment_hyp(text: str, ends: dict[int, float]) -> AsrHypothesis:
+    """Words timed only at segment ends (Whisper on vLLM): ``ends`` by piece index."""
+    words = tuple(Word(text=p, end=ends.get(i)) for i, p in enumerate(pieces(text)))
+    return AsrHypothesis(text=text, words=words)
+
+
+def test_asr_sa6_segment_times_move_the_window_to_a_segment_end_only() -> None:
+    state = StreamState(
+        unfixed_words=1, chunk_samples=MODEL_RATE, window_samples=6 * MODEL_RATE
+    )
+    # Two segments, "a b." (ends 2.0 s) and "c d e" (open); "a b. c d" gets confirmed.
+    for n in (5, 6):
+        plan = state.plan(n * MODEL_RATE, final=False)
+        assert plan.words  # near the window's edge
+        state.on_chunk(segment_hyp("a b. c d e", {1: 2.0}), plan)
+    assert state.emitted == "a b. c d"
+    assert state.confirmed_end == 2 * MODEL_RATE
+    plan = state.plan(7 * MODEL_RATE, final=False)  # 7 s > 6 s window
+    # The window starts at the segment end; "c d" was confirmed after it and stays as Ew.
+    assert plan.start == 2 * MODEL_RATE
+    assert state.window_text == " c d"
+    assert plan.prompt == "a b."
+    for _ in range(2):
+        emitted = state.on_chunk(
+            segment_hyp("c d e f g", {}), state.plan(7 * MODEL_RATE, final=False)
+        )
+    assert emitted is not None and emitted.text == " e f"
+    assert state.emitted == "a b. c d e f"  # nothing emitted twice
+    final = state.on_final(segment_hyp("c d e f g.", {4: 5.0}))
+    assert state.emitted == "a b. c d e f g." and final.text == " g."
+
+
+def test_asr_sa6_a_segment_partly_confirmed_gives_no_window_end() -> None:
+    state = StreamState(unfixed_words=1, window_samples=6 * MODEL_RATE)
+    for n in (5, 6):
+        state.on_chunk(
+            segment_hyp("a b c d", {3: 4.0}), state.plan(n * MODEL_RATE, final=False)
+        )
+    assert state.emitted == "a b c"
+    assert state.confirmed_end is None  # "d" ends the only timed segment
+
+
+def test_asr_sa6_without_a_timed_confirmed_word_the_window_waits() -> None:
+    """A slow engine may reach the window's edge before any decode asked for times."""
+    state = StreamState(unfixed_words=1, window_samples=6 * MODEL_RATE)
+    for n in (2, 3):  # far from the edge: no times requested
+        state.on_chunk(hyp("a b c d"), state.plan(n * MODEL_RATE, final=False))
+    assert state.emitted == "a b c"
+    plan = state.plan(8 * MODEL_RATE, final=False)  # past the 6 s window
+    assert plan.start == 0 and plan.words  # stays, and asks for times this time
+    state.on_chunk(hyp("a b c d e", [1.0, 2.0, 3.0, 4.0, 5.0]), plan)
+    plan = state.plan(9 * MODEL_RATE, final=False)
+    assert plan.start == 4 * MODEL_RATE and state.window_text == ""  # after "d"
+    assert state.emitted == "a b c d"
+
+
 def test_asr_it10_logprobs_cover_each_delta_exactly() -> None:
     state = StreamState(unfixed_words=1, logprobs=True)
     plan = state.plan(MODEL_RATE, final=False)

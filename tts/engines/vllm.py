@@ -191,11 +191,7 @@ def _prepare_environment(config: VllmTtsConfig) -> Path:
     """vLLM's environment (gateway.vllm_env), its thread binding and its IPC directory."""
     from gateway.vllm_env import prepare_vllm
 
-    prepare_vllm(
-        what="TTS_ENGINE=vllm",
-        data_dir=config.data_dir,
-        kv_cache_gib=config.kv_cache_gib,
-    )
+    prepare_vllm(what="TTS_ENGINE=vllm", data_dir=config.data_dir)
     run_dir = config.data_dir / "run" / f"vllm-tts-{os.getpid()}"
     run_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("VLLM_RPC_BASE_PATH", str(run_dir))  # ZMQ sockets, not /tmp

@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from veena_site.embedded import worker_channels
 from veena_site.listener import ResilientWorker
+from veena_site.preflight import check_engines
 from veena_site.routing import channel_router
 from veena_site.runtime import get_runtime
 
@@ -49,6 +50,7 @@ class Command(BaseCommand):
                 "gpuworker needs REDIS_URL (the in-memory layer is per process)"
             )
         settings.WORKER_KINDS = [k for k in kinds.split(",") if k]
+        check_engines(settings.WORKER_KINDS)
         status = asyncio.run(self.serve())
         # Everything that matters is released by now (jobs told, slots freed, liveness
         # withdrawn). Channels' listeners and engine threads can keep the interpreter from

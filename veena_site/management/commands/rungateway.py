@@ -16,6 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from veena_site.preflight import check_engines
+
 logger = logging.getLogger(__name__)
 
 
@@ -50,6 +52,8 @@ class Command(BaseCommand):
         return super().execute(*args, **options)
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
+        if not settings.REDIS_URL:  # the embedded worker loads its engines here
+            check_engines(settings.WORKER_KINDS)
         from daphne.server import Server  # installs the asyncio reactor first
 
         from veena_site import daphne_compat, lifecycle

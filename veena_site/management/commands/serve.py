@@ -25,6 +25,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from veena_site.endpoints import checked_listen
 from veena_site.management.commands.rungateway import claim
+from veena_site.preflight import check_engines
 from veena_site.supervisor import Supervisor
 
 logger = logging.getLogger(__name__)
@@ -115,13 +116,6 @@ class Command(BaseCommand):
         return super().execute(*args, **options)
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
-        if settings.REDIS_URL:
-            check_redis(settings.REDIS_URL)
-        migrate()
-        if not settings.REDIS_URL:
-            logger.info("embedded topology: one process on %s:%d", host, port)
-            call_command("rungateway", host=host, port=port)
-            return
         roles = [
             r for r in os.environ.get("SERVE_ROLES", ",".join(ROLES)).split(",") if r
         ]
@@ -130,6 +124,15 @@ class Command(BaseCommand):
             raise CommandError(
                 f"unknown SERVE_ROLES {sorted(unknown)}; use {','.join(ROLES)}"
             )
+        if not settings.REDIS_URL or "worker" in roles:  # engines load on this machine
+            check_engines(settings.WORKER_KINDS)
+        if settings.REDIS_URL:
+            check_redis(settings.REDIS_URL)
+        migrate()
+        if not settings.REDIS_URL:
+            logger.info("embedded topology: one process on %s:%d", host, port)
+            call_command("rungateway", host=host, port=port)
+            return
         if "gateway" in roles:
             checked_listen(host, port)  # bad TLS files fail before any child starts
         workers = int(os.environ.get("SERVE_WORKERS", "1"))

@@ -17,7 +17,13 @@ from django.utils import timezone
 from accounts.exceptions import KeyAlreadyRevoked, LimitsUnavailable
 from accounts.keys import display_parts, generate_key, hash_key
 from accounts.limits import get_limiter
-from accounts.models import REVOKED_REASON_MAX_LENGTH, Account, ApiKey, AuditAction
+from accounts.models import (
+    REVOKED_REASON_MAX_LENGTH,
+    Account,
+    ApiKey,
+    AuditAction,
+    KeyKind,
+)
 from accounts.services.audit import actor_label_for, apply_changes, audit_log_write
 
 if TYPE_CHECKING:
@@ -63,6 +69,7 @@ def api_key_create(
     allowed_origins: Sequence[str] = (),
     rpm_limit: int | None = None,
     concurrency_limit: int | None = None,
+    kind: str = KeyKind.STANDARD,
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with the raw key, which is never stored (K3, K4)."""
     raw = generate_key(getattr(settings, "API_KEY_PREFIX", "vk_live_"))
@@ -78,6 +85,7 @@ def api_key_create(
         allowed_origins=list(allowed_origins),
         rpm_limit=rpm_limit,
         concurrency_limit=concurrency_limit,
+        kind=kind,
     )
     api_key.full_clean(validate_unique=False)
     with transaction.atomic():

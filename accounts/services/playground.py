@@ -16,10 +16,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import transaction
 
 from accounts.models import Account, ApiKey, KeyKind
-from accounts.services.api_keys import api_key_create
+from accounts.services.api_keys import api_key_live_or_create
 from accounts.tokens import token_sign
 
 if TYPE_CHECKING:
@@ -39,35 +38,15 @@ class MintedToken:
     ttl_seconds: int
 
 
-def _live_playground_key(account: Account) -> ApiKey | None:
-    return (
-        ApiKey.objects.filter(
-            account=account, kind=KeyKind.PLAYGROUND, revoked_at__isnull=True
-        )
-        .order_by("created_at")
-        .first()
-    )
-
-
 def playground_api_key(*, account: Account, actor: User | None) -> ApiKey:
     """The account's live playground key, created (and audited) on first use."""
-    existing = _live_playground_key(account)
-    if existing is not None:
-        return existing
-    with transaction.atomic():
-        # One creator at a time per account (a row lock on PostgreSQL).
-        Account.objects.select_for_update().get(pk=account.pk)
-        existing = _live_playground_key(account)
-        if existing is not None:
-            return existing
-        api_key, _raw = api_key_create(
-            account=account,
-            name=PLAYGROUND_KEY_NAME,
-            actor=actor,
-            actor_label="playground",
-            kind=KeyKind.PLAYGROUND,
-        )
-    return api_key
+    return api_key_live_or_create(
+        account=account,
+        kind=KeyKind.PLAYGROUND,
+        name=PLAYGROUND_KEY_NAME,
+        actor=actor,
+        actor_label="playground",
+    )
 
 
 def playground_token_mint(

@@ -285,15 +285,22 @@ def test_over_http_a_token_opens_only_get_speakers(playground: Playground) -> No
 # Through the sockets: the same admission and metering as a key.
 
 
-async def tts_connect(token: str, origin: str = ORIGIN) -> WebsocketCommunicator:
+async def connect(
+    token: str, origin: str = ORIGIN, *, path: str = "/v1/tts/ws"
+) -> WebsocketCommunicator:
+    offered, key_protocol = (
+        ("veena-tts", "veena-api-key.")
+        if path == "/v1/tts/ws"
+        else ("realtime", "openai-insecure-api-key.")
+    )
     comm = WebsocketCommunicator(
         application,
-        "/v1/tts/ws",
+        path,
         headers=[(b"origin", origin.encode())],
-        subprotocols=["veena-tts", f"veena-api-key.{token}"],
+        subprotocols=[offered, key_protocol + token],
     )
     connected, subprotocol = await comm.connect()
-    assert connected and subprotocol == "veena-tts"  # the token is never echoed
+    assert connected and subprotocol == offered  # the token is never echoed
     return comm
 
 
@@ -303,7 +310,7 @@ async def test_tts_with_a_token_is_metered_to_the_playground_key(
     from accounts.models import UsageRecord
 
     caplog.set_level(logging.DEBUG)
-    comm = await tts_connect(playground.token)
+    comm = await connect(playground.token)
     await comm.send_to(text_data=json.dumps({"text": "Hello there.", "format": "pcm"}))
     while True:
         out = await comm.receive_output(timeout=10)
@@ -327,7 +334,7 @@ async def test_tts_with_a_token_is_metered_to_the_playground_key(
 async def test_a_token_used_from_another_origin_is_refused(
     embedded_worker: object, playground: Playground
 ) -> None:
-    comm = await tts_connect(playground.token, origin="https://elsewhere.example")
+    comm = await connect(playground.token, origin="https://elsewhere.example")
     error = json.loads((await comm.receive_output(timeout=5))["text"])["error"]
     assert error["code"] == "AUTH_FAILED"
     assert (await comm.receive_output(timeout=5))["code"] == 1008
@@ -338,12 +345,12 @@ async def test_a_token_takes_the_accounts_requests_per_minute_like_a_key(
     embedded_worker: object, transactional_db: None
 ) -> None:
     p = await database_sync_to_async(make_playground)({"requests_per_minute": 1})
-    first = await tts_connect(p.token)
+    first = await connect(p.token)
     await first.send_to(text_data=json.dumps({"event": "ping"}))
     assert json.loads((await first.receive_output(timeout=5))["text"]) == {
         "event": "pong"
     }
-    second = await tts_connect(p.token)
+    second = await connect(p.token)
     error = json.loads((await second.receive_output(timeout=5))["text"])["error"]
     assert error["code"] == "RATE_LIMIT_EXCEEDED" and error["retry_after_ms"] >= 1
     await first.disconnect()
@@ -353,14 +360,7 @@ async def test_a_token_takes_the_accounts_requests_per_minute_like_a_key(
 async def test_realtime_with_a_token_opens_a_session(
     embedded_worker: object, playground: Playground
 ) -> None:
-    comm = WebsocketCommunicator(
-        application,
-        "/v1/realtime",
-        headers=[(b"origin", ORIGIN.encode())],
-        subprotocols=["realtime", f"openai-insecure-api-key.{playground.token}"],
-    )
-    connected, subprotocol = await comm.connect()
-    assert connected and subprotocol == "realtime"
+    comm = await connect(playground.token, path="/v1/realtime")
     event = json.loads((await comm.receive_output(timeout=5))["text"])
     assert event["type"] == "session.created"
     await comm.disconnect()

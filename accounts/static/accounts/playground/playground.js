@@ -310,9 +310,11 @@ $("asr-stop").addEventListener("click", async () => {
   say($("asr-state"), "Finishing the last turn…");
   await asr.mic?.stop();
   asr.mic = null;
-  asr.committing = true;
-  asr.session?.commit(); // the rest of the turn; an empty buffer is answered with an error we skip
-  await settled(15000);
+  if (asr.session?.open) {
+    asr.committing = true;
+    asr.session.commit(); // the rest of the turn; an empty buffer gets an error we skip
+    await settled(15000);
+  }
   await asrTeardown();
   say($("asr-state"), asr.error || "Microphone off.", Boolean(asr.error));
 });

@@ -160,6 +160,18 @@ def open_playground(context: Any, base: str) -> Any:
     return page
 
 
+def finished_records(member: Member, endpoint: str) -> list[Any]:
+    """The account's usage records of ``endpoint``, once the gateway has finalized them
+    (it does on seeing the close, a moment after the page is done)."""
+    from accounts.models import UsageRecord
+
+    records = UsageRecord.objects.filter(account=member.account, endpoint=endpoint)
+    deadline = time.monotonic() + 15
+    while records.filter(status="started").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return list(records.select_related("api_key"))
+
+
 def dataset(page: Any, element_id: str) -> dict[str, str]:
     return page.evaluate(
         f"() => ({{...document.getElementById('{element_id}').dataset}})"
@@ -169,7 +181,7 @@ def dataset(page: Any, element_id: str) -> dict[str, str]:
 def test_tts_plays_the_samples_of_the_complete_metrics_and_usage_says_playground(
     engine_gateway: str, member: Member, browser_context: Any, tmp_path: Path
 ) -> None:
-    from accounts.models import KeyKind, UsageRecord
+    from accounts.models import KeyKind
     from accounts.services.rollups import usage_rollup
 
     page = open_playground(browser_context, engine_gateway)
@@ -206,7 +218,7 @@ def test_tts_plays_the_samples_of_the_complete_metrics_and_usage_says_playground
     with wave.open(str(download.value.path())) as w:
         assert (w.getframerate(), w.getnframes()) == (24000, samples)
 
-    (record,) = UsageRecord.objects.filter(account=member.account, endpoint="tts")
+    (record,) = finished_records(member, "tts")
     assert record.api_key.kind == KeyKind.PLAYGROUND
     assert record.tts_chars_in == len(text) and record.status == "completed"
     assert record.ttfb_ms == int(shown["ttfb_ms"])  # shown = metered (tts E5)
@@ -243,7 +255,7 @@ def watch_partials(page: Any) -> None:
 def test_microphone_with_server_vad_is_transcribed_turn_after_turn(
     engine_gateway: str, member: Member, browser_context: Any, speech: Speech
 ) -> None:
-    from accounts.models import KeyKind, UsageRecord
+    from accounts.models import KeyKind
 
     page = open_playground(browser_context, engine_gateway)
     watch_partials(page)
@@ -265,7 +277,7 @@ def test_microphone_with_server_vad_is_transcribed_turn_after_turn(
         "() => document.getElementById('asr-state').textContent === 'Microphone off.'",
         timeout=20_000,
     )
-    (record,) = UsageRecord.objects.filter(account=member.account, endpoint="asr")
+    (record,) = finished_records(member, "asr")
     assert record.api_key.kind == KeyKind.PLAYGROUND and record.status == "completed"
     assert record.asr_items >= 2
 

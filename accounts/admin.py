@@ -188,20 +188,21 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "display",
         "name",
         "account",
+        "kind",
         "status",
         "created_at",
         "last_used_at",
         "expires_at",
         "usage",
     )
-    list_filter = (KeyStatusFilter, "account", "created_at", "expires_at")
+    list_filter = (KeyStatusFilter, "kind", "account", "created_at", "expires_at")
     list_select_related = ("account",)
     search_fields = ("name", "key_prefix", "account__name", "=id")
     autocomplete_fields = ("account",)
     actions = ("revoke_selected",)
     add_fields = ("account", *EDITABLE_FIELDS)
     change_fields = (
-        ("id", "account", "display", "status"),
+        ("id", "account", "display", "kind", "status"),
         *EDITABLE_FIELDS,
         ("created_at", "created_by", "last_used_at", "version"),
         ("revoked_at", "revoked_by", "revoked_reason"),

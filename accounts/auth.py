@@ -7,10 +7,19 @@ while ``ALLOW_QUERY_API_KEY`` is on. All sources that carry a key must carry the
 WebSocket principals are cached per process by key hash for ``API_KEY_CACHE_SECONDS`` and
 used only while their version equals the limits store's ``apikey:<id>:v`` (A5), which every
 key change writes on commit: a revocation reaches every process at its next lookup.
+
+Playground tokens (``accounts.tokens``) travel in the same sources except the query, and
+only to the playground's routes: the WebSocket upgrades of ``/v1/tts/ws`` and
+``/v1/realtime`` and ``GET /v1/tts/speakers``. A valid token authenticates as its
+account's playground key, which is then checked like any key (A4), for a member still in
+the account, and with the minting page's origin as its only allowed origin (S13). A token
+that is malformed, expired, on another route or no longer backed gets ``invalid_api_key``,
+as a bad key does. Token principals are not cached: each connect reads the database.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import logging
 import re
@@ -31,7 +40,15 @@ from django.utils import timezone
 from accounts.exceptions import AdmissionDenied, MissingApiKey
 from accounts.keys import ParsedKey, hash_key, parse_key
 from accounts.limits import get_limiter, in_store
-from accounts.models import ApiKey, Endpoint, KeyStatus, normalize_origin
+from accounts.models import ApiKey, Endpoint, KeyKind, KeyStatus, normalize_origin
+from accounts.selectors import playground_member_is_active
+from accounts.tokens import (
+    TOKEN_HTTP_GET_PATHS,
+    TOKEN_WEBSOCKET_PATHS,
+    TokenClaims,
+    is_token,
+    token_parse,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -94,29 +111,45 @@ def _query_keys(values: Sequence[str]) -> list[str]:
     return list(values) if getattr(settings, "ALLOW_QUERY_API_KEY", True) else []
 
 
-def _select_key(candidates: Sequence[str]) -> ParsedKey:
-    """The one key that every source agrees on, with a valid shape and checksum (K2)."""
+Credential = ParsedKey | TokenClaims
+
+
+def _select_credential(
+    candidates: Sequence[str], *, from_query: Sequence[str], token_route: bool
+) -> Credential:
+    """The one credential every source agrees on: a key with a valid shape and checksum
+    (K2), or a valid token on a token route that did not come in the query."""
     if not candidates:
         raise MissingApiKey()
     if len(set(candidates)) > 1:
         raise AdmissionDenied("invalid_api_key")
-    parsed = parse_key(candidates[0])
+    raw = candidates[0]
+    if is_token(raw):
+        claims = token_parse(raw) if token_route and not from_query else None
+        if claims is None:
+            raise AdmissionDenied("invalid_api_key")
+        return claims
+    parsed = parse_key(raw)
     if parsed is None:
         raise AdmissionDenied("invalid_api_key")
     return parsed
 
 
-def _scope_key(scope: Scope, *, endpoint: str) -> ParsedKey:
+def _scope_credential(scope: Scope, *, endpoint: str) -> Credential:
     assert endpoint in Endpoint.values, endpoint
     headers = [
         (name.decode("latin-1").lower(), value.decode("latin-1"))
         for name, value in scope.get("headers", [])
     ]
     query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
-    return _select_key(
+    from_query = _query_keys(query.get("api_key", []))
+    return _select_credential(
         _header_keys(headers)
         + _subprotocol_keys(scope.get("subprotocols") or [], endpoint=endpoint)
-        + _query_keys(query.get("api_key", []))
+        + from_query,
+        from_query=from_query,
+        token_route=scope.get("type") == "websocket"
+        and scope.get("path") in TOKEN_WEBSOCKET_PATHS,
     )
 
 
@@ -194,6 +227,29 @@ def principal_for_id(*, key_id: UUID, endpoint: str) -> KeyPrincipal:
     return principal
 
 
+def principal_for_token(*, claims: TokenClaims, endpoint: str) -> KeyPrincipal:
+    """A token's principal: its playground key checked as a key (A4), for a member still
+    in the account, allowed only from the minting page's origin (sync, two queries)."""
+    try:
+        api_key = ApiKey.objects.select_related("account__plan").get(
+            pk=claims.key_id, account_id=claims.account_id, kind=KeyKind.PLAYGROUND
+        )
+    except ApiKey.DoesNotExist:
+        raise AdmissionDenied("invalid_api_key") from None
+    principal = _checked(api_key)
+    if not playground_member_is_active(
+        account_id=claims.account_id, user_id=claims.user_id
+    ):
+        logger.info(
+            "playground token of user %s refused: not an active member of account %s",
+            claims.user_id,
+            claims.account_id,
+        )
+        raise AdmissionDenied("invalid_api_key")
+    check_endpoint(principal, endpoint)
+    return dataclasses.replace(principal, allowed_origins=(claims.origin,))
+
+
 class PrincipalCache:
     """Principals by key hash, each kept at most ``API_KEY_CACHE_SECONDS`` (A5).
 
@@ -242,7 +298,11 @@ async def authenticate_websocket(scope: Scope, *, endpoint: str) -> KeyPrincipal
     principal costs one store read; a miss or a stale version one query, then the version
     is written to the store (set if higher, so it also seeds a missing value).
     """
-    key = _scope_key(scope, endpoint=endpoint)
+    key = _scope_credential(scope, endpoint=endpoint)
+    if isinstance(key, TokenClaims):
+        return await database_sync_to_async(principal_for_token)(
+            claims=key, endpoint=endpoint
+        )
     key_hash = hash_key(key.raw)
     limiter = get_limiter()
     cached = principal_cache.get(key_hash)
@@ -265,14 +325,23 @@ async def authenticate_websocket(scope: Scope, *, endpoint: str) -> KeyPrincipal
 def authenticate_http(request: HttpRequest, *, endpoint: str | None) -> KeyPrincipal:
     """Authenticate an HTTP request by the A2 sources other than the subprotocol.
 
-    ``endpoint=None`` (the usage API) accepts a key whatever endpoints its plan allows.
+    ``endpoint=None`` (the usage API) accepts a key whatever endpoints its plan allows,
+    and never a token.
     """
     headers = [
         (name.lower(), value)
         for name, value in request.headers.items()
         if name.lower() in ("authorization", "x-api-key")
     ]
-    key = _select_key(
-        _header_keys(headers) + _query_keys(request.GET.getlist("api_key"))
+    from_query = _query_keys(request.GET.getlist("api_key"))
+    credential = _select_credential(
+        _header_keys(headers) + from_query,
+        from_query=from_query,
+        token_route=endpoint is not None
+        and request.method == "GET"
+        and request.path_info in TOKEN_HTTP_GET_PATHS,
     )
-    return principal_for_key(key=key, endpoint=endpoint)
+    if isinstance(credential, TokenClaims):
+        assert endpoint is not None
+        return principal_for_token(claims=credential, endpoint=endpoint)
+    return principal_for_key(key=credential, endpoint=endpoint)

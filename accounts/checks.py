@@ -46,3 +46,16 @@ def memory_limiter_in_production(**kwargs: Any) -> list[CheckMessage]:
             )
         ]
     return []
+
+
+@register()
+def playground_token_ttl_in_range(**kwargs: Any) -> list[CheckMessage]:
+    """E004: a playground token lives between 1 s and 1 h (a short-lived credential)."""
+    if not 1 <= settings.PLAYGROUND_TOKEN_TTL_SECONDS <= 3600:
+        return [
+            Error(
+                "PLAYGROUND_TOKEN_TTL_SECONDS must be between 1 and 3600",
+                id="accounts.E004",
+            )
+        ]
+    return []

@@ -70,6 +70,15 @@ class AuditAction(models.TextChoices):
     ALERTS_CHANGED = "alerts.changed"
 
 
+class KeyKind(models.TextChoices):
+    """What a key is for: a customer's own key, or an account's playground key."""
+
+    STANDARD = "standard"
+    # Never handed out: the browser playground's short-lived tokens authenticate as it,
+    # so its usage shows as "playground" (accounts.tokens).
+    PLAYGROUND = "playground"
+
+
 class KeyStatus(models.TextChoices):
     """The state of an ApiKey, derived from its timestamps."""
 
@@ -258,6 +267,12 @@ class ApiKey(models.Model):
         help_text='Browser origins, e.g. ["https://app.example.com"]. Empty: no browser.',
     )
     version = models.PositiveIntegerField(default=1, editable=False)
+    kind = models.CharField(
+        max_length=10,
+        choices=KeyKind.choices,
+        default=KeyKind.STANDARD,
+        editable=False,
+    )
 
     class Meta:
         verbose_name = "API key"
@@ -267,7 +282,9 @@ class ApiKey(models.Model):
 
     @property
     def display(self) -> str:
-        """The form shown to people: ``key_prefix…last4``."""
+        """The form shown to people: ``key_prefix…last4``, or ``playground``."""
+        if self.kind == KeyKind.PLAYGROUND:
+            return KeyKind.PLAYGROUND.value
         return f"{self.key_prefix}\u2026{self.last4}"
 
     @property

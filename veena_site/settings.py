@@ -431,3 +431,5 @@ CELERY_BEAT_SCHEDULE["accounts.check_quota_alerts"] = {
     "task": "accounts.check_quota_alerts",
     "schedule": 300.0,
 }
+# Playground (/playground/): how long a minted browser token admits connections (accounts.tokens).
+PLAYGROUND_TOKEN_TTL_SECONDS = env.int("PLAYGROUND_TOKEN_TTL_SECONDS", default=600)

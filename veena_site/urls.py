@@ -1,4 +1,4 @@
-"""HTTP routes: operations, admin, the dashboard, and the apps' REST endpoints."""
+"""HTTP routes: operations, admin, the dashboard, the playground, and the REST endpoints."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -27,5 +27,6 @@ urlpatterns = [
         name="usage-audio-transcriptions",
     ),
     path("dashboard/", include("accounts.urls")),
+    path("playground/", include("accounts.playground_urls")),
     path("admin/", admin.site.urls),
 ]

@@ -66,6 +66,36 @@ def dashboard_account_for(*, user: AnyUser, slug: str) -> Account:
     return account
 
 
+def playground_accounts_for(*, user: AnyUser) -> QuerySet[Account]:
+    """The accounts whose quota ``user`` may spend in the playground: their own, active.
+
+    Members only, staff included: the playground meters to the account, so staff use it
+    on an account they belong to, not on any account they can see.
+    """
+    if not user.is_authenticated or not user.is_active:
+        return Account.objects.none()
+    return (
+        Account.objects.select_related("plan")
+        .filter(members=user.pk, is_active=True)
+        .order_by("name")
+    )
+
+
+def playground_account_for(*, user: AnyUser, slug: str) -> Account:
+    """The account ``slug`` if ``user`` may use its playground (403 otherwise)."""
+    account = playground_accounts_for(user=user).filter(slug=slug).first()
+    if account is None:
+        raise PermissionDenied
+    return account
+
+
+def playground_member_is_active(*, account_id: int, user_id: int) -> bool:
+    """Whether a token's member still belongs to the account (checked at each connect)."""
+    return Account.objects.filter(
+        pk=account_id, members__pk=user_id, members__is_active=True
+    ).exists()
+
+
 def dashboard_accounts_for(*, user: AnyUser) -> QuerySet[Account]:
     """Every account ``user`` may open: all for staff, their own for members."""
     if not user.is_authenticated:

@@ -17,7 +17,13 @@ from django.utils import timezone
 from accounts.exceptions import KeyAlreadyRevoked, LimitsUnavailable
 from accounts.keys import display_parts, generate_key, hash_key
 from accounts.limits import get_limiter
-from accounts.models import REVOKED_REASON_MAX_LENGTH, Account, ApiKey, AuditAction
+from accounts.models import (
+    REVOKED_REASON_MAX_LENGTH,
+    Account,
+    ApiKey,
+    AuditAction,
+    KeyKind,
+)
 from accounts.services.audit import actor_label_for, apply_changes, audit_log_write
 
 if TYPE_CHECKING:
@@ -63,6 +69,7 @@ def api_key_create(
     allowed_origins: Sequence[str] = (),
     rpm_limit: int | None = None,
     concurrency_limit: int | None = None,
+    kind: str = KeyKind.STANDARD,
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with the raw key, which is never stored (K3, K4)."""
     raw = generate_key(getattr(settings, "API_KEY_PREFIX", "vk_live_"))
@@ -78,6 +85,7 @@ def api_key_create(
         allowed_origins=list(allowed_origins),
         rpm_limit=rpm_limit,
         concurrency_limit=concurrency_limit,
+        kind=kind,
     )
     api_key.full_clean(validate_unique=False)
     with transaction.atomic():
@@ -200,6 +208,34 @@ def api_key_touch(*, key_id: uuid.UUID, now: datetime) -> bool:
     return bool(ApiKey.objects.filter(stale, pk=key_id).update(last_used_at=now))
 
 
+def api_key_live_or_create(
+    *, account: Account, kind: str, name: str, actor: User | None, actor_label: str
+) -> ApiKey:
+    """The account's oldest live key of ``kind``, or a new one whose raw key is thrown
+    away: a key that only the gateway itself uses (one creator per account at a time)."""
+
+    def live() -> ApiKey | None:
+        return (
+            ApiKey.objects.filter(account=account, kind=kind, revoked_at__isnull=True)
+            .order_by("created_at")
+            .first()
+        )
+
+    existing = live()
+    if existing is not None:
+        return existing
+    with transaction.atomic():
+        # A row lock on PostgreSQL; SQLite serialises the writers anyway.
+        Account.objects.select_for_update().get(pk=account.pk)
+        existing = live()
+        if existing is not None:
+            return existing
+        api_key, _raw = api_key_create(
+            account=account, name=name, actor=actor, actor_label=actor_label, kind=kind
+        )
+    return api_key
+
+
 def anonymous_api_key() -> ApiKey:
     """The built-in ``anonymous`` key that unauthenticated usage is metered to (tts W7).
 
@@ -214,21 +250,14 @@ def anonymous_api_key() -> ApiKey:
     )
     if existing is not None:
         return existing
-    with transaction.atomic():
-        account, _ = Account.objects.get_or_create(
-            slug=ANONYMOUS_SLUG,
-            defaults={"name": ANONYMOUS_SLUG, "plan": plan_get_or_create_default()},
-        )
-        account = Account.objects.select_for_update().get(pk=account.pk)
-        existing = ApiKey.objects.filter(
-            account=account, revoked_at__isnull=True
-        ).first()
-        if existing is not None:
-            return existing
-        api_key, _raw = api_key_create(
-            account=account,
-            name=ANONYMOUS_SLUG,
-            actor=None,
-            actor_label="accounts.metering",
-        )
-    return api_key
+    account, _ = Account.objects.get_or_create(
+        slug=ANONYMOUS_SLUG,
+        defaults={"name": ANONYMOUS_SLUG, "plan": plan_get_or_create_default()},
+    )
+    return api_key_live_or_create(
+        account=account,
+        kind=KeyKind.STANDARD,
+        name=ANONYMOUS_SLUG,
+        actor=None,
+        actor_label="accounts.metering",
+    )

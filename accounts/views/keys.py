@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods
 
 from accounts.exceptions import KeyAlreadyRevoked
 from accounts.forms import KeyForm, RevokeForm
+from accounts.models import KeyKind
 from accounts.selectors import account_key, account_keys, dashboard_account_for
 from accounts.services.api_keys import api_key_create, api_key_revoke, api_key_update
 
@@ -75,7 +76,8 @@ def key_edit(request: HttpRequest, slug: str, key_id: uuid.UUID) -> HttpResponse
     }
     form = KeyForm(request.POST or None, initial=initial)
     revoked = api_key.revoked_at is not None
-    if request.method == "POST" and not revoked and form.is_valid():
+    playground = api_key.kind == KeyKind.PLAYGROUND  # nothing of it is editable
+    if request.method == "POST" and not (revoked or playground) and form.is_valid():
         try:
             api_key_update(
                 api_key=api_key,
@@ -95,7 +97,13 @@ def key_edit(request: HttpRequest, slug: str, key_id: uuid.UUID) -> HttpResponse
             )
         else:
             return redirect("dashboard:keys", slug=account.slug)
-    context = {"account": account, "api_key": api_key, "form": form, "revoked": revoked}
+    context = {
+        "account": account,
+        "api_key": api_key,
+        "form": form,
+        "revoked": revoked,
+        "playground": playground,
+    }
     status = 400 if request.method == "POST" else 200
     return render(request, "accounts/dashboard/key_edit.html", context, status=status)
 

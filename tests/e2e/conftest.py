@@ -8,6 +8,7 @@ SQLite database, so what a test seeds the browser sees.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -40,7 +41,13 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
+def chromium_extra_args() -> list[str]:
+    """Launch flags a test module adds to ``CHROMIUM_ARGS`` (override it in the module)."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def chromium(chromium_extra_args: list[str]) -> Iterator[Any]:
     """A headless Chromium for one test module.
 
     Not for the session: Playwright's sync API keeps an event loop running in this
@@ -54,7 +61,9 @@ def chromium() -> Iterator[Any]:
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+            executable_path=CHROMIUM,
+            args=[*CHROMIUM_ARGS, *chromium_extra_args],
+            headless=True,
         )
         yield browser
         browser.close()
@@ -80,17 +89,72 @@ def screenshot(page: Any, name: str) -> Path:
     return path
 
 
-def _wait_up(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
+def _wait_up(
+    url: str, proc: subprocess.Popen[bytes], log: Path, *, path: str = "/healthz"
+) -> None:
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError("gateway exited:\n" + log.read_text()[-3000:])
         try:
-            with urllib.request.urlopen(url + "/healthz", timeout=2):
+            with urllib.request.urlopen(url + path, timeout=2):
                 return
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             time.sleep(0.2)
-    raise AssertionError("gateway not up within 60 s:\n" + log.read_text()[-3000:])
+    raise AssertionError(
+        f"gateway not up within 90 s ({path}):\n" + log.read_text()[-3000:]
+    )
+
+
+@contextlib.contextmanager
+def gateway_on_test_db(
+    tmp_path_factory: pytest.TempPathFactory,
+    django_db_blocker: Any,
+    *,
+    settings_module: str = "tests.settings",
+    wait_path: str = "/healthz",
+    **env: str,
+) -> Iterator[str]:
+    """``manage.py rungateway`` on this run's test database; yields its URL.
+
+    ``wait_path="/readyz"`` also waits for the engines to load.
+    """
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        name = connection.settings_dict["NAME"]
+        assert connection.vendor == "sqlite" and name and name != ":memory:", name
+    data_dir = tmp_path_factory.mktemp("gateway")
+    log = data_dir / "gateway.log"
+    port = free_port()
+    environment = child_env(
+        DJANGO_SETTINGS_MODULE=settings_module,
+        DATABASE_URL=f"sqlite:///{name}",
+        DATA_DIR=str(data_dir),
+        **env,
+    )
+    with log.open("wb") as out:
+        proc = manage(
+            "rungateway",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            env=environment,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(url, proc, log, path=wait_path)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -100,40 +164,10 @@ def live_gateway(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
     """``http://127.0.0.1:PORT`` of a gateway that reads this run's test database."""
-    from django.db import connection
-
-    with django_db_blocker.unblock():
-        name = connection.settings_dict["NAME"]
-        assert connection.vendor == "sqlite" and name and name != ":memory:", name
-    data_dir = tmp_path_factory.mktemp("gateway")
-    log = data_dir / "gateway.log"
-    port = free_port()
-    env = child_env(
-        DJANGO_SETTINGS_MODULE="tests.settings",
-        DATABASE_URL=f"sqlite:///{name}",
-        DATA_DIR=str(data_dir),
+    with gateway_on_test_db(
+        tmp_path_factory,
+        django_db_blocker,
         FAKE_TTS_CHUNK_DELAY_S="0.1",  # a stream lasts long enough to revoke during it
         GATEWAY_KINDS="tts",
-    )
-    with log.open("wb") as out:
-        proc = manage(
-            "rungateway",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_up(url, proc, log)
+    ) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)

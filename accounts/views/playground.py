@@ -1,0 +1,86 @@
+"""The browser playground (``/playground/``): hear and talk to the APIs without code.
+
+The page is a Django template with our own static scripts. It holds no API key: it asks
+``token/`` (a CSRF-protected POST for the signed-in member) for a short-lived token
+(``accounts.tokens``), fetches the voices with it, and offers it to both sockets as the
+browser subprotocol ``veena-api-key.<token>`` / ``openai-insecure-api-key.<token>``.
+Everything it does goes through the public endpoints, metered to the account's
+playground key.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
+from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.models import normalize_origin
+from accounts.selectors import playground_account_for, playground_accounts_for
+from accounts.services.playground import playground_token_mint
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+TEMPLATES = "accounts/playground/"
+# The microphone is sent as PCM16 at the Realtime protocol's default rate (realtime SE-2).
+CAPTURE_RATE = 24_000
+
+
+@login_required
+@require_GET
+def index(request: HttpRequest) -> HttpResponse:
+    """The account picker, or straight to the playground of a member's only account."""
+    accounts = list(playground_accounts_for(user=request.user))
+    if len(accounts) == 1:
+        return redirect("playground:page", slug=accounts[0].slug)
+    return render(request, TEMPLATES + "index.html", {"accounts": accounts})
+
+
+@login_required
+@require_GET
+def page(request: HttpRequest, slug: str) -> HttpResponse:
+    """The playground of one account: text to speech and speech to text."""
+    account = playground_account_for(user=request.user, slug=slug)
+    config = {
+        "tokenUrl": reverse("playground:token", kwargs={"slug": account.slug}),
+        "speakersUrl": reverse("tts-speakers"),
+        "ttsPath": "/v1/tts/ws",
+        "realtimePath": "/v1/realtime",
+        "captureRate": CAPTURE_RATE,
+        "workletUrl": static("accounts/playground/capture-worklet.js"),
+        "maxTextChars": settings.TTS_MAX_TEXT_CHARS,
+    }
+    context = {"account": account, "config": config}
+    return render(request, TEMPLATES + "page.html", context)
+
+
+@login_required
+@require_POST
+def token(request: HttpRequest, slug: str) -> HttpResponse:
+    """``token/``: a new token for this member and account, never cached or logged."""
+    account = playground_account_for(user=request.user, slug=slug)
+    # get_host() is checked against ALLOWED_HOSTS, so this is the page's own origin.
+    origin = normalize_origin(f"{request.scheme}://{request.get_host()}")
+    if origin is None:  # e.g. a host name with "_": no browser sends it as an Origin
+        return JsonResponse(
+            {"error": "This host name is not a web origin."}, status=400
+        )
+    minted = playground_token_mint(
+        account=account, user=cast("User", request.user), origin=origin
+    )
+    response = JsonResponse(
+        {
+            "token": minted.token,
+            "expires_at": minted.expires_at.isoformat(),
+            "ttl_seconds": minted.ttl_seconds,
+        }
+    )
+    add_never_cache_headers(response)
+    return response

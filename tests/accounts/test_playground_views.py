@@ -1,0 +1,146 @@
+"""The playground's pages and its token endpoint: who may mint, how, and what a mint makes."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from accounts.models import Account, ApiKey, AuditLog, KeyKind
+from accounts.services.accounts import account_get_or_create, plan_get_or_create_default
+from accounts.services.api_keys import api_key_create
+from accounts.tokens import token_parse
+
+pytestmark = pytest.mark.django_db
+
+
+def member_of(*slugs: str, staff: bool = False) -> tuple[User, list[Account]]:
+    user = User.objects.create_user(f"u{User.objects.count()}", is_staff=staff)
+    accounts = []
+    for slug in slugs:
+        account = Account.objects.filter(slug=slug).first() or account_get_or_create(
+            name=slug, plan=plan_get_or_create_default()
+        )
+        account.members.add(user)
+        accounts.append(account)
+    return user, accounts
+
+
+def signed_in(user: User, **kwargs: bool) -> Client:
+    client = Client(**kwargs)
+    client.force_login(user)
+    return client
+
+
+def test_minting_needs_a_signed_in_post_with_csrf() -> None:
+    user, _ = member_of("acme")
+    url = "/playground/acme/token/"
+    assert Client().post(url).status_code == 302  # to the sign-in page
+    assert signed_in(user).get(url).status_code == 405
+    strict = signed_in(user, enforce_csrf_checks=True)
+    assert strict.post(url).status_code == 403
+    page = strict.get("/playground/acme/")
+    csrf = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.content)
+    assert csrf is not None
+    assert strict.post(url, HTTP_X_CSRFTOKEN=csrf[1].decode()).status_code == 200
+
+
+def test_a_mint_is_a_short_lived_uncached_token_on_one_playground_key(
+    settings: object,
+) -> None:
+    settings.PLAYGROUND_TOKEN_TTL_SECONDS = 42  # type: ignore[attr-defined]
+    user, (account,) = member_of("acme")
+    client = signed_in(user)
+    first = client.post("/playground/acme/token/")
+    assert first.status_code == 200 and "no-store" in first["Cache-Control"]
+    body = first.json()
+    assert body["ttl_seconds"] == 42
+    claims = token_parse(body["token"])
+    assert claims is not None
+    assert (claims.account_id, claims.user_id) == (account.id, user.id)
+    assert claims.origin == "http://testserver"
+    assert claims.expires_at == pytest.approx(time.time() + 42, abs=2)
+    second = client.post("/playground/acme/token/").json()["token"]
+    assert second != body["token"]
+    (key,) = ApiKey.objects.filter(account=account, kind=KeyKind.PLAYGROUND)
+    assert (
+        key.display == "playground"
+        and claims.key_id == key.id == token_parse(second).key_id
+    )  # type: ignore[union-attr]
+    audit = AuditLog.objects.get(object_id=str(key.id))
+    assert (audit.action, audit.actor) == ("key.created", user)
+    assert token_parse(body["token"], now=time.time() + 43) is None
+
+
+def test_a_revoked_playground_key_is_replaced_at_the_next_mint() -> None:
+    from accounts.services.api_keys import api_key_revoke
+
+    user, (account,) = member_of("acme")
+    client = signed_in(user)
+    old = token_parse(client.post("/playground/acme/token/").json()["token"])
+    api_key_revoke(
+        api_key=ApiKey.objects.get(pk=old.key_id),  # type: ignore[union-attr]
+        actor=user,
+        reason="x",
+    )
+    new = token_parse(client.post("/playground/acme/token/").json()["token"])
+    assert new is not None and new.key_id != old.key_id  # type: ignore[union-attr]
+
+
+def test_only_members_reach_an_accounts_playground() -> None:
+    member, _ = member_of("acme")
+    outsider, _ = member_of("other")
+    staff, _ = member_of(staff=True)  # sees every dashboard, spends no one's quota
+    for user in (outsider, staff):
+        client = signed_in(user)
+        assert client.get("/playground/acme/").status_code == 403
+        assert client.post("/playground/acme/token/").status_code == 403
+    assert signed_in(member).get("/playground/nope/").status_code == 403
+    Account.objects.filter(slug="acme").update(is_active=False)
+    assert signed_in(member).post("/playground/acme/token/").status_code == 403
+
+
+def test_the_index_sends_a_member_to_their_account_or_lets_them_pick() -> None:
+    one, _ = member_of("acme")
+    response = signed_in(one).get("/playground/")
+    assert response.status_code == 302 and response["Location"] == "/playground/acme/"
+    two, _ = member_of("acme", "beta")
+    page = signed_in(two).get("/playground/").content.decode()
+    assert "/playground/acme/" in page and "/playground/beta/" in page
+    nobody = User.objects.create_user("nobody")
+    assert "not a member" in signed_in(nobody).get("/playground/").content.decode()
+
+
+def test_the_page_carries_its_config_and_no_key() -> None:
+    user, (account,) = member_of("acme")
+    _, raw = api_key_create(account=account, name="prod", actor=None, actor_label="t")
+    html = signed_in(user).get("/playground/acme/").content.decode()
+    config = json.loads(
+        re.search(
+            r'id="playground-config" type="application/json">(.*?)</script>', html
+        )[1]  # type: ignore[index]
+    )
+    assert config["tokenUrl"] == "/playground/acme/token/"
+    assert (
+        config["speakersUrl"] == "/v1/tts/speakers" and config["captureRate"] == 24000
+    )
+    assert raw not in html and "vk_" not in html and "vpt_" not in html
+    assert "<script>" not in html  # no inline script: modules from our static files
+
+
+def test_the_keys_page_offers_only_revoking_the_playground_key() -> None:
+    user, (account,) = member_of("acme")
+    client = signed_in(user)
+    client.post("/playground/acme/token/")
+    key = ApiKey.objects.get(account=account, kind=KeyKind.PLAYGROUND)
+    page = client.get("/dashboard/acme/keys/").content.decode()
+    row = re.search(rf'<tr data-key="{key.id}".*?</tr>', page, re.S)[0]  # type: ignore[index]
+    assert "Revoke tokens" in row and "Edit" not in row and "playground" in row
+    edit = client.post(f"/dashboard/acme/keys/{key.id}/", {"name": "renamed"})
+    assert edit.status_code == 400
+    key.refresh_from_db()
+    assert key.name != "renamed" and key.version == 1

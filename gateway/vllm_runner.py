@@ -191,6 +191,9 @@ class IpcDirectory:
             self._users -= 1
             if self._users == 0 and self._path is not None:
                 shutil.rmtree(self._path, ignore_errors=True)
+                # The next engine gets a new directory; none may bind into this removed one.
+                if os.environ.get("VLLM_RPC_BASE_PATH") == str(self._path):
+                    del os.environ["VLLM_RPC_BASE_PATH"]
                 self._path = None
 
 

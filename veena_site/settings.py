@@ -166,7 +166,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "BACKEND": "veena_site.memory_layer.EmbeddedChannelLayer",
             "CONFIG": {"expiry": CHANNEL_EXPIRY_S, "capacity": CHANNEL_CAPACITY},
         }
     }

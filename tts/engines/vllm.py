@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import shutil
 import time
 import uuid
 from collections import OrderedDict
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.vllm_runner import IPC, SHUTDOWN_TIMEOUT_S
 from tts.engines.base import Pcm, TtsEngineRequest
 from tts.engines.snac_decoder import SNAC_RATE, SnacBatcher, SnacCodec, SnacStream
 from tts.engines.snac_slots import EXTRA_ARG, STOP_IDS_ARG
@@ -69,7 +69,6 @@ class VllmSnacTts:
         llm: Any,
         encode: Any,
         batcher: SnacBatcher,
-        run_dir: Path | None = None,
     ) -> None:
         self.config = config
         self.model_version = config.model_version
@@ -79,14 +78,14 @@ class VllmSnacTts:
         self.batcher = batcher
         self.log = EngineLog()
         self._encode = encode
-        self._run_dir = run_dir
 
     @classmethod
     def load(cls, config: VllmTtsConfig) -> VllmSnacTts:
         """Load SNAC and the checkpoint (blocking, tens of seconds); both must succeed."""
         started = time.monotonic()
-        run_dir = _prepare_environment(config)
+        _prepare_environment(config)
         batcher = None
+        IPC.acquire()
         try:
             encode = _checkpoint_tokenizer(config)
             batcher = _load_snac(config)
@@ -94,11 +93,9 @@ class VllmSnacTts:
         except BaseException:
             if batcher is not None:
                 batcher.close()
-            shutil.rmtree(run_dir, ignore_errors=True)
+            IPC.release()
             raise
-        engine = cls(
-            config=config, llm=llm, encode=encode, batcher=batcher, run_dir=run_dir
-        )
+        engine = cls(config=config, llm=llm, encode=encode, batcher=batcher)
         logger.info(
             "vllm-snac %s (%s recipe, voices %s) loaded in %.1f s",
             config.model,
@@ -145,12 +142,13 @@ class VllmSnacTts:
         """Stop the engine core and the decode thread."""
         llm, self.llm = self.llm, None
         if llm is not None:
-            llm.shutdown()
+            try:
+                llm.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
+            finally:
+                IPC.release()
             # Collected now: AsyncLLM.__del__ shuts down again, which fails at interpreter exit.
             del llm
         self.batcher.close()
-        if self._run_dir is not None:
-            shutil.rmtree(self._run_dir, ignore_errors=True)
 
     async def _abort(self, outputs: Any, request_id: str) -> None:
         """Close the request's output stream, which aborts it in vLLM (Z2)."""
@@ -187,18 +185,15 @@ class VllmSnacTts:
         )
 
 
-def _prepare_environment(config: VllmTtsConfig) -> Path:
-    """vLLM's environment (gateway.vllm_env), its thread binding and its IPC directory."""
+def _prepare_environment(config: VllmTtsConfig) -> None:
+    """vLLM's environment (gateway.vllm_env) and its thread binding; the ZMQ socket
+    directory is the process's one ``gateway.vllm_runner.IPC``, shared with the ASR engine."""
     from gateway.vllm_env import prepare_vllm
 
     prepare_vllm(what="TTS_ENGINE=vllm", data_dir=config.data_dir)
-    run_dir = config.data_dir / "run" / f"vllm-tts-{os.getpid()}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("VLLM_RPC_BASE_PATH", str(run_dir))  # ZMQ sockets, not /tmp
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", config.cpu_threads_bind)
     # Never fork a worker that already runs threads (slot pool, SNAC, channel layer).
     os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
-    return run_dir
 
 
 def _checkpoint_tokenizer(config: VllmTtsConfig) -> Any:

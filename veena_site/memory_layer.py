@@ -1,0 +1,22 @@
+"""The embedded default's in-process channel layer, with channel names nobody can repeat.
+
+Channels' ``InMemoryChannelLayer.new_channel`` draws names from the ``random`` module, whose
+state any library (or a test framework: hypothesis seeds it for every example) may set. Two
+consumers given the same name read each other's messages: a worker's acceptance meant for the
+new socket is taken by the previous one's drain (``WorkerLink.abandon``) and the new session
+never opens. Names here come from the operating system's generator instead.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from channels.layers import InMemoryChannelLayer
+
+
+class EmbeddedChannelLayer(InMemoryChannelLayer):
+    """``InMemoryChannelLayer`` whose specific channel names are ``secrets`` tokens."""
+
+    async def new_channel(self, prefix: str = "specific.") -> str:
+        """A new process-specific channel name (96 random bits)."""
+        return f"{prefix}.inmemory!{secrets.token_hex(12)}"

@@ -12,6 +12,7 @@ the IPC socket directory vLLM would otherwise leave in the temp directory.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
@@ -20,7 +21,7 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,6 +211,67 @@ def _alive(pid: int) -> bool:
 IPC = IpcDirectory()
 
 
+class OpenEngines:
+    """Every ``AsyncLLM`` this process started and has not shut down; shut down at exit.
+
+    vLLM's engine core is a non-daemon child process: one engine left open keeps the
+    interpreter waiting at exit for ever (``multiprocessing`` joins its children), as a worker
+    whose loader failed after its engine started or a test session whose fixture never reached
+    its close did (CI ran out of time after the suite's summary). The exit hook is registered
+    with the first engine, after vLLM imported ``multiprocessing``, so it runs before the join.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._engines: list[Any] = []
+        self._hooked = False
+
+    def start(self, build: Callable[[], Any]) -> Any:
+        """Run ``build()`` (it starts an engine) with the IPC directory held; track the engine."""
+        IPC.acquire()
+        try:
+            engine = build()
+        except BaseException:
+            IPC.release()
+            raise
+        with self._lock:
+            self._engines.append(engine)
+            if not self._hooked:
+                atexit.register(self.shutdown_all)
+                self._hooked = True
+        return engine
+
+    def shutdown(self, engine: Any) -> None:
+        """Shut one tracked engine down (bounded wait) and release its IPC hold; idempotent."""
+        with self._lock:
+            if not any(e is engine for e in self._engines):
+                return
+            self._engines = [e for e in self._engines if e is not engine]
+        try:
+            engine.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
+        finally:
+            IPC.release()
+
+    def open_count(self) -> int:
+        """Engines started and not yet shut down."""
+        with self._lock:
+            return len(self._engines)
+
+    def shutdown_all(self) -> None:
+        """Shut down every engine still open (the exit hook)."""
+        with self._lock:
+            left = list(self._engines)
+        for engine in left:
+            logger.warning("a vLLM engine was still open at exit; shutting it down")
+            try:
+                self.shutdown(engine)
+            except Exception:  # boundary: exit goes on; the engine core dies with us
+                logger.exception("vLLM engine shutdown at exit failed")
+
+
+ENGINES = OpenEngines()
+
+
 class VllmRunner:
     """A loaded ``AsyncLLM`` and its statistics; one per engine per worker process."""
 
@@ -232,21 +294,18 @@ class VllmRunner:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         started = time.monotonic()
-        IPC.acquire()
         stats = EngineStats()
-        try:
-            # No local name for the engine: something in vLLM keeps this frame alive, and
-            # a reference from it would defer AsyncLLM.__del__ to interpreter exit.
-            runner = cls(
-                AsyncLLM.from_engine_args(
+        # No local name for the engine: something in vLLM keeps this frame alive, and
+        # a reference from it would defer AsyncLLM.__del__ to interpreter exit.
+        runner = cls(
+            ENGINES.start(
+                lambda: AsyncLLM.from_engine_args(
                     AsyncEngineArgs(**config.engine_args()),
                     stat_loggers=[stats_logger_factory(stats)],
-                ),
-                stats,
-            )
-        except BaseException:
-            IPC.release()
-            raise
+                )
+            ),
+            stats,
+        )
         logger.info(
             "vLLM engine for %s loaded in %.1f s",
             config.what,
@@ -302,9 +361,8 @@ class VllmRunner:
         if engine is None:
             return
         try:
-            engine.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
+            ENGINES.shutdown(engine)
         finally:
-            IPC.release()
             # Dropped now, AsyncLLM.__del__ (a second shutdown) runs while its modules
             # still exist; at interpreter exit it would fail noisily.
             del engine

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import socket
 import subprocess
@@ -32,6 +33,16 @@ def _unavailable(what: str) -> None:
     if IN_CI:
         pytest.fail(f"{what} is not reachable; CI must run these tests, not skip them")
     pytest.skip(f"{what} is not reachable")
+
+
+# After the summary the interpreter must end: a thread or child process that keeps it alive is
+# a leak. Past this, every thread's stack goes to stderr and the run exits 1 (never CI's timeout).
+EXIT_WATCHDOG_S = 120
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Arm the exit watchdog (faulthandler: it works while every Python thread is stuck)."""
+    faulthandler.dump_traceback_later(EXIT_WATCHDOG_S, exit=True)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

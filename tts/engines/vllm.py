@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gateway.vllm_runner import IPC, SHUTDOWN_TIMEOUT_S
+from gateway.vllm_runner import ENGINES
 from tts.engines.base import Pcm, TtsEngineRequest
 from tts.engines.snac_decoder import SNAC_RATE, SnacBatcher, SnacCodec, SnacStream
 from tts.engines.snac_slots import EXTRA_ARG, STOP_IDS_ARG
@@ -85,7 +85,6 @@ class VllmSnacTts:
         started = time.monotonic()
         _prepare_environment(config)
         batcher = None
-        IPC.acquire()
         try:
             encode = _checkpoint_tokenizer(config)
             batcher = _load_snac(config)
@@ -93,7 +92,6 @@ class VllmSnacTts:
         except BaseException:
             if batcher is not None:
                 batcher.close()
-            IPC.release()
             raise
         engine = cls(config=config, llm=llm, encode=encode, batcher=batcher)
         logger.info(
@@ -142,10 +140,7 @@ class VllmSnacTts:
         """Stop the engine core and the decode thread."""
         llm, self.llm = self.llm, None
         if llm is not None:
-            try:
-                llm.shutdown(timeout=SHUTDOWN_TIMEOUT_S)
-            finally:
-                IPC.release()
+            ENGINES.shutdown(llm)
             # Collected now: AsyncLLM.__del__ shuts down again, which fails at interpreter exit.
             del llm
         self.batcher.close()
@@ -268,9 +263,9 @@ def _start_llm(config: VllmTtsConfig) -> Any:
         logits_processors=[SLOT_ORDER_PROCESSOR] if config.force_slot_order else None,
         disable_log_stats=True,
     )
-    llm = AsyncLLM.from_engine_args(args)
+    llm = ENGINES.start(lambda: AsyncLLM.from_engine_args(args))
     vocab = llm.model_config.get_vocab_size()
     if vocab < VOCAB_MIN:
-        llm.shutdown()
+        ENGINES.shutdown(llm)
         raise ValueError(f"TTS_VLLM_MODEL vocabulary {vocab} misses the audio ids")
     return llm

@@ -1,4 +1,5 @@
-"""Throttled admin login: failed attempts per username and per client address.
+"""Throttled sign-in (the admin's and the dashboard's): failed attempts per username and
+per client address, counted together for both pages (they share Django's users).
 
 After ``ADMIN_LOGIN_MAX_FAILURES`` failed logins for one username, or
 ``ADMIN_LOGIN_MAX_FAILURES_PER_IP`` from one address, within ``ADMIN_LOGIN_LOCKOUT_S``,
@@ -16,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 
@@ -50,17 +52,25 @@ def login_failed(request: Any, username: str) -> None:
             cache.set(key, 1, timeout=settings.ADMIN_LOGIN_LOCKOUT_S)
 
 
-class ThrottledAdminAuthenticationForm(AdminAuthenticationForm):
-    """The admin's login form, refusing attempts past the failure limits."""
+class ThrottledLogin(AuthenticationForm):
+    """An authentication form refusing attempts past the failure limits."""
 
     def clean(self) -> dict[str, Any]:
         username = str(self.data.get("username", ""))
         if login_throttled(self.request, username):
             address = self.request.META.get("REMOTE_ADDR") if self.request else None
-            logger.warning("admin login throttled from %s", address)
+            logger.warning("login throttled from %s", address)
             raise ValidationError(THROTTLED, code="throttled")
         try:
             return super().clean()
         except ValidationError:
             login_failed(self.request, username)
             raise
+
+
+class ThrottledAdminAuthenticationForm(ThrottledLogin, AdminAuthenticationForm):
+    """The admin's login form, throttled."""
+
+
+class ThrottledDashboardAuthenticationForm(ThrottledLogin):
+    """The dashboard's sign-in form, throttled."""

@@ -107,7 +107,7 @@ from accounts.services.usage import (
     usage_record_finished,
 )
 
-__all__ = ["UsageCounters", "UsageMeter", "stream_tick"]
+__all__ = ["Route", "UsageCounters", "UsageMeter", "stream_tick"]
 
 logger = logging.getLogger(__name__)
 

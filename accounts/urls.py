@@ -3,6 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path, reverse_lazy
 
+from accounts.login_throttle import ThrottledDashboardAuthenticationForm
 from accounts.views import alerts, dashboard, keys
 
 app_name = "dashboard"
@@ -13,7 +14,9 @@ urlpatterns = [
     path(
         "login/",
         auth_views.LoginView.as_view(
-            template_name=TEMPLATES + "login.html", redirect_authenticated_user=True
+            template_name=TEMPLATES + "login.html",
+            redirect_authenticated_user=True,
+            authentication_form=ThrottledDashboardAuthenticationForm,
         ),
         name="login",
     ),

@@ -38,10 +38,15 @@ class TtsUsage:
     """Usage of one stream's requests, one at a time; every release is idempotent."""
 
     def __init__(
-        self, admission: Admission | None = None, *, stream_id: uuid.UUID | None = None
+        self,
+        admission: Admission | None = None,
+        *,
+        stream_id: uuid.UUID | None = None,
+        route: str | None = None,
     ) -> None:
         self.admission = admission
         self.anonymous_stream_id = stream_id or uuid.uuid4()  # auth off (W7)
+        self.route = route  # None: from the admission (accounts.metering.route_of)
         self.meter: UsageMeter | None = None
         self._opening: asyncio.Future[None] | None = None
         self._accepted = False  # the worker holds the job: reservations are charged
@@ -68,6 +73,7 @@ class TtsUsage:
             request_id=request_id,
             model=model,
             stream_id=self.anonymous_stream_id,
+            route=self.route,
         )
         self.meter, self._accepted, self._uncharged = meter, False, 0
         await self.reserve_text(chars=text_chars)

@@ -30,6 +30,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.admission import KeyPrincipal, admit, authenticate_request
 from accounts.exceptions import AdmissionDenied
+from accounts.metering import Route
 from tts.audio import wav_file_header
 from tts.client import ChannelJob, JobAudio, JobError
 from tts.errors import denial_error
@@ -144,7 +145,7 @@ async def synthesize(request: HttpRequest) -> HttpResponseBase:
     until its last chunk is sent.
     """
     request_id = rest_request_id(request)
-    usage = TtsUsage()
+    usage = TtsUsage(route=Route.TTS_REST)  # auth off too (an admission would tell)
     try:
         response = await metered_synthesis(request, request_id, usage)
     except asyncio.CancelledError:  # H5: the client went away; the job was withdrawn

@@ -66,3 +66,27 @@ def test_a_good_login_under_the_limit_works(operator: User) -> None:
     log_in(client, "operator", "guess", "10.0.0.1")
     response = log_in(client, "operator", PASSWORD, "10.0.0.1")
     assert response.status_code == 302 and response["Location"] == "/admin/"
+
+
+def test_the_dashboard_sign_in_counts_against_the_same_limits(
+    operator: User, settings: Any
+) -> None:
+    settings.ADMIN_LOGIN_MAX_FAILURES = 3
+    client = Client()
+    for _ in range(2):
+        wrong = client.post(
+            "/dashboard/login/",
+            {"username": "operator", "password": "guess"},
+            REMOTE_ADDR="10.0.1.1",
+        )
+        assert (
+            wrong.status_code == 200 and "correct username and password" in wrong.text
+        )
+    log_in(client, "operator", "guess", "10.0.1.1")  # the third failure, on the admin
+    refused = client.post(
+        "/dashboard/login/",
+        {"username": "operator", "password": PASSWORD},
+        REMOTE_ADDR="10.0.1.2",
+    )
+    assert refused.status_code == 200 and THROTTLED in refused.text
+    assert "_auth_user_id" not in client.session

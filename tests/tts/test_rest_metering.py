@@ -186,3 +186,20 @@ async def test_tts_h1_a_streamed_body_holds_the_lease_until_it_is_sent(
     assert await lease_free(api_key.account_id)
     (record,) = await usage_records(api_key.account_id)
     assert (record.status, record.tts_audio_out_ms) == ("completed", 90_000)
+
+
+async def test_tts_w7_rest_request_with_auth_off_is_recorded_as_rest(
+    embedded_worker: WorkerRuntime, settings: object
+) -> None:
+    settings.TTS_AUTH_REQUIRED = False  # type: ignore[attr-defined]
+    response = await post(
+        {"text": TEXT, "format": "pcm", "sample_rate": 24000},
+        None,
+        {"X-Request-Id": "rest-anon"},
+    )
+    assert response.status_code == 200
+    record = await UsageRecord.objects.select_related("account").aget(
+        request_id="rest-anon"
+    )
+    assert record.account.slug == "anonymous" and record.status == "completed"
+    assert record.route == "tts_rest"

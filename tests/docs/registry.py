@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -213,12 +213,12 @@ def keys_read(path: str, function: str, variable: str) -> set[str]:
     return keys
 
 
-def leaves(schema: dict[str, object], prefix: str) -> set[str]:
+def leaves(schema: Mapping[str, object], prefix: str) -> set[str]:
     """Dotted paths of a nested schema's leaves (``None`` values)."""
     out: set[str] = set()
     for key, child in schema.items():
         path = f"{prefix}.{key}"
-        out |= leaves(child, path) if isinstance(child, dict) else {path}
+        out |= leaves(child, path) if isinstance(child, Mapping) else {path}
     return out
 
 

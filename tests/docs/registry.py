@@ -227,7 +227,7 @@ def leaves(schema: Mapping[str, object], prefix: str) -> set[str]:
 
 @dataclass
 class Section:
-    """One heading of a page with its text up to the next heading of its level or above."""
+    """One heading of a page: its own text (up to the next heading) and its subsections."""
 
     title: str
     level: int
@@ -249,7 +249,7 @@ class Section:
     def rows(self) -> list[list[str]]:
         """The cells of the table rows directly in this section (header rows skipped)."""
         rows = []
-        for line in self.own_text().splitlines():
+        for line in self.text.splitlines():
             if not line.startswith("|"):
                 continue
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -257,10 +257,6 @@ class Section:
                 continue
             rows.append(cells)
         return rows[1:] if rows and not rows[0][0].startswith("`") else rows
-
-    def own_text(self) -> str:
-        """The text before the first subsection."""
-        return re.split(r"^#{2,6} ", self.text, maxsplit=1, flags=re.M)[0]
 
     def first_column(self) -> list[str]:
         """The backticked names of the first column of this section's tables."""

@@ -243,3 +243,25 @@ def test_docs_pages_are_linked_from_the_readme() -> None:
     readme = (r.ROOT / "README.md").read_text()
     for name in ("docs/tts-protocol.md", "docs/realtime-protocol.md"):
         assert f"]({name})" in readme, name
+
+
+def json_block(section: Section) -> Any:
+    """The first ```json block of a section, parsed."""
+    text = section.text.split("```json", 1)[1].split("```", 1)[0]
+    return json.loads(text)
+
+
+def test_docs_tts_speakers_example_is_the_piper_listing(tts_page: Section) -> None:
+    from tts.engines import engine_info as info_of
+    from tts.speakers import speakers_listing
+
+    documented = json_block(tts_page.child("GET /v1/tts/speakers"))
+    assert documented == speakers_listing(info_of("piper"), ready=True)
+
+
+def test_docs_tts_rest_names_the_websocket_only_fields(tts_page: Section) -> None:
+    from tts.protocol import REST_EXCLUDED_FIELDS
+
+    text = tts_page.child("POST /v1/tts").text
+    for name in REST_EXCLUDED_FIELDS:
+        assert f"`{name}`" in text, name

@@ -23,12 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from tts.audio import FORMATS, SAMPLE_RATES
 from veena_site import jsontext
 
 logger = logging.getLogger(__name__)
 
-MAX_TEXT_CHARS = 50_000
+MAX_TEXT_CHARS = 50_000  # TTS_MAX_TEXT_CHARS's default
 PROTOCOL_VERSION = 2
 CLOSE_CODES = {
     "AUTH_FAILED": 1008,
@@ -277,10 +279,10 @@ def _text(data: dict[str, Any]) -> str:
     text = data.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ProtocolError("VALIDATION_ERROR", "Text is required and cannot be empty")
-    if len(text) > MAX_TEXT_CHARS:
+    limit = settings.TTS_MAX_TEXT_CHARS  # spec §3: the default is MAX_TEXT_CHARS
+    if len(text) > limit:
         raise ProtocolError(
-            "VALIDATION_ERROR",
-            f"Text too long: {len(text)} chars (max {MAX_TEXT_CHARS})",
+            "VALIDATION_ERROR", f"Text too long: {len(text)} chars (max {limit})"
         )
     return text
 

@@ -338,3 +338,13 @@ async def test_tts_sp1_speed_scales_the_length_without_stretching(
         await stream.send({"text": "s" * 100, "speed": speed, "format": "pcm"})
         lengths[speed] = (await complete_of(stream))["audio_duration_seconds"]
     assert lengths == {0.5: 2.0, 1.0: 1.0, 2.0: 0.5}
+
+
+async def test_tts_max_text_chars_setting_limits_a_whole_request_too(
+    embedded_worker: WorkerRuntime, open_stream: Opener, settings: Any
+) -> None:
+    settings.TTS_MAX_TEXT_CHARS = 30
+    stream = await open_stream()
+    await stream.send({"event": "request", "text": "a" * 31})
+    error = (await stream.event("error"))["error"]
+    assert error["message"] == "Text too long: 31 chars (max 30)"

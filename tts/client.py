@@ -91,6 +91,7 @@ class ChannelJob:
             raise
         finally:
             await link.close()
+            link.forget()
 
     async def withdraw(self) -> None:
         """Z2/Q4: stop the job; one still being admitted is cancelled when it is accepted."""

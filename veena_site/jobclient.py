@@ -58,17 +58,29 @@ POST_RETRY_S = 0.05  # a timer that finds the consumer's channel full is posted 
 CONSUMER_HUNG_S = 60.0  # no stall check dispatched for this long: keepalives end
 POST_PATIENCE_S = 10.0
 
-# The latest submission deadline of each consumer channel that may still be answered.
-_answers_due: dict[str, float] = {}
+# Submissions not answered yet, per consumer channel: job id → its answer deadline. A consumer's
+# channel outlives each of its links (a new TTS request, a realtime failover), so this is kept
+# per channel, and ``abandon()`` drains only while one of them may still be answered.
+_unanswered: dict[str, dict[str, float]] = {}
 _drains: set[asyncio.Task[None]] = set()
 
 
 async def abandoned_links_drained() -> None:
-    """Wait until every ``abandon()`` of this loop has finished (tests; each ≤ 1.5 s)."""
+    """Wait until every ``abandon()`` of this loop has finished (tests; each ≤ 1.5 s, none
+    when every submission was answered)."""
     loop = asyncio.get_running_loop()
     mine = [task for task in _drains if task.get_loop() is loop]
     if mine:
         await asyncio.gather(*mine, return_exceptions=True)
+
+
+def _answered(channel: str, job_id: object) -> None:
+    """A worker answered submission ``job_id`` of ``channel`` (accepted, busy or not ready)."""
+    pending = _unanswered.get(channel)
+    if pending is not None:
+        pending.pop(str(job_id), None)
+        if not pending:
+            del _unanswered[channel]
 
 
 class Outcome(enum.Enum):
@@ -142,6 +154,7 @@ class WorkerLink:
 
     async def on_reply(self, message: dict[str, Any]) -> Outcome | None:
         """Handle gpu.job.accepted / busy / not_ready for this link."""
+        _answered(self.own_channel, message.get("job_id"))
         kind = message["type"]
         if kind == JobAccepted.TYPE:
             return await self._on_accepted(JobAccepted.from_message(message))
@@ -215,6 +228,11 @@ class WorkerLink:
         if previous is Phase.ACCEPTED:
             await self._cancel_at(self.worker_channel, self.job_id)
 
+    def forget(self) -> None:
+        """Drop the channel's unanswered submissions: its owner drained the channel itself
+        (a REST view's own channel ends with the view)."""
+        _unanswered.pop(self.own_channel, None)
+
     def abandon(self) -> None:
         """The consumer has ended: close, and cancel acceptances still on their way.
 
@@ -227,8 +245,11 @@ class WorkerLink:
 
     async def _abandon(self) -> None:
         await self.close()
-        until = _answers_due.pop(self.own_channel, 0.0) + ANSWER_GRACE_S
-        while (left := until - time.time()) > 0:
+        pending = _unanswered.pop(self.own_channel, {})
+        if not pending:  # every submission was answered: no acceptance can still come
+            return
+        until = max(pending.values()) + ANSWER_GRACE_S
+        while pending and (left := until - time.time()) > 0:
             try:
                 message = await asyncio.wait_for(
                     self.layer.receive(self.own_channel), left
@@ -237,6 +258,7 @@ class WorkerLink:
                 Exception
             ):  # boundary: timed out, or the layer is down: jobs time out
                 return
+            pending.pop(str(message.get("job_id")), None)
             if message.get("type") == JobAccepted.TYPE:
                 accepted = JobAccepted.from_message(message)
                 await self._cancel_at(accepted.worker_channel, accepted.job_id)
@@ -250,9 +272,9 @@ class WorkerLink:
         )
         self._attempts += 1
         deadline = time.time() + self.answer_s
-        if len(_answers_due) > 10_000:  # consumers that never ended through abandon()
-            _answers_due.clear()
-        _answers_due[self.own_channel] = deadline
+        if len(_unanswered) > 10_000:  # consumers that never ended through abandon()
+            _unanswered.clear()
+        _unanswered.setdefault(self.own_channel, {})[self.job_id] = deadline
         try:
             message = self._build(self.job_id, deadline).to_message()
             await self.layer.send(WORKER_CHANNELS[self.kind], message)

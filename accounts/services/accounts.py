@@ -5,21 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils.text import slugify
 
-from accounts.models import (
-    Account,
-    ApiKey,
-    AuditAction,
-    Plan,
-    default_allowed_endpoints,
-)
+from accounts.models import Account, ApiKey, AuditAction, Plan
 from accounts.services.api_keys import publish_key_versions
 from accounts.services.audit import apply_changes, audit_log_write
+from accounts.services.plans import plan_get_or_create_default
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -36,22 +30,6 @@ PLAN_FIELDS = (
 ACCOUNT_FIELDS = ("name", "slug", "plan", "is_active")
 # A change to one of these changes what every key of the account may do (A7).
 ACCOUNT_KEY_FIELDS = ("plan", "is_active")
-
-
-def plan_get_or_create_default() -> Plan:
-    """The plan new accounts get: generous limits, no quota, every endpoint."""
-    plan, _ = Plan.objects.get_or_create(
-        name=getattr(settings, "DEFAULT_PLAN_NAME", "default"),
-        defaults={
-            "requests_per_minute": 600,
-            "max_concurrent_streams": 16,
-            "monthly_tts_characters": None,
-            "monthly_asr_seconds": None,
-            "max_session_seconds": 3600,
-            "allowed_endpoints": default_allowed_endpoints(),
-        },
-    )
-    return plan
 
 
 def _unique_slug(name: str) -> str:

@@ -25,6 +25,7 @@ from accounts.models import (
     KeyKind,
 )
 from accounts.services.audit import actor_label_for, apply_changes, audit_log_write
+from accounts.services.plans import plan_get_or_create_default
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -241,8 +242,6 @@ def anonymous_api_key() -> ApiKey:
 
     Created on first use on the default plan, from a random key that is thrown away.
     """
-    from accounts.services.accounts import plan_get_or_create_default
-
     existing = (
         ApiKey.objects.filter(account__slug=ANONYMOUS_SLUG, revoked_at__isnull=True)
         .order_by("created_at")

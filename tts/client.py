@@ -13,7 +13,7 @@ import contextlib
 import logging
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -87,7 +87,7 @@ class ChannelJob:
 
     async def stream(
         self, build: Callable[[str, str, float], TtsSubmit], *, timeout_s: float
-    ) -> AsyncIterator[TtsChunk]:
+    ) -> AsyncGenerator[TtsChunk, None]:
         """The job's chunks as they arrive (OpenAI speech streaming); raise JobError,
         or TimeoutError past ``timeout_s``. Closing the iterator early stops the job."""
         self.channel = await self.layer.new_channel("tts-rest.")
@@ -144,7 +144,7 @@ class ChannelJob:
 
     async def _chunks(
         self, link: WorkerLink, deadline: float
-    ) -> AsyncIterator[TtsChunk]:
+    ) -> AsyncGenerator[TtsChunk, None]:
         next_seq = 0
         while True:
             left = deadline - time.monotonic()

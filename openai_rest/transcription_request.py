@@ -31,6 +31,8 @@ TRANSCRIPT_FORMATS: tuple[TranscriptFormat, ...] = (
     "verbose_json",
 )
 
+FORM_OVERHEAD = 64 * 1024  # the form's other fields and boundaries, beyond the file
+
 
 @dataclass(frozen=True)
 class TranscriptionRequest:
@@ -61,7 +63,7 @@ def check_length(request: HttpRequest) -> None:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
-    if length > settings.OPENAI_TRANSCRIBE_MAX_BYTES + 64 * 1024:  # form overhead
+    if length > settings.OPENAI_TRANSCRIBE_MAX_BYTES + FORM_OVERHEAD:
         raise too_large()
 
 
@@ -69,6 +71,12 @@ def parse_transcription(request: HttpRequest) -> TranscriptionRequest:
     """Parse and validate the form (sync: Django's multipart parser)."""
     if not (request.content_type or "").startswith("multipart/form-data"):
         raise invalid("The request must be multipart/form-data.")
+    if not request.META.get("CONTENT_LENGTH"):
+        # A chunked body (the npm SDK streams its form): Django's multipart parser reads
+        # nothing without a length, so measure the body (already spooled by the server).
+        if len(request.body) > settings.OPENAI_TRANSCRIBE_MAX_BYTES + FORM_OVERHEAD:
+            raise too_large()
+        request.META["CONTENT_LENGTH"] = str(len(request.body))
     try:
         post, files = request.POST, request.FILES
     except (MultiPartParserError, RequestDataTooBig, TooManyFieldsSent):

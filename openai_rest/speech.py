@@ -20,6 +20,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -106,7 +107,7 @@ async def _start(
     try:
         if settings.TTS_AUTH_REQUIRED:
             usage.admission = await admit(http_scope(request), endpoint="tts")
-        req = parse_speech(request.body)
+        req = parse_speech(_body(request))
         tts_req = tts_request(req)
         info = engine_info()
         try:
@@ -153,6 +154,16 @@ async def _start(
     response["X-Sample-Rate"] = str(SPEECH_RATE)
     response["X-Speaker"] = voice
     return response
+
+
+def _body(request: HttpRequest) -> bytes:
+    """The raw body; over Django's own cap it is OpenAI's 413."""
+    try:
+        return request.body
+    except RequestDataTooBig:
+        raise OpenAiError(
+            413, "Request body too large.", code="request_too_large"
+        ) from None
 
 
 async def _chunks(

@@ -23,6 +23,7 @@ from tests.conftest import ROOT, child_env, free_port, manage
 
 PYTHON = str(ROOT / ".venv/bin/python")
 MAX_SECONDS = 60  # OPENAI_TRANSCRIBE_MAX_SECONDS of the test gateway
+MAX_BYTES = 3 * 1024 * 1024  # OPENAI_TRANSCRIBE_MAX_BYTES of the test gateway
 # plan name → Plan fields; each key's account is on one of them.
 BASE = {"requests_per_minute": 600, "max_concurrent_streams": 16}
 BASE["max_session_seconds"] = 3600
@@ -118,6 +119,7 @@ def rest_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestGatew
         DATA_DIR=str(data),
         ENGINE_THREADS="2",
         OPENAI_TRANSCRIBE_MAX_SECONDS=str(MAX_SECONDS),
+        OPENAI_TRANSCRIBE_MAX_BYTES=str(MAX_BYTES),
     )
     for name in ("TTS_ENGINE", "ASR_ENGINE", "WORKER_KINDS", "GATEWAY_KINDS"):
         env.pop(name, None)

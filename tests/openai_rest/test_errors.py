@@ -7,7 +7,12 @@ import numpy as np
 import openai
 import pytest
 
-from tests.openai_rest.conftest import MAX_SECONDS, RestGateway, encode_container
+from tests.openai_rest.conftest import (
+    MAX_BYTES,
+    MAX_SECONDS,
+    RestGateway,
+    encode_container,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -87,6 +92,16 @@ def test_file_too_long_is_400(rest_gateway: RestGateway) -> None:
             model="whisper-1", file=("long.wav", tone(MAX_SECONDS + 1))
         )
     assert envelope(caught.value)["code"] == "audio_too_long"
+
+
+def test_file_too_large_is_413(rest_gateway: RestGateway) -> None:
+    with pytest.raises(openai.APIStatusError) as caught:
+        rest_gateway.client().audio.transcriptions.create(
+            model="whisper-1", file=("big.wav", bytes(MAX_BYTES + 100_000))
+        )
+    assert caught.value.status_code == 413
+    error = envelope(caught.value)
+    assert (error["code"], error["param"]) == ("file_too_large", "file")
 
 
 def test_over_quota_is_429_insufficient_quota(rest_gateway: RestGateway) -> None:

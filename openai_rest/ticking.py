@@ -2,12 +2,18 @@
 
 A stop reason (revoked key, lost lease, plan's session length) ends the iteration with
 ``AdmissionDenied(reason)``; the source is closed on every exit.
+
+The tick runs in the task that iterates, never in a task of its own: a task started inside
+the view would inherit the view's sync-to-async context, which Django closes when the view
+returns, and the streamed body (iterated by Django afterwards) could no longer reach the
+database.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncGenerator
 from typing import Protocol, TypeVar
 
@@ -25,37 +31,33 @@ class Ticks(Protocol):
         ...
 
 
-async def _tick_until_stop(usage: Ticks) -> DenialReason:
-    while True:
-        await asyncio.sleep(TICK_S)
-        reason = await usage.tick()
-        if reason is not None:
-            return reason
-
-
 async def ticked(
     usage: Ticks, source: AsyncGenerator[T, None]
 ) -> AsyncGenerator[T, None]:
-    """The items of ``source``, while ``usage`` ticks every ``TICK_S`` in a task of its own."""
-    ticker = asyncio.create_task(_tick_until_stop(usage))
+    """The items of ``source``, ticking ``usage`` at least every ``TICK_S`` while it waits."""
+    due = time.monotonic() + TICK_S
     step: asyncio.Future[T] | None = None
     try:
         while True:
             step = asyncio.ensure_future(anext(source))
-            done, _ = await asyncio.wait(
-                {step, ticker}, return_when=asyncio.FIRST_COMPLETED
-            )
-            if step not in done:
-                raise AdmissionDenied(ticker.result())
+            while True:
+                left = due - time.monotonic()
+                if left > 0:
+                    done, _ = await asyncio.wait({step}, timeout=left)
+                    if done:
+                        break
+                reason = await usage.tick()
+                due = time.monotonic() + TICK_S
+                if reason is not None:
+                    raise AdmissionDenied(reason)
             try:
                 item = step.result()
             except StopAsyncIteration:
                 return
             yield item
     finally:
-        for task in (step, ticker):
-            if task is not None and not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+        if step is not None and not step.done():
+            step.cancel()
+            with contextlib.suppress(BaseException):
+                await step
         await source.aclose()

@@ -156,3 +156,26 @@ async def test_silent_file_is_an_empty_transcript_without_a_job(
     response = await transcribe(raw, wav_of([(2, False)]), response_format="text")
     assert response.status_code == 200 and response.content == b"\n"
     await settled(api_key.account_id)
+
+
+async def test_speech_checkpoints_while_the_body_streams(
+    slow_fake: WorkerRuntime, keyed: KeyMaker, settings: Any
+) -> None:
+    """Ticks that reach the database run after the view has returned (its sync-to-async
+    context closed): the record is checkpointed and completed."""
+    settings.USAGE_CHECKPOINT_SECONDS = 0.2
+    api_key, raw = await keyed()
+    response = await speech(
+        {
+            "model": "tts-1",
+            "input": "w" * 2000,
+            "voice": "alloy",
+            "response_format": "pcm",
+        },
+        raw,
+    )
+    assert response.status_code == 200
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert record.status == "completed"
+    assert record.tts_audio_out_ms == len(response.content) // 2 * 1000 // 24000

@@ -46,8 +46,8 @@ from openai_rest.ticking import ticked
 from tts.client import ChannelJob, JobError
 from tts.messages import TtsChunk, TtsSubmit
 from tts.prepare import engine_info, job_submit, prepare_segments, resolve_voice
-from tts.protocol import ProtocolError
-from tts.usage import TtsUsage
+from tts.protocol import ProtocolError, TtsRequest
+from tts.usage import TtsUsage, UsageStatus
 from tts.views import http_scope, rest_request_id
 from veena_site import metrics
 
@@ -92,7 +92,7 @@ async def speech(request: HttpRequest) -> HttpResponseBase:
         return error_response(server_error(), request_id)
 
 
-async def _release(usage: TtsUsage, status: Any, code: str = "") -> None:
+async def _release(usage: TtsUsage, status: UsageStatus, code: str = "") -> None:
     try:
         await usage.finish(status=status, error_code=code)
     except Exception:  # boundary: the record (the reaper finalizes it later)
@@ -168,7 +168,7 @@ def _body(request: HttpRequest) -> bytes:
 
 async def _chunks(
     job: ChannelJob,
-    req: Any,
+    req: TtsRequest,
     voice: str,
     segments: list[dict[str, Any]],
     request_id: str,
@@ -220,7 +220,8 @@ class SpeechStream:
     async def body(self, first: TtsChunk) -> AsyncIterator[bytes]:
         """Encode and send every chunk; finish the record once, on every exit."""
         encoder = StreamEncoder(self.req.response_format, SPEECH_RATE)
-        status, code = "failed", "internal_error"
+        status: UsageStatus = "failed"
+        code = "internal_error"
         try:
             yield self.frame(self._count(encoder, first))
             try:
@@ -261,7 +262,7 @@ class SpeechStream:
             "audio_seconds": round(self.samples / SPEECH_RATE, 3),
         }
 
-    async def _finish(self, status: str, code: str) -> None:
+    async def _finish(self, status: UsageStatus, code: str) -> None:
         try:
             await self.chunks.aclose()
         except Exception:  # boundary: the job's iterator; its job is withdrawn
@@ -270,7 +271,7 @@ class SpeechStream:
         rtf = round((time.monotonic() - self.started) / seconds, 3) if seconds else None
         try:
             await self.usage.finish(
-                status=status,  # type: ignore[arg-type]
+                status=status,
                 error_code=code,
                 ttfb_ms=self.ttfb_ms,
                 rtf=rtf if status == "completed" else None,

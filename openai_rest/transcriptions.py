@@ -15,7 +15,6 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +35,7 @@ from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
 from asr.client import AsrJobError, FileJob, PieceText
 from asr.engines.base import MODEL_RATE
-from asr.usage import RealtimeUsage
+from asr.usage import RealtimeUsage, UsageStatus
 from openai_rest.decode import AudioTooLong, UnreadableAudio, decode_upload
 from openai_rest.errors import (
     OpenAiError,
@@ -105,7 +104,7 @@ class Transcription:
         self.ended = False
         self.started = time.monotonic()
 
-    async def end(self, status: Any, code: str = "") -> None:
+    async def end(self, status: UsageStatus, code: str = "") -> None:
         """Finish the record (if one was opened) and give the lease back, once."""
         if self.ended:
             return
@@ -211,7 +210,8 @@ class Transcription:
     ) -> AsyncIterator[bytes]:
         """SSE: a delta per piece with text, then done with the whole text and usage."""
         segments: list[Segment] = []
-        status, code = "failed", "internal_error"
+        status: UsageStatus = "failed"
+        code = "internal_error"
         try:
             try:
                 text = first

@@ -49,6 +49,7 @@ class PieceText:
     text: str = field(repr=False)
     audio_ms: int
     completion_tokens: int
+    words: list[dict[str, Any]] | None = field(default=None, repr=False)
 
 
 class FileJob:
@@ -61,9 +62,10 @@ class FileJob:
         job_id: str,
         language: str | None,
         prompt: str,
+        words: bool = False,
     ) -> None:
         self.layer, self.job_id = layer, job_id
-        self.language, self.prompt = language, prompt
+        self.language, self.prompt, self.words = language, prompt, words
         self.link: WorkerLink | None = None
         self.channel = ""
         self._outbox: asyncio.Queue[Message] = asyncio.Queue()
@@ -132,6 +134,7 @@ class FileJob:
                     item_seq=seq,
                     language=self.language,
                     prompt=self.prompt,
+                    words=self.words,
                 )
             )
         for at in range(offset, end - start, AUDIO_SAMPLES):
@@ -180,6 +183,7 @@ class FileJob:
                     text=final.text,
                     audio_ms=final.audio_ms,
                     completion_tokens=final.completion_tokens,
+                    words=final.words,
                 )
                 while next_seq in done:
                     yield done.pop(next_seq)

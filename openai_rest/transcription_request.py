@@ -4,8 +4,9 @@ Fields: ``file`` (required), ``model`` (``ASR_MODEL`` or an alias), ``language``
 English-only models take only ``en``), ``prompt`` (at most ``ASR_MAX_PROMPT_CHARS``),
 ``temperature`` (0–1, accepted and ignored: decoding is greedy), ``response_format`` (``json``,
 ``text``, ``srt``, ``vtt``, ``verbose_json``), ``stream`` (``true``: SSE). Other fields
-(``timestamp_granularities[]``, ``include[]``, ``chunking_strategy``) are accepted and ignored:
-segments are always given in ``verbose_json``, words never.
+(``include[]``, ``chunking_strategy``) are accepted and ignored. ``timestamp_granularities[]``
+with ``word`` adds ``words`` to ``verbose_json`` (where the engine times words); segments are
+always given.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class TranscriptionRequest:
     prompt: str = field(repr=False)
     response_format: TranscriptFormat
     stream: bool
+    words: bool = False  # timestamp_granularities[] has "word"
 
 
 def too_large() -> OpenAiError:
@@ -115,6 +117,10 @@ def parse_transcription(request: HttpRequest) -> TranscriptionRequest:
         prompt=prompt,
         response_format=_format(post.get("response_format")),
         stream=_boolean(post.get("stream")),
+        words=_granularities(
+            post.getlist("timestamp_granularities[]")
+            + post.getlist("timestamp_granularities")
+        ),
     )
 
 
@@ -151,6 +157,17 @@ def _temperature(value: str | None) -> None:
         raise invalid("'temperature' must be a number.", param="temperature") from None
     if not 0.0 <= number <= 1.0:
         raise invalid("'temperature' must be between 0 and 1.", param="temperature")
+
+
+def _granularities(values: list[str]) -> bool:
+    """True when words are asked for; each value is ``word`` or ``segment``."""
+    for value in values:
+        if value not in ("word", "segment"):
+            raise invalid(
+                "'timestamp_granularities' values must be 'word' or 'segment'.",
+                param="timestamp_granularities",
+            )
+    return "word" in values
 
 
 def _boolean(value: str | None) -> bool:

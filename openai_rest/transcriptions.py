@@ -136,7 +136,7 @@ class Transcription:
                 response["x-request-id"] = self.request_id
                 return response
             segments = [
-                segment_of(pieces[t.seq], t.text, t.completion_tokens)
+                segment_of(pieces[t.seq], t.text, t.completion_tokens, t.words)
                 async for t in texts
             ]
         except OpenAiError as error:
@@ -165,6 +165,7 @@ class Transcription:
             job_id=str(self.usage.stream_id),
             language=req.language,
             prompt=req.prompt,
+            words=req.words,
         )
         source = job.transcribe(
             pcm,
@@ -192,6 +193,7 @@ class Transcription:
             segments,
             duration_s=duration_s,
             language=req.language,
+            words=req.words,
         )
         response: HttpResponse
         if isinstance(body, dict):

@@ -1,7 +1,8 @@
 """A file's transcript in each ``response_format``, and its stream events.
 
 One segment per piece the file was cut into (``openai_rest.split``), with that piece's times;
-``verbose_json`` has no ``words``. ``usage`` counts the file's audio seconds (``duration``),
+``verbose_json`` has ``words`` when they were asked for and the engine timed every one
+(faster-whisper does; Whisper on vLLM times segments only). ``usage`` counts the file's audio seconds (``duration``),
 as whisper-1 does.
 """
 
@@ -25,12 +26,32 @@ class Segment:
     end: float
     text: str = field(repr=False)
     tokens: int = 0
+    words: tuple[dict[str, Any], ...] | None = field(default=None, repr=False)
 
 
-def segment_of(piece: Piece, text: str, tokens: int) -> Segment:
-    """The segment of a transcribed piece."""
+def segment_of(
+    piece: Piece,
+    text: str,
+    tokens: int,
+    words: list[dict[str, Any]] | None = None,
+) -> Segment:
+    """The segment of a transcribed piece; word times move from the piece to the file."""
+    timed = None
+    if words is not None:
+        timed = tuple(
+            {
+                "word": w["word"],
+                "start": round(piece.start_s + w["start"], 3),
+                "end": round(piece.start_s + w["end"], 3),
+            }
+            for w in words
+        )
     return Segment(
-        start=piece.start_s, end=piece.end_s, text=text.strip(), tokens=tokens
+        start=piece.start_s,
+        end=piece.end_s,
+        text=text.strip(),
+        tokens=tokens,
+        words=timed,
     )
 
 
@@ -56,6 +77,7 @@ def render(
     *,
     duration_s: float,
     language: str | None,
+    words: bool = False,
 ) -> tuple[str | dict[str, Any], str]:
     """The body (a JSON object, or text) and its content type."""
     text = full_text(segments)
@@ -67,14 +89,17 @@ def render(
         return srt(segments), "text/plain; charset=utf-8"
     if fmt == "vtt":
         return vtt(segments), "text/vtt; charset=utf-8"
-    return {
+    verbose: dict[str, Any] = {
         "task": "transcribe",
         "language": LANGUAGE_NAMES.get(language or "", language or "unknown"),
         "duration": round(duration_s, 3),
         "text": text,
         "segments": [verbose_segment(i, s) for i, s in enumerate(segments)],
         "usage": usage(duration_s),
-    }, "application/json"
+    }
+    if words and all(s.words is not None for s in segments):
+        verbose["words"] = [w for s in segments for w in s.words or ()]
+    return verbose, "application/json"
 
 
 def verbose_segment(index: int, segment: Segment) -> dict[str, Any]:

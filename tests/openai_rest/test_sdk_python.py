@@ -171,7 +171,12 @@ def test_transcription_response_formats(
         language="en",
         prompt="A pangram.",
         temperature=0.0,
+        timestamp_granularities=["word", "segment"],
     )
+    assert verbose.words is not None
+    assert_wer(TEXT, " ".join(w.word for w in verbose.words), "words")
+    starts = [w.start for w in verbose.words]
+    assert starts == sorted(starts) and verbose.words[-1].end <= verbose.duration + 0.05
     assert verbose.language == "english"
     assert verbose.duration == pytest.approx(len(speech_pcm) / 24000, abs=0.05)
     assert verbose.segments and verbose.segments[0].start == 0.0

@@ -179,3 +179,33 @@ async def test_speech_checkpoints_while_the_body_streams(
     (record,) = await usage_records(api_key.account_id)
     assert record.status == "completed"
     assert record.tts_audio_out_ms == len(response.content) // 2 * 1000 // 24000
+
+
+async def test_verbose_json_words_have_file_times(
+    embedded_worker: WorkerRuntime, keyed: KeyMaker
+) -> None:
+    _, raw = await keyed()
+    data = wav_of([(6, True), (1, False), (4, True)])  # two pieces
+    upload = io.BytesIO(data)
+    upload.name = "a.wav"
+    fields = {
+        "model": "whisper-1",
+        "file": upload,
+        "response_format": "verbose_json",
+        "timestamp_granularities[]": ["word", "segment"],
+    }
+    body = encode_multipart(BOUNDARY, fields)
+    headers = {"Content-Type": MULTIPART_CONTENT, **auth(raw)}
+    response = await request("POST", "/v1/audio/transcriptions", body, headers)
+    assert response.status_code == 200, response.content
+    verbose = response.json()
+    words = verbose["words"]
+    assert " ".join(w["word"] for w in words) == verbose["text"]
+    second = verbose["segments"][1]["start"]
+    # The fake engine times word i of a piece at [i, i + 1) s from the piece's start.
+    assert [w["start"] for w in words] == [float(i) for i in range(6)] + [
+        round(second + i, 3) for i in range(len(words) - 6)
+    ]
+    assert len(words) == 10
+    plain = await transcribe(raw, data, response_format="verbose_json")
+    assert "words" not in plain.json()

@@ -209,3 +209,44 @@ async def test_verbose_json_words_have_file_times(
     assert len(words) == 10
     plain = await transcribe(raw, data, response_format="verbose_json")
     assert "words" not in plain.json()
+
+
+async def test_speech_sse_of_a_revoked_key_ends_with_an_error_event(
+    slow_fake: WorkerRuntime, keyed: KeyMaker
+) -> None:
+    from channels.db import database_sync_to_async
+
+    from accounts.models import ApiKey
+    from accounts.services.api_keys import api_key_revoke
+
+    api_key, raw = await keyed()
+    body = json.dumps(
+        {
+            "model": "tts-1",
+            "input": "r" * 3000,
+            "voice": "alloy",
+            "stream_format": "sse",
+        }
+    ).encode()
+    headers = {"Content-Type": "application/json", **auth(raw)}
+    comm = http("POST", "/v1/audio/speech", body, headers)
+    await comm.send_input({"type": "http.request", "body": body})
+    start = await comm.receive_output(timeout=10)
+    assert start["status"] == 200
+    await database_sync_to_async(api_key_revoke)(
+        api_key=await ApiKey.objects.aget(pk=api_key.pk), actor=None, reason="rest"
+    )
+    content = b""
+    while True:
+        part = await comm.receive_output(timeout=5)
+        content += part.get("body", b"")
+        if not part.get("more_body"):
+            break
+    events = [json.loads(line[6:]) for line in content.decode().split("\n\n") if line]
+    assert events[-1]["type"] == "error"
+    assert events[-1]["error"]["code"] == "invalid_api_key"
+    assert {e["type"] for e in events[:-1]} == {"speech.audio.delta"}
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert (record.status, record.error_code) == ("failed", "key_revoked")
+    assert not slow_fake.jobs.busy("tts")

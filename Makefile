@@ -57,7 +57,7 @@ test: $(VENV)/.dev-installed $(VENV)/.vllm-installed node-examples browser lint
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
-	$(BIN)/mypy gateway veena_site accounts tts asr veena_cli
+	$(BIN)/mypy gateway veena_site accounts tts asr openai_rest veena_cli
 
 ## make fuzz: the hostile-client fuzzer at 10,000 cases per endpoint (make test runs 2,000)
 fuzz: $(VENV)/.dev-installed

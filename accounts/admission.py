@@ -366,11 +366,12 @@ def check_origin(principal: KeyPrincipal, origin: str | None) -> None:
         raise AdmissionDenied("origin_not_allowed")
 
 
-def authenticate_request(request: HttpRequest, *, endpoint: str) -> KeyPrincipal:
+def authenticate_request(request: HttpRequest, *, endpoint: str | None) -> KeyPrincipal:
     """Authenticate and origin-check an HTTP request without taking any limit (sync).
 
     For endpoints that are not metered (``GET /v1/tts/speakers``, tts H6), so ``tts`` and
-    ``asr`` need not import ``accounts.auth`` (accounts L2).
+    ``asr`` need not import ``accounts.auth`` (accounts L2). ``endpoint=None`` (``GET
+    /v1/models``) accepts a key whatever endpoints its plan allows, and never a token.
     """
     principal = authenticate_http(request, endpoint=endpoint)
     check_origin(principal, request.headers.get("Origin"))

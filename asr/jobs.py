@@ -139,6 +139,23 @@ class Item:
         return pcm.astype(np.float32) / 32768.0
 
 
+def timed_words(hyp: AsrHypothesis, plan: DecodePlan) -> list[dict[str, Any]] | None:
+    """The hypothesis' words in item seconds; None unless every word has both times."""
+    offset = plan.start / MODEL_RATE
+    words = []
+    for word in hyp.words:
+        if word.start is None or word.end is None:
+            return None
+        words.append(
+            {
+                "word": word.text.strip(),
+                "start": round(offset + word.start, 3),
+                "end": round(offset + word.end, 3),
+            }
+        )
+    return words
+
+
 class AsrJob:
     """One realtime session in a worker slot: items keyed by ``item_seq``."""
 
@@ -346,6 +363,7 @@ class AsrJob:
                 logprobs=emission.logprobs,
                 audio_ms=total * 1000 // MODEL_RATE,
                 decode_ms=int((time.monotonic() - started) * 1000),
+                words=timed_words(hyp, plan) if item.options.words else None,
             )
         )
 
@@ -355,7 +373,7 @@ class AsrJob:
             prompt=plan.prompt,
             prefix=plan.prefix,
             language=item.options.language,
-            word_timestamps=plan.words,
+            word_timestamps=plan.words or (plan.final and item.options.words),
             logprobs=item.state.logprobs,
             background=not plan.final,
         )

@@ -35,6 +35,7 @@ class AsrItemOpen(Message):
     stream: bool = False
     prefix_text: str = field(default="", repr=False)
     logprobs: bool = False
+    words: bool = False  # time the final decode's words (POST /v1/audio/transcriptions)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,9 @@ class AsrFinal(Message):
     logprobs: LogProbs = field(default=None, repr=False)
     audio_ms: int = 0
     decode_ms: int = 0
+    # With ``AsrItemOpen.words``: the final decode's words as ``{"word", "start", "end"}``,
+    # seconds from the item's start; None when not asked for or the engine lacks their times.
+    words: list[dict[str, Any]] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

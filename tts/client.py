@@ -9,10 +9,11 @@ stall detection (Z4). Audio is collected into a spooled temporary file (H3).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -67,6 +68,28 @@ class ChannelJob:
         self, build: Callable[[str, str, float], TtsSubmit], *, timeout_s: float
     ) -> JobAudio:
         """Run the job to its end; raise JobError, or TimeoutError past ``timeout_s``."""
+        body = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
+        body.write(bytes(self.header_room))
+        data_bytes = samples = 0
+        try:
+            async with contextlib.aclosing(
+                self.stream(build, timeout_s=timeout_s)
+            ) as chunks:
+                async for chunk in chunks:
+                    body.write(chunk.data)
+                    data_bytes += len(chunk.data)
+                    samples += chunk.samples
+        except BaseException:
+            body.close()
+            raise
+        model = self.link.model_version if self.link is not None else ""
+        return JobAudio(body, data_bytes, samples, model)
+
+    async def stream(
+        self, build: Callable[[str, str, float], TtsSubmit], *, timeout_s: float
+    ) -> AsyncGenerator[TtsChunk, None]:
+        """The job's chunks as they arrive (OpenAI speech streaming); raise JobError,
+        or TimeoutError past ``timeout_s``. Closing the iterator early stops the job."""
         self.channel = await self.layer.new_channel("tts-rest.")
         link = self.link = WorkerLink(
             layer=self.layer,
@@ -76,17 +99,16 @@ class ChannelJob:
             wait_ms=settings.TTS_ADMISSION_WAIT_MS,
             stall_s=settings.TTS_WORKER_STALL_S,
         )
-        body = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
-        body.write(bytes(self.header_room))
+        deadline = time.monotonic() + timeout_s
         try:
             async with asyncio.timeout(timeout_s):
                 outcome = await link.submit(
                     lambda job_id, deadline: build(job_id, self.channel, deadline)
                 )
                 await self._check(link, outcome)
-                return await self._collect(link, body)
+            async for chunk in self._chunks(link, deadline):
+                yield chunk
         except BaseException:
-            body.close()
             await asyncio.shield(self.withdraw())
             raise
         finally:
@@ -121,10 +143,16 @@ class ChannelJob:
             code, message, _ = outcome_error(outcome)
             raise JobError(code, message)
 
-    async def _collect(self, link: WorkerLink, body: IO[bytes]) -> JobAudio:
-        next_seq, data_bytes, samples = 0, 0, 0
+    async def _chunks(
+        self, link: WorkerLink, deadline: float
+    ) -> AsyncGenerator[TtsChunk, None]:
+        next_seq = 0
         while True:
-            message: dict[str, Any] = await self.layer.receive(self.channel)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            async with asyncio.timeout(left):
+                message: dict[str, Any] = await self.layer.receive(self.channel)
             kind = message["type"]
             if kind == TIMER:
                 await self._check(link, await link.on_timer(message))
@@ -139,12 +167,10 @@ class ChannelJob:
                 next_seq += 1
                 if next_seq % ack_interval(settings.TTS_CHUNK_WINDOW) == 0:
                     await link.send(TtsAck(job_id=chunk.job_id, seq=chunk.seq))
-                body.write(chunk.data)
-                data_bytes += len(chunk.data)
-                samples += chunk.samples
+                yield chunk
             elif kind == TtsDone.TYPE:
                 if TtsDone.from_message(message).chunks != next_seq:
                     raise JobError("INTERNAL_ERROR", "Audio stream interrupted")
-                return JobAudio(body, data_bytes, samples, link.model_version)
+                return
             elif kind == "gpu.job.failed":
                 raise JobError("INTERNAL_ERROR", "Synthesis failed")

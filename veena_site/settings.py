@@ -330,6 +330,20 @@ TTS_CANCEL_DEADLINE_MS = env.int("TTS_CANCEL_DEADLINE_MS", default=200)
 TTS_REST_TIMEOUT_S = env.float("TTS_REST_TIMEOUT_S", default=300.0)
 # {"<engine>": {"<alias>": "<voice id>"}} merged over the S3 tables.
 TTS_SPEAKER_ALIASES = env.json("TTS_SPEAKER_ALIASES", default={})
+# OpenAI-compatible REST (openai_rest): model aliases of the TTS engine, OpenAI voice names
+# mapped to our speakers (unmapped ones speak with the default speaker), and the caps.
+OPENAI_TTS_MODEL_ALIASES = env.list(
+    "OPENAI_TTS_MODEL_ALIASES", default=["tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
+)
+OPENAI_TTS_VOICES = env.json("OPENAI_TTS_VOICES", default={})
+OPENAI_SPEECH_MAX_INPUT_CHARS = env.int("OPENAI_SPEECH_MAX_INPUT_CHARS", default=4096)
+OPENAI_TRANSCRIBE_MAX_BYTES = env.int(
+    "OPENAI_TRANSCRIBE_MAX_BYTES", default=25 * 1024 * 1024
+)
+OPENAI_TRANSCRIBE_MAX_SECONDS = env.float(
+    "OPENAI_TRANSCRIBE_MAX_SECONDS", default=1500.0
+)
+OPENAI_TRANSCRIBE_TIMEOUT_S = env.float("OPENAI_TRANSCRIBE_TIMEOUT_S", default=600.0)
 
 # TTS_ENGINE=vllm: a Veena/Orpheus-style checkpoint on vLLM, decoded by SNAC (engines §5).
 # Both models are local directories; nothing is downloaded.

@@ -16,6 +16,7 @@ urlpatterns = [
     path("metrics", views.metrics_view, name="metrics"),
     path("v1/tts", tts_views.synthesize, name="tts-synthesize"),
     path("v1/tts/speakers", tts_views.speakers, name="tts-speakers"),
+    path("v1/", include("openai_rest.urls")),
     path(
         "v1/organization/usage/audio_speeches",
         usage_api.audio_speeches,

@@ -145,6 +145,23 @@ def test_openai_npm_realtime_example_over_wss(
     assert word_error_rate(TEXT, done.stdout) <= 0.15, done.stdout + done.stderr
 
 
+def test_openai_npm_rest_example_over_https(
+    service: TlsService, tmp_path: Path
+) -> None:
+    """examples/node/audio_rest.mjs: speech, then its file transcribed whole and streamed."""
+    node = shutil.which("node")
+    assert node, "Node >= 20 is required"
+    assert (EXAMPLES / "node/node_modules/openai").exists(), "run make node-examples"
+    out = tmp_path / "speech.mp3"
+    done = run(
+        [node, "audio_rest.mjs", str(out), TEXT], service.env(), cwd=EXAMPLES / "node"
+    )
+    lines = dict(line.split(": ", 1) for line in done.stdout.splitlines())
+    assert out.stat().st_size > 10_000
+    assert word_error_rate(TEXT, lines["text"]) <= 0.15, done.stdout
+    assert word_error_rate(TEXT, lines["stream"]) <= 0.15, done.stdout
+
+
 def test_browser_page_client_streams_with_subprotocol_auth(service: TlsService) -> None:
     node = shutil.which("node")
     assert node, "Node >= 20 is required"

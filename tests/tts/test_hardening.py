@@ -245,7 +245,7 @@ async def test_i9_1_rest_bug_finalizes_the_record_and_frees_the_lease(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     api_key, raw = await keyed()
-    monkeypatch.setattr("tts.client.ChannelJob._collect", boom)
+    monkeypatch.setattr("tts.client.ChannelJob._chunks", boom)
     response = await request(
         "POST",
         "/v1/tts",

@@ -1,0 +1,302 @@
+"""``POST /v1/audio/speech``: OpenAI's speech endpoint on the TTS admission, metering and jobs.
+
+The same steps as ``POST /v1/tts`` (``tts.views``): admit, validate, resolve the voice, segment,
+reserve the characters and commit the usage record, then one worker job on a private channel
+(``tts.client``). Unlike it, the audio is streamed as it is made: the response starts once the
+first chunk (the first sentence) is there, so an overloaded or missing worker still gets its
+own status; after that a failure ends the body early (``sse``: an ``error`` event). The lease
+is held until the body ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from accounts.admission import admit
+from accounts.exceptions import AdmissionDenied
+from openai_rest.encode import CONTENT_TYPES, StreamEncoder
+from openai_rest.errors import (
+    OpenAiError,
+    denial_error,
+    error_response,
+    invalid,
+    server_error,
+    timeout_error,
+)
+from openai_rest.speech_request import (
+    SPEECH_RATE,
+    SpeechRequest,
+    parse_speech,
+    tts_request,
+)
+from openai_rest.ticking import ticked
+from tts.client import ChannelJob, JobError
+from tts.messages import TtsChunk, TtsSubmit
+from tts.prepare import engine_info, job_submit, prepare_segments, resolve_voice
+from tts.protocol import ProtocolError, TtsRequest
+from tts.usage import TtsUsage, UsageStatus
+from tts.views import http_scope, rest_request_id
+from veena_site import metrics
+
+logger = logging.getLogger(__name__)
+
+_JOB_ERRORS = {  # tts.client JobError code → (status, code, message)
+    "STREAMING_OVERLOADED": (
+        503,
+        "server_overloaded",
+        "The engine is currently overloaded, please try again later.",
+    ),
+    "MODEL_NOT_LOADED": (503, "model_not_loaded", "The model is not loaded yet."),
+}
+
+
+def job_error(error: JobError) -> OpenAiError:
+    """A worker outcome of the job as OpenAI's server error."""
+    status, code, message = _JOB_ERRORS.get(
+        error.code, (500, "internal_error", "Speech synthesis failed.")
+    )
+    retry = settings.TTS_OVERLOAD_RETRY_MS if status == 503 else None
+    return OpenAiError(
+        status, message, type_="server_error", code=code, retry_after_ms=retry
+    )
+
+
+@csrf_exempt
+@require_POST
+async def speech(request: HttpRequest) -> HttpResponseBase:
+    """``POST /v1/audio/speech``: audio in ``response_format``, chunked or as SSE."""
+    request_id = rest_request_id(request)
+    usage = TtsUsage()
+    try:
+        return await _start(request, request_id, usage)
+    except asyncio.CancelledError:  # the client went away before the body started
+        await usage.finish(status="cancelled")
+        await asyncio.shield(usage.release())
+        raise
+    except Exception:  # boundary: one request
+        logger.exception("speech request %s failed", request_id)
+        await _release(usage, "failed", "internal_error")
+        return error_response(server_error(), request_id)
+
+
+async def _release(usage: TtsUsage, status: UsageStatus, code: str = "") -> None:
+    try:
+        await usage.finish(status=status, error_code=code)
+    except Exception:  # boundary: the record (the reaper finalizes it later)
+        logger.exception("speech request: usage record not finalized")
+    await asyncio.shield(usage.release())
+
+
+async def _start(
+    request: HttpRequest, request_id: str, usage: TtsUsage
+) -> HttpResponseBase:
+    started = time.monotonic()
+    try:
+        if settings.TTS_AUTH_REQUIRED:
+            usage.admission = await admit(http_scope(request), endpoint="tts")
+        req = parse_speech(_body(request))
+        tts_req = tts_request(req)
+        info = engine_info()
+        try:
+            voice = resolve_voice(tts_req, info)
+            segments = await prepare_segments(tts_req)
+        except ProtocolError as exc:
+            raise invalid(
+                exc.message, param="voice" if "speaker" in exc.message else "input"
+            ) from None
+        if not segments:
+            raise invalid("'input' has no speakable content.", param="input")
+        metrics.REQUESTS.labels("tts").inc()
+        await usage.open_request(
+            request_id=request_id, model=info.model_version, text_chars=len(req.input)
+        )
+        await usage.ready()  # committed before any audio exists
+        job = ChannelJob(get_channel_layer(), on_accepted=usage.job_accepted)
+        chunks = ticked(usage, _chunks(job, tts_req, voice, segments, request_id))
+        first = await anext(chunks)  # the first sentence; errors still get a status
+    except OpenAiError as error:
+        await _release(usage, "failed", error.code or "invalid_request")
+        return error_response(error, request_id)
+    except AdmissionDenied as denied:
+        await _release(usage, "failed", denied.reason)
+        return error_response(denial_error(denied), request_id)
+    except JobError as error:
+        await _release(usage, "failed", error.code.lower())
+        return error_response(job_error(error), request_id)
+    except TimeoutError:
+        await _release(usage, "failed", "timeout")
+        return error_response(timeout_error(), request_id)
+    except StopAsyncIteration:  # the job ended without audio
+        await _release(usage, "failed", "internal_error")
+        return error_response(server_error(), request_id)
+    ttfb_ms = round((time.monotonic() - started) * 1000)
+    stream = SpeechStream(req, usage, chunks, started=started, ttfb_ms=ttfb_ms)
+    response = StreamingHttpResponse(stream.body(first))
+    sse = req.stream_format == "sse"
+    response["Content-Type"] = (
+        "text/event-stream" if sse else CONTENT_TYPES[req.response_format]
+    )
+    response["Cache-Control"] = "no-cache"
+    response["x-request-id"] = request_id
+    response["X-Sample-Rate"] = str(SPEECH_RATE)
+    response["X-Speaker"] = voice
+    return response
+
+
+def _body(request: HttpRequest) -> bytes:
+    """The raw body; over Django's own cap it is OpenAI's 413."""
+    try:
+        return request.body
+    except RequestDataTooBig:
+        raise OpenAiError(
+            413, "Request body too large.", code="request_too_large"
+        ) from None
+
+
+async def _chunks(
+    job: ChannelJob,
+    req: TtsRequest,
+    voice: str,
+    segments: list[dict[str, Any]],
+    request_id: str,
+) -> AsyncGenerator[TtsChunk, None]:
+    """The job's chunks; closing this closes the job's iterator (which stops the job)."""
+
+    def build(job_id: str, reply: str, deadline: float) -> TtsSubmit:
+        return job_submit(
+            job_id=job_id,
+            reply_channel=reply,
+            deadline=deadline,
+            req=req,
+            request_id=request_id,
+            voice=voice,
+            segments=segments,
+        )
+
+    source = job.stream(build, timeout_s=settings.TTS_REST_TIMEOUT_S)
+    try:
+        async for chunk in source:
+            yield chunk
+    finally:
+        await source.aclose()
+
+
+class SpeechStream:
+    """The response body of one speech request; it finishes the record and the lease."""
+
+    def __init__(
+        self,
+        req: SpeechRequest,
+        usage: TtsUsage,
+        chunks: AsyncGenerator[TtsChunk, None],
+        *,
+        started: float,
+        ttfb_ms: int,
+    ) -> None:
+        self.req, self.usage, self.chunks = req, usage, chunks
+        self.started, self.ttfb_ms = started, ttfb_ms
+        self.samples = 0
+
+    def frame(self, data: bytes) -> bytes:
+        """``data`` as sent: raw, or one ``speech.audio.delta`` event."""
+        if self.req.stream_format == "audio" or not data:
+            return data
+        audio = base64.b64encode(data).decode("ascii")
+        return sse({"type": "speech.audio.delta", "audio": audio})
+
+    async def body(self, first: TtsChunk) -> AsyncIterator[bytes]:
+        """Encode and send every chunk; finish the record once, on every exit."""
+        encoder = StreamEncoder(self.req.response_format, SPEECH_RATE)
+        status: UsageStatus = "failed"
+        code = "internal_error"
+        try:
+            yield self.frame(self._count(encoder, first))
+            try:
+                async for chunk in self.chunks:
+                    if out := self._count(encoder, chunk):
+                        yield self.frame(out)
+            except (JobError, TimeoutError, AdmissionDenied) as exc:
+                code = _error_code(exc)
+                logger.warning("speech stream ended early: %s", code)
+                if self.req.stream_format == "sse":
+                    yield sse(
+                        {"type": "error", "error": _stream_error(exc).body()["error"]}
+                    )
+                return
+            yield self.frame(encoder.flush())
+            if self.req.stream_format == "sse":
+                yield sse({"type": "speech.audio.done", "usage": self._usage()})
+            status, code = "completed", ""
+        except (asyncio.CancelledError, GeneratorExit):
+            status, code = "cancelled", ""
+            raise
+        finally:
+            encoder.close()
+            await asyncio.shield(self._finish(status, code))
+
+    def _count(self, encoder: StreamEncoder, chunk: TtsChunk) -> bytes:
+        self.samples += chunk.samples
+        self.usage.audio_sent(chunk.samples, SPEECH_RATE)
+        return encoder.encode(chunk.data)
+
+    def _usage(self) -> dict[str, Any]:
+        chars = len(self.req.input)
+        return {
+            "input_tokens": chars,
+            "output_tokens": 0,
+            "total_tokens": chars,
+            "characters": chars,
+            "audio_seconds": round(self.samples / SPEECH_RATE, 3),
+        }
+
+    async def _finish(self, status: UsageStatus, code: str) -> None:
+        try:
+            await self.chunks.aclose()
+        except Exception:  # boundary: the job's iterator; its job is withdrawn
+            logger.exception("speech stream: job not closed cleanly")
+        seconds = self.samples / SPEECH_RATE
+        rtf = round((time.monotonic() - self.started) / seconds, 3) if seconds else None
+        try:
+            await self.usage.finish(
+                status=status,
+                error_code=code,
+                ttfb_ms=self.ttfb_ms,
+                rtf=rtf if status == "completed" else None,
+            )
+        except Exception:  # boundary: the record (the reaper finalizes it later)
+            logger.exception("speech stream: usage record not finalized")
+        await self.usage.release()
+
+
+def _error_code(exc: BaseException) -> str:
+    if isinstance(exc, AdmissionDenied):
+        return exc.reason
+    if isinstance(exc, JobError):
+        return exc.code.lower()
+    return "timeout"
+
+
+def _stream_error(exc: BaseException) -> OpenAiError:
+    if isinstance(exc, AdmissionDenied):
+        return denial_error(exc)
+    if isinstance(exc, JobError):
+        return job_error(exc)
+    return timeout_error()
+
+
+def sse(event: dict[str, Any]) -> bytes:
+    """One server-sent event with a JSON ``data`` line (no ``event:`` line, as OpenAI)."""
+    return b"data: " + json.dumps(event, separators=(",", ":")).encode() + b"\n\n"

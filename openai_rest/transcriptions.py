@@ -1,0 +1,275 @@
+"""``POST /v1/audio/transcriptions``: OpenAI's file transcription on the realtime ASR
+admission, metering and worker jobs.
+
+Admit on ``asr`` (the key's limits, lease and quota), parse the form, decode the file with
+PyAV (capped by ``OPENAI_TRANSCRIBE_MAX_BYTES`` and ``OPENAI_TRANSCRIBE_MAX_SECONDS``), reserve
+its seconds, cut it into pieces of at most 28 s (``openai_rest.split``) and transcribe them as
+the items of one worker job (``asr.client``); a file of any length is transcribed completely.
+One usage record per call (its audio seconds). ``stream=true`` answers with SSE
+``transcript.text.delta`` (one per piece, as it is done) and ``transcript.text.done``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+
+import numpy as np
+import numpy.typing as npt
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from accounts.admission import admit
+from accounts.exceptions import AdmissionDenied
+from asr.client import AsrJobError, FileJob, PieceText
+from asr.engines.base import MODEL_RATE
+from asr.usage import RealtimeUsage, UsageStatus
+from openai_rest.decode import AudioTooLong, UnreadableAudio, decode_upload
+from openai_rest.errors import (
+    OpenAiError,
+    denial_error,
+    error_response,
+    invalid,
+    outcome_error,
+    server_error,
+    timeout_error,
+)
+from openai_rest.speech import sse
+from openai_rest.split import Piece, split_pieces
+from openai_rest.ticking import ticked
+from openai_rest.transcription_request import (
+    TranscriptionRequest,
+    check_length,
+    parse_transcription,
+)
+from openai_rest.transcripts import Segment, delta_text, full_text, render, segment_of
+from openai_rest.transcripts import usage as usage_of
+from tts.views import http_scope, rest_request_id
+from veena_site import metrics
+
+logger = logging.getLogger(__name__)
+
+
+def job_error(error: AsrJobError) -> OpenAiError:
+    """A worker outcome, or a failed decode, as OpenAI's server error."""
+    if error.outcome is not None:
+        return outcome_error(error.outcome)
+    return server_error("Transcription failed.")
+
+
+@csrf_exempt
+@require_POST
+async def transcriptions(request: HttpRequest) -> HttpResponseBase:
+    """``POST /v1/audio/transcriptions``: the file's transcript, or its SSE stream."""
+    request_id = rest_request_id(request)
+    try:
+        check_length(request)
+        admission = await admit(http_scope(request), endpoint="asr")
+    except OpenAiError as error:
+        return error_response(error, request_id)
+    except AdmissionDenied as denied:
+        return error_response(denial_error(denied), request_id)
+    usage = RealtimeUsage(
+        admission, stream_id=admission.stream_id, started_at=timezone.now()
+    )
+    call = Transcription(request_id, usage)
+    try:
+        return await call.run(request)
+    except asyncio.CancelledError:  # the client went away
+        await call.end("cancelled")
+        raise
+    except Exception:  # boundary: one request
+        logger.exception("transcription %s failed", request_id)
+        await call.end("failed", "internal_error")
+        return error_response(server_error(), request_id)
+
+
+class Transcription:
+    """One call: its usage, and (for a stream) the body that ends it."""
+
+    def __init__(self, request_id: str, usage: RealtimeUsage) -> None:
+        self.request_id, self.usage = request_id, usage
+        self.ended = False
+        self.started = time.monotonic()
+
+    async def end(self, status: UsageStatus, code: str = "") -> None:
+        """Finish the record (if one was opened) and give the lease back, once."""
+        if self.ended:
+            return
+        self.ended = True
+        try:
+            await self.usage.finish(status=status, error_code=code)
+        except Exception:  # boundary: the record (the reaper finalizes it later)
+            logger.exception("transcription: usage record not finalized")
+        await asyncio.shield(self.usage.release())
+
+    async def run(self, request: HttpRequest) -> HttpResponseBase:
+        """Validate, decode, reserve, transcribe; every refusal in OpenAI's shape."""
+        try:
+            req = await asyncio.to_thread(parse_transcription, request)
+            pcm = await asyncio.to_thread(_decode, req)
+            pieces = split_pieces(pcm)
+            metrics.REQUESTS.labels("asr").inc()
+            await self.usage.open(request_id=self.request_id, model=req.model)
+            if await self.usage.accept(len(pcm), MODEL_RATE) < len(pcm):
+                raise AdmissionDenied("quota_exceeded")
+            texts = ticked(self.usage, self._texts(req, pcm, pieces))
+            if req.stream:
+                first = await anext(texts, None)
+                stream = self.stream_body(texts, first, pieces, len(pcm))
+                response = StreamingHttpResponse(
+                    stream, content_type="text/event-stream"
+                )
+                response["Cache-Control"] = "no-cache"
+                response["x-request-id"] = self.request_id
+                return response
+            segments = [
+                segment_of(pieces[t.seq], t.text, t.completion_tokens, t.words)
+                async for t in texts
+            ]
+        except OpenAiError as error:
+            await self.end("failed", error.code or "invalid_request")
+            return error_response(error, self.request_id)
+        except AdmissionDenied as denied:
+            await self.end("failed", denied.reason)
+            return error_response(denial_error(denied), self.request_id)
+        except AsrJobError as error:
+            await self.end("failed", "engine_error")
+            return error_response(job_error(error), self.request_id)
+        except TimeoutError:
+            await self.end("failed", "timeout")
+            return error_response(timeout_error(), self.request_id)
+        self._count(segments, len(pcm))
+        await self.end("completed")
+        return self.response(req, segments, len(pcm) / MODEL_RATE)
+
+    async def _texts(
+        self, req: TranscriptionRequest, pcm: npt.NDArray[np.int16], pieces: list[Piece]
+    ) -> AsyncGenerator[PieceText, None]:
+        if not pieces:
+            return
+        job = FileJob(
+            get_channel_layer(),
+            job_id=str(self.usage.stream_id),
+            language=req.language,
+            prompt=req.prompt,
+            words=req.words,
+        )
+        source = job.transcribe(
+            pcm,
+            [(p.start, p.end) for p in pieces],
+            timeout_s=settings.OPENAI_TRANSCRIBE_TIMEOUT_S,
+        )
+        try:
+            async for text in source:
+                yield text
+        finally:
+            await source.aclose()
+
+    def _count(self, segments: list[Segment], samples: int) -> None:
+        """Meter the completed call: its audio, and its transcript as one item."""
+        self.usage.audio(samples, MODEL_RATE)
+        chars = len(full_text(segments))
+        self.usage.item(chars, time.monotonic() - self.started)
+
+    def response(
+        self, req: TranscriptionRequest, segments: list[Segment], duration_s: float
+    ) -> HttpResponse:
+        """The transcript in ``response_format``."""
+        body, content_type = render(
+            req.response_format,
+            segments,
+            duration_s=duration_s,
+            language=req.language,
+            words=req.words,
+        )
+        response: HttpResponse
+        if isinstance(body, dict):
+            response = JsonResponse(body)
+        else:
+            response = HttpResponse(body, content_type=content_type)
+        response["x-request-id"] = self.request_id
+        return response
+
+    async def stream_body(
+        self,
+        texts: AsyncGenerator[PieceText, None],
+        first: PieceText | None,
+        pieces: list[Piece],
+        samples: int,
+    ) -> AsyncIterator[bytes]:
+        """SSE: a delta per piece with text, then done with the whole text and usage."""
+        segments: list[Segment] = []
+        status: UsageStatus = "failed"
+        code = "internal_error"
+        try:
+            try:
+                text = first
+                while text is not None:
+                    segments.append(
+                        segment_of(pieces[text.seq], text.text, text.completion_tokens)
+                    )
+                    if delta := delta_text(len(segments) - 1, text.text):
+                        yield sse({"type": "transcript.text.delta", "delta": delta})
+                    text = await anext(texts, None)
+            except (AsrJobError, TimeoutError, AdmissionDenied) as exc:
+                error = _stream_error(exc)
+                code = error.code or "internal_error"
+                yield sse({"type": "error", "error": error.body()["error"]})
+                return
+            self._count(segments, samples)
+            done = {
+                "type": "transcript.text.done",
+                "text": "".join(delta_text(i, s.text) for i, s in enumerate(segments)),
+                "usage": usage_of(samples / MODEL_RATE),
+            }
+            yield sse(done)
+            status, code = "completed", ""
+        except (asyncio.CancelledError, GeneratorExit):
+            status, code = "cancelled", ""
+            raise
+        finally:
+            try:
+                await texts.aclose()
+            except Exception:  # boundary: the job's iterator; its job is withdrawn
+                logger.exception("transcription stream: job not closed cleanly")
+            await asyncio.shield(self.end(status, code))
+
+
+def _decode(req: TranscriptionRequest) -> npt.NDArray[np.int16]:
+    """Decode the upload, mapping failures to OpenAI's 400s."""
+    cap = settings.OPENAI_TRANSCRIBE_MAX_SECONDS
+    try:
+        return decode_upload(req.file, max_seconds=cap)
+    except UnreadableAudio:
+        raise invalid(
+            "The audio file could not be decoded or its format is not supported.",
+            param="file",
+            code="invalid_audio_format",
+        ) from None
+    except AudioTooLong:
+        raise invalid(
+            f"Audio file is too long: the maximum is {cap:g} seconds.",
+            param="file",
+            code="audio_too_long",
+        ) from None
+
+
+def _stream_error(exc: BaseException) -> OpenAiError:
+    if isinstance(exc, AdmissionDenied):
+        return denial_error(exc)
+    if isinstance(exc, AsrJobError):
+        return job_error(exc)
+    return timeout_error()

@@ -1,0 +1,16 @@
+"""Routes of the OpenAI-compatible endpoints (under ``/v1/``)."""
+
+from django.urls import path
+
+from openai_rest import speech, transcriptions, views
+
+urlpatterns = [
+    path("audio/speech", speech.speech, name="openai-speech"),
+    path(
+        "audio/transcriptions",
+        transcriptions.transcriptions,
+        name="openai-transcriptions",
+    ),
+    path("models", views.models, name="openai-models"),
+    path("models/<path:model_id>", views.model, name="openai-model"),
+]

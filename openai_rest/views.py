@@ -1,0 +1,62 @@
+"""``GET /v1/models`` and ``GET /v1/models/{id}``, as the SDK's ``models.list()`` reads them."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from accounts.admission import authenticate_request
+from accounts.exceptions import AdmissionDenied
+from openai_rest.catalog import OWNER, ServedModel, served_models
+from openai_rest.errors import OpenAiError, denial_error, error_response
+from tts.views import rest_request_id
+
+CREATED = 1_735_689_600  # 2025-01-01: the models have no creation time of their own
+
+
+def model_object(model: ServedModel) -> dict[str, object]:
+    """One ``model`` object; ``kind`` and ``alias_of`` are additive fields."""
+    return {
+        "id": model.id,
+        "object": "model",
+        "created": CREATED,
+        "owned_by": OWNER,
+        "kind": model.kind,
+        "alias_of": model.alias_of,
+    }
+
+
+def _authenticated(request: HttpRequest) -> JsonResponse | None:
+    try:
+        authenticate_request(request, endpoint=None)
+    except AdmissionDenied as denied:
+        return error_response(denial_error(denied), rest_request_id(request))
+    return None
+
+
+@require_GET
+def models(request: HttpRequest) -> JsonResponse:
+    """The served TTS and ASR models, with every alias."""
+    refused = _authenticated(request)
+    if refused is not None:
+        return refused
+    data = [model_object(m) for m in served_models()]
+    return JsonResponse({"object": "list", "data": data})
+
+
+@require_GET
+def model(request: HttpRequest, model_id: str) -> JsonResponse:
+    """One served model, or 404 in OpenAI's shape."""
+    refused = _authenticated(request)
+    if refused is not None:
+        return refused
+    for served in served_models():
+        if served.id == model_id:
+            return JsonResponse(model_object(served))
+    error = OpenAiError(
+        404,
+        f"The model '{model_id[:64]}' does not exist.",
+        param="model",
+        code="model_not_found",
+    )
+    return error_response(error, rest_request_id(request))

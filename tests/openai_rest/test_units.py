@@ -1,0 +1,157 @@
+"""Plain tests of the OpenAI REST pieces: request fields, cutting, transcripts, encoders."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import av
+import numpy as np
+import pytest
+
+from accounts.exceptions import AdmissionDenied, MissingApiKey
+from openai_rest.encode import RESPONSE_FORMATS, StreamEncoder
+from openai_rest.errors import OpenAiError, denial_error
+from openai_rest.speech_request import parse_speech, tts_request
+from openai_rest.split import MAX_PIECE_S, split_pieces
+from openai_rest.transcripts import Segment, delta_text, render, srt, vtt
+
+RATE = 16000
+
+
+def noise(seconds: float) -> np.ndarray:
+    return (
+        np.random.default_rng(0).normal(0, 3000, int(seconds * RATE)).astype(np.int16)
+    )
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * RATE), dtype=np.int16)
+
+
+def test_pieces_end_at_pauses_and_skip_silence() -> None:
+    pcm = np.concatenate(
+        [
+            silence(2),
+            noise(3),
+            silence(0.3),
+            noise(3),
+            silence(0.8),
+            noise(4),
+            silence(3),
+        ]
+    )
+    pieces = split_pieces(pcm)
+    # The short pause (0.3 s) does not cut; the 0.8 s one does; trailing silence goes.
+    assert len(pieces) == 2
+    assert pieces[0].start == 0 and 8.3 < pieces[0].end_s < 9.1
+    assert pieces[1].end_s < len(pcm) / RATE
+
+
+def test_pieces_of_continuous_speech_are_at_most_the_window() -> None:
+    pcm = noise(70)
+    pieces = split_pieces(pcm)
+    assert len(pieces) >= 3
+    assert all(p.end_s - p.start_s <= MAX_PIECE_S for p in pieces)
+    assert pieces[0].start == 0 and pieces[-1].end == len(pcm)
+    assert all(a.end == b.start for a, b in zip(pieces, pieces[1:], strict=False))
+    assert split_pieces(silence(5)) == [] and split_pieces(silence(0)) == []
+
+
+def test_transcript_formats() -> None:
+    segments = [Segment(0.0, 2.5, "Hello there."), Segment(2.5, 3661.25, "Bye.")]
+    assert srt(segments) == (
+        "1\n00:00:00,000 --> 00:00:02,500\nHello there.\n\n"
+        "2\n00:00:02,500 --> 01:01:01,250\nBye.\n\n"
+    )
+    assert vtt(segments).startswith("WEBVTT\n\n00:00:00.000 --> 00:00:02.500\nHello")
+    body, kind = render("json", segments, duration_s=3.2, language="en")
+    assert body == {
+        "text": "Hello there. Bye.",
+        "usage": {"type": "duration", "seconds": 4},
+    }
+    assert kind == "application/json"
+    verbose, _ = render("verbose_json", segments, duration_s=3.2, language="en")
+    assert isinstance(verbose, dict) and verbose["language"] == "english"
+    assert [s["id"] for s in verbose["segments"]] == [0, 1]
+    text, kind = render("text", segments, duration_s=3.2, language="en")
+    assert text == "Hello there. Bye.\n" and kind.startswith("text/plain")
+    assert delta_text(0, " Hi.") == "Hi." and delta_text(1, "Yes.") == " Yes."
+    assert delta_text(2, "  ") == ""
+
+
+@pytest.mark.parametrize("fmt", RESPONSE_FORMATS)
+def test_each_encoder_streams_audio_that_decodes(fmt: str) -> None:
+    t = np.arange(24000) / 24000
+    pcm = (np.sin(2 * np.pi * 440 * t) * 8000).astype("<i2").tobytes()
+    encoder = StreamEncoder(fmt, 24000)  # type: ignore[arg-type]
+    parts = [encoder.encode(pcm[i : i + 4800]) for i in range(0, len(pcm), 4800)]
+    parts.append(encoder.flush())
+    data = b"".join(parts)
+    assert sum(1 for p in parts[:-1] if p) >= 3  # bytes leave as the audio arrives
+    if fmt == "pcm":
+        assert data == pcm
+        return
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.audio[0]
+        samples = sum(f.samples for f in container.decode(stream))
+        rate = stream.codec_context.sample_rate
+    assert samples / rate == pytest.approx(1.0, abs=0.1)
+
+
+def body(**fields: object) -> bytes:
+    return json.dumps(
+        {"model": "tts-1", "input": "Hi.", "voice": "alloy", **fields}
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [
+        ({"model": "dall-e"}, "model"),
+        ({"input": None}, "input"),
+        ({"input": 7}, "input"),
+        ({"voice": ""}, "voice"),
+        ({"response_format": "ogg"}, "response_format"),
+        ({"speed": 5}, "speed"),
+        ({"speed": "fast"}, "speed"),
+        ({"stream_format": "chunks"}, "stream_format"),
+    ],
+)
+def test_speech_fields_are_validated(fields: dict[str, object], param: str) -> None:
+    with pytest.raises(OpenAiError) as caught:
+        parse_speech(body(**fields))
+    assert caught.value.status == 400 and caught.value.param == param
+
+
+def test_speech_defaults_and_the_socket_request() -> None:
+    req = parse_speech(body(instructions="whisper", voice={"id": "nova"}))
+    assert (req.response_format, req.stream_format, req.speed) == ("mp3", "audio", 1.0)
+    tts = tts_request(parse_speech(body(speed=4.0)))
+    assert (tts.format, tts.sample_rate, tts.speed, tts.speaker) == (
+        "pcm",
+        24000,
+        2.0,
+        "male1",
+    )
+    assert tts_request(parse_speech(body(voice="joe"))).speaker == "joe"
+    with pytest.raises(OpenAiError):
+        parse_speech(b"{not json")
+
+
+def test_denials_in_openai_shape() -> None:
+    missing = denial_error(MissingApiKey())
+    assert (missing.status, missing.code) == (401, "invalid_api_key")
+    limited = denial_error(AdmissionDenied("rate_limited", retry_after_ms=1500))
+    assert (limited.status, limited.type, limited.retry_after_ms) == (
+        429,
+        "requests",
+        1500,
+    )
+    quota = denial_error(AdmissionDenied("quota_exceeded"))
+    assert (quota.status, quota.code, quota.retry_after_ms) == (
+        429,
+        "insufficient_quota",
+        None,
+    )
+    assert set(quota.body()["error"]) == {"message", "type", "param", "code"}

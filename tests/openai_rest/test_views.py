@@ -1,0 +1,252 @@
+"""The audio endpoints through the real ASGI application, the embedded worker and the fake
+engines: every exit path finishes the record and frees the lease (fast; no real engine)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
+
+from asr.engines.fake import FakeAsr
+from tests.conftest import KeyMaker
+from tests.openai_rest.conftest import encode_container
+from tests.tts.conftest import lease_free, open_records, slow_fake, usage_records
+from tests.tts.test_rest import Response, auth, http, request
+from veena_site.runtime import WorkerRuntime
+
+pytestmark = pytest.mark.django_db(transaction=True)
+__all__ = ["slow_fake"]
+
+TEXT = "Hello world. How are you today?"
+
+
+async def speech(body: dict[str, Any], key: str) -> Response:
+    headers = {"Content-Type": "application/json", **auth(key)}
+    return await request("POST", "/v1/audio/speech", json.dumps(body).encode(), headers)
+
+
+def wav_of(seconds: list[tuple[float, bool]]) -> bytes:
+    """A 16 kHz WAV of noise (True) and silence (False) runs."""
+    rng = np.random.default_rng(1)
+    parts = [
+        rng.normal(0, 3000, int(s * 16000)) if loud else np.zeros(int(s * 16000))
+        for s, loud in seconds
+    ]
+    return encode_container(np.concatenate(parts).astype(np.int16), 16000, "wav")
+
+
+async def transcribe(key: str, data: bytes, **fields: str) -> Response:
+    upload = io.BytesIO(data)
+    upload.name = "a.wav"
+    body = encode_multipart(BOUNDARY, {"model": "whisper-1", "file": upload, **fields})
+    headers = {"Content-Type": MULTIPART_CONTENT, **auth(key)}
+    return await request("POST", "/v1/audio/transcriptions", body, headers)
+
+
+async def settled(account_id: int) -> None:
+    deadline = time.monotonic() + 3
+    while await open_records() or not await lease_free(account_id):
+        assert time.monotonic() < deadline, "a record or the lease stayed held"
+        await asyncio.sleep(0.02)
+
+
+async def test_speech_pcm_is_24khz_and_metered(
+    embedded_worker: WorkerRuntime, keyed: KeyMaker
+) -> None:
+    api_key, raw = await keyed()
+    response = await speech(
+        {"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": "pcm"},
+        raw,
+    )
+    assert response.status_code == 200 and response["content-type"] == "audio/pcm"
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert (record.status, record.tts_chars_in) == ("completed", len(TEXT))
+    assert record.tts_audio_out_ms == len(response.content) // 2 * 1000 // 24000
+    assert record.ttfb_ms is not None
+
+
+async def test_speech_without_a_worker_is_503_with_retry_after(
+    keyed: KeyMaker, settings: Any
+) -> None:
+    settings.TTS_WORKER_ANSWER_MS = 100
+    settings.TTS_ADMISSION_WAIT_MS = 100
+    api_key, raw = await keyed()
+    response = await speech({"model": "tts-1", "input": TEXT, "voice": "alloy"}, raw)
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "model_not_loaded"
+    assert int(response["retry-after"]) >= 1
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert record.status == "failed"
+
+
+async def test_speech_client_gone_midway_is_cancelled(
+    slow_fake: WorkerRuntime, keyed: KeyMaker
+) -> None:
+    api_key, raw = await keyed()
+    body = json.dumps({"model": "tts-1", "input": "h" * 3000, "voice": "nova"}).encode()
+    comm = http(
+        "POST",
+        "/v1/audio/speech",
+        body,
+        {"Content-Type": "application/json", **auth(raw)},
+    )
+    await comm.send_input({"type": "http.request", "body": body})
+    start = await comm.receive_output(timeout=10)
+    assert start["status"] == 200
+    part = await comm.receive_output(timeout=5)
+    assert part["more_body"] and part["body"]  # audio before the job is done
+    await comm.send_input({"type": "http.disconnect"})
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert record.status == "cancelled"
+    assert not slow_fake.jobs.busy("tts")
+    await comm.wait(timeout=2)
+
+
+async def test_transcription_of_pieces_in_order(
+    embedded_worker: WorkerRuntime, keyed: KeyMaker
+) -> None:
+    api_key, raw = await keyed()
+    # 6 s, a pause, 7 s, a pause, 3 s: three pieces (fake engine: one word per second).
+    data = wav_of([(6, True), (1, False), (7, True), (1, False), (3, True)])
+    response = await transcribe(raw, data, response_format="verbose_json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    segments = body["segments"]
+    assert len(segments) == 3 and segments[-1]["end"] == pytest.approx(18.0)
+    # The fake engine says one word per whole second of its piece.
+    assert [len(s["text"].split()) for s in segments] == [
+        int(s["end"] - s["start"]) for s in segments
+    ]
+    assert body["text"] == " ".join(s["text"].strip() for s in body["segments"])
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert (record.status, record.endpoint) == ("completed", "asr")
+    assert record.asr_audio_in_ms == 18_000
+
+
+async def test_transcription_engine_failure_is_500(
+    embedded_worker: WorkerRuntime, keyed: KeyMaker
+) -> None:
+    engine = embedded_worker.engines["asr"].engine
+    assert isinstance(engine, FakeAsr)
+    engine.failures = 2  # the final decode and its retry
+    api_key, raw = await keyed()
+    response = await transcribe(raw, wav_of([(3, True)]))
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["type"] == "server_error" and "fake" not in error["message"]
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert record.status == "failed"
+
+
+async def test_silent_file_is_an_empty_transcript_without_a_job(
+    embedded_worker: WorkerRuntime, keyed: KeyMaker
+) -> None:
+    api_key, raw = await keyed()
+    response = await transcribe(raw, wav_of([(2, False)]), response_format="text")
+    assert response.status_code == 200 and response.content == b"\n"
+    await settled(api_key.account_id)
+
+
+async def test_speech_checkpoints_while_the_body_streams(
+    slow_fake: WorkerRuntime, keyed: KeyMaker, settings: Any
+) -> None:
+    """Ticks that reach the database run after the view has returned (its sync-to-async
+    context closed): the record is checkpointed and completed."""
+    settings.USAGE_CHECKPOINT_SECONDS = 0.2
+    api_key, raw = await keyed()
+    response = await speech(
+        {
+            "model": "tts-1",
+            "input": "w" * 2000,
+            "voice": "alloy",
+            "response_format": "pcm",
+        },
+        raw,
+    )
+    assert response.status_code == 200
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert record.status == "completed"
+    assert record.tts_audio_out_ms == len(response.content) // 2 * 1000 // 24000
+
+
+async def test_verbose_json_words_have_file_times(
+    embedded_worker: WorkerRuntime, keyed: KeyMaker
+) -> None:
+    _, raw = await keyed()
+    data = wav_of([(6, True), (1, False), (4, True)])  # two pieces
+    upload = io.BytesIO(data)
+    upload.name = "a.wav"
+    fields = {
+        "model": "whisper-1",
+        "file": upload,
+        "response_format": "verbose_json",
+        "timestamp_granularities[]": ["word", "segment"],
+    }
+    body = encode_multipart(BOUNDARY, fields)
+    headers = {"Content-Type": MULTIPART_CONTENT, **auth(raw)}
+    response = await request("POST", "/v1/audio/transcriptions", body, headers)
+    assert response.status_code == 200, response.content
+    verbose = response.json()
+    words = verbose["words"]
+    assert " ".join(w["word"] for w in words) == verbose["text"]
+    second = verbose["segments"][1]["start"]
+    # The fake engine times word i of a piece at [i, i + 1) s from the piece's start.
+    assert [w["start"] for w in words] == [float(i) for i in range(6)] + [
+        round(second + i, 3) for i in range(len(words) - 6)
+    ]
+    assert len(words) == 10
+    plain = await transcribe(raw, data, response_format="verbose_json")
+    assert "words" not in plain.json()
+
+
+async def test_speech_sse_of_a_revoked_key_ends_with_an_error_event(
+    slow_fake: WorkerRuntime, keyed: KeyMaker
+) -> None:
+    from channels.db import database_sync_to_async
+
+    from accounts.models import ApiKey
+    from accounts.services.api_keys import api_key_revoke
+
+    api_key, raw = await keyed()
+    body = json.dumps(
+        {
+            "model": "tts-1",
+            "input": "r" * 3000,
+            "voice": "alloy",
+            "stream_format": "sse",
+        }
+    ).encode()
+    headers = {"Content-Type": "application/json", **auth(raw)}
+    comm = http("POST", "/v1/audio/speech", body, headers)
+    await comm.send_input({"type": "http.request", "body": body})
+    start = await comm.receive_output(timeout=10)
+    assert start["status"] == 200
+    await database_sync_to_async(api_key_revoke)(
+        api_key=await ApiKey.objects.aget(pk=api_key.pk), actor=None, reason="rest"
+    )
+    content = b""
+    while True:
+        part = await comm.receive_output(timeout=5)
+        content += part.get("body", b"")
+        if not part.get("more_body"):
+            break
+    events = [json.loads(line[6:]) for line in content.decode().split("\n\n") if line]
+    assert events[-1]["type"] == "error"
+    assert events[-1]["error"]["code"] == "invalid_api_key"
+    assert {e["type"] for e in events[:-1]} == {"speech.audio.delta"}
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert (record.status, record.error_code) == ("failed", "key_revoked")
+    assert not slow_fake.jobs.busy("tts")

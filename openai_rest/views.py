@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
+from django.views.defaults import page_not_found
 
 from accounts.admission import authenticate_request
 from accounts.exceptions import AdmissionDenied
@@ -59,4 +60,16 @@ def model(request: HttpRequest, model_id: str) -> JsonResponse:
         param="model",
         code="model_not_found",
     )
+    return error_response(error, rest_request_id(request))
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """404 (``handler404``): OpenAI's envelope under ``/v1/``, Django's page elsewhere."""
+    if not request.path.startswith("/v1/"):
+        return page_not_found(request, exception)  # type: ignore[arg-type]
+    path = request.path[:200]
+    shown = (
+        f" ({request.method} {path})" if path.isascii() and path.isprintable() else ""
+    )
+    error = OpenAiError(404, f"Invalid URL{shown}.", code="unknown_url")
     return error_response(error, rest_request_id(request))

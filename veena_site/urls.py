@@ -9,6 +9,7 @@ from tts import views as tts_views
 from veena_site import views
 
 admin.site.login_form = ThrottledAdminAuthenticationForm
+handler404 = "openai_rest.views.not_found"  # OpenAI's envelope under /v1/
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),

@@ -155,3 +155,20 @@ def test_denials_in_openai_shape() -> None:
         None,
     )
     assert set(quota.body()["error"]) == {"message", "type", "param", "code"}
+
+
+@pytest.mark.django_db
+def test_an_unknown_v1_url_is_openai_s_404_and_other_paths_keep_django_s() -> None:
+    from django.test import Client
+
+    client = Client()
+    response = client.post("/v1/audio/speeches", {})
+    assert response.status_code == 404
+    assert response.json()["error"] == {
+        "message": "Invalid URL (POST /v1/audio/speeches).",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "unknown_url",
+    }
+    other = client.get("/dashboard/nowhere")
+    assert other.status_code == 404 and "json" not in other["Content-Type"]

@@ -52,6 +52,22 @@ def p95(values: list[float]) -> float:
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
+class BenchError(RuntimeError):
+    """A part of the run failed; what was measured before it is still printed."""
+
+
+Measured = dict[int, tuple[list[float], list[float]]]
+
+
+def attempt(label: str, errors: list[str], measure: object, *args: object) -> object:
+    """Run one measurement; a failure is noted in ``errors`` and yields None."""
+    try:
+        return measure(*args)  # type: ignore[operator]
+    except Exception as exc:  # boundary: one bench part, reported at the end
+        errors.append(f"{label}: {type(exc).__name__}: {exc}")
+        return None
+
+
 def summary(values: list[float]) -> tuple[float, float]:
     return statistics.median(values), p95(values)
 
@@ -88,18 +104,35 @@ async def run_clients(client: object, level: int) -> None:
     await asyncio.gather(*(client(i, n) for i, n in enumerate(shares)))  # type: ignore[operator]
 
 
-def measure_direct() -> dict[int, tuple[list[float], list[float]]]:
+def measure_direct(errors: list[str]) -> Measured:
     from tts.engines.piper import PiperTts
 
-    async def run() -> dict[int, tuple[list[float], list[float]]]:
+    results: Measured = {}
+
+    async def run() -> None:
         engine = PiperTts.load()
         try:
             await direct_level(engine, 1)  # warm-up
-            return {level: await direct_level(engine, level) for level in LEVELS}
+            for level in LEVELS:
+                measured = await attempt_async(
+                    f"direct {level}", errors, direct_level(engine, level)
+                )
+                if measured is not None:
+                    results[level] = measured
         finally:
             engine.close()
 
-    return asyncio.run(run())
+    attempt("direct", errors, asyncio.run, run())
+    return results
+
+
+async def attempt_async(label: str, errors: list[str], measure: object) -> object:
+    """``attempt`` for a coroutine."""
+    try:
+        return await measure  # type: ignore[misc]
+    except Exception as exc:  # boundary: one bench level, reported at the end
+        errors.append(f"{label}: {type(exc).__name__}: {exc}")
+        return None
 
 
 # Full stack: a Daphne gateway as a child process.
@@ -127,29 +160,30 @@ def child_env(data_dir: str) -> dict[str, str]:
     return env
 
 
-def manage(*args: str, env: dict[str, str]) -> str:
+def provision(env: dict[str, str]) -> str:
+    """Migrate the child's database and mint a key on the bench's own plan (no limits in the way)."""
     out = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
+        [sys.executable, str(ROOT / "bench" / "_provision.py")],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    return out.stdout
+    return out.stdout.strip().splitlines()[-1]
 
 
 def wait_ready(port: int, proc: subprocess.Popen[bytes], limit_s: float = 90) -> None:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"rungateway exited with {proc.returncode}")
+            raise BenchError(f"rungateway exited with {proc.returncode}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2):
                 return
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             time.sleep(0.3)
-    raise SystemExit("the gateway was not ready in time")
+    raise BenchError("the gateway was not ready in time")
 
 
 async def stack_level(
@@ -178,7 +212,7 @@ async def stack_level(
                         continue
                     event = json.loads(message)
                     if event["event"] == "error":
-                        raise SystemExit(f"stack error: {event['error']}")
+                        raise BenchError(f"stack error: {event['error']}")
                     if event["event"] == "complete":
                         break
                 total = time.perf_counter() - started
@@ -189,13 +223,10 @@ async def stack_level(
     return ttfb, rtf
 
 
-def measure_stack() -> dict[int, tuple[list[float], list[float]]]:
+def measure_stack(errors: list[str]) -> Measured:
     data_dir = tempfile.mkdtemp(prefix="veena-bench-tts-")
     env = child_env(data_dir)
-    manage("migrate", "--noinput", env=env)
-    key = (
-        manage("create_api_key", "--account", "bench", env=env).strip().splitlines()[-1]
-    )
+    key = provision(env)
     port = free_port()
     log = open(Path(data_dir) / "gateway.log", "wb")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
@@ -206,14 +237,21 @@ def measure_stack() -> dict[int, tuple[list[float], list[float]]]:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    results: Measured = {}
     try:
         wait_ready(port, proc)
 
-        async def run() -> dict[int, tuple[list[float], list[float]]]:
+        async def run() -> None:
             await stack_level(port, key, 1)  # warm-up
-            return {level: await stack_level(port, key, level) for level in LEVELS}
+            for level in LEVELS:
+                measured = await attempt_async(
+                    f"stack {level}", errors, stack_level(port, key, level)
+                )
+                if measured is not None:
+                    results[level] = measured
 
-        return asyncio.run(run())
+        attempt("stack", errors, asyncio.run, run())
+        return results
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -225,8 +263,9 @@ def measure_stack() -> dict[int, tuple[list[float], list[float]]]:
 
 def main() -> None:
     started = time.monotonic()
-    direct = measure_direct()
-    stack = measure_stack()
+    errors: list[str] = []
+    direct = measure_direct(errors)
+    stack = attempt("stack setup", errors, measure_stack, errors) or {}
     print(
         f"\nTTS benchmark: Piper en_US-joe-medium, {os.cpu_count()} CPUs, PCM {RATE} Hz"
     )
@@ -239,6 +278,9 @@ def main() -> None:
     )
     print(f"{'':>8} | {'median / p95':>16} {'median / p95':>16} {'':>6} |")
     for level in LEVELS:
+        if level not in stack or level not in direct:
+            print(f"{level:>4}     | not measured (see below)")
+            continue
         s_ttfb, s_rtf = stack[level]
         d_ttfb, d_rtf = direct[level]
         (s_t50, s_t95), (d_t50, d_t95) = summary(s_ttfb), summary(d_ttfb)
@@ -250,6 +292,10 @@ def main() -> None:
             f" {s_r50 / d_r50:6.2f}"
         )
     print(f"(benchmark took {time.monotonic() - started:.0f} s)")
+    for error in errors:
+        print(f"FAILED {error}")
+    if errors:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -191,6 +191,12 @@ TTS_WORKER_SLOTS = env.int(
 )
 ASR_WORKER_SLOTS = env.int("ASR_WORKER_SLOTS", default=16)
 ENGINE_THREADS = env.int("ENGINE_THREADS", default=CPU_COUNT)
+# Piper's ONNX sessions by intra-op threads (issue 13): empty = ENGINE_THREADS and 1, so a lone
+# stream uses every core and many streams one each; a 1-thread session is always added.
+TTS_PIPER_SESSION_THREADS = [
+    int(n) for n in env.list("TTS_PIPER_SESSION_THREADS", default=[])
+]
+TTS_PIPER_SPINNING = env.bool("TTS_PIPER_SPINNING", default=False)
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
 WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
 # Gateway → worker liveness per job: a keepalive every JOB_KEEPALIVE_S; a worker ends a job

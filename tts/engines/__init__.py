@@ -9,10 +9,15 @@ from tts.engines.base import TtsEngine
 
 
 def load_piper() -> TtsEngine:
-    """Load the bundled Piper voice (CPU)."""
+    """Load the bundled Piper voice (CPU), its ONNX sessions as configured."""
+    from django.conf import settings
+
     from tts.engines.piper import PiperTts
 
-    return PiperTts.load()
+    return PiperTts.load(
+        session_threads=getattr(settings, "TTS_PIPER_SESSION_THREADS", ()),
+        spinning=getattr(settings, "TTS_PIPER_SPINNING", False),
+    )
 
 
 def load_fake() -> TtsEngine:

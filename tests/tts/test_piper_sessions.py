@@ -82,3 +82,27 @@ def test_lease_waits_for_cores_and_never_exceeds_the_budget() -> None:
     assert p.peak_threads <= 2
     assert p.free == 2
     assert sum(p.runs.values()) == 6
+
+
+def test_without_waiting_a_one_thread_run_starts_beside_a_wide_run() -> None:
+    p = SessionPool({2: "wide", 1: "one"}, 2, wait_for_cores=False)
+    with p.lease(2) as wide, p.lease(1) as one:
+        assert (wide, one) == ("wide", "one")
+        assert p.peak_threads == 3  # the overlap this mode allows, one sentence long
+    assert p.free == 2
+
+
+def test_waiting_for_cores_a_one_thread_run_waits_for_the_wide_run() -> None:
+    p = pool(2, 1, budget=2)
+    started = threading.Event()
+
+    def second() -> None:
+        with p.lease(1):
+            started.set()
+
+    with p.lease(2):
+        thread = threading.Thread(target=second)
+        thread.start()
+        assert not started.wait(0.05)
+    thread.join(timeout=10)
+    assert started.is_set()

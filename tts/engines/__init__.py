@@ -17,6 +17,7 @@ def load_piper() -> TtsEngine:
     return PiperTts.load(
         session_threads=getattr(settings, "TTS_PIPER_SESSION_THREADS", ()),
         spinning=getattr(settings, "TTS_PIPER_SPINNING", False),
+        wait_for_cores=getattr(settings, "TTS_PIPER_WAIT_FOR_CORES", True),
     )
 
 

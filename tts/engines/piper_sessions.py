@@ -50,12 +50,18 @@ def session_options(threads: int, *, spinning: bool) -> onnxruntime.SessionOptio
 class SessionPool:
     """Sessions keyed by thread count; ``lease`` hands one out within the core budget."""
 
-    def __init__(self, sessions: dict[int, Any], budget: int) -> None:
+    def __init__(
+        self, sessions: dict[int, Any], budget: int, *, wait_for_cores: bool = True
+    ) -> None:
         if 1 not in sessions:
             raise ValueError("a one-thread session is required")
         self.sessions = sessions
         self.budget = budget
         self.free = budget
+        # False: a one-thread run starts beside a wide run that is finishing instead of
+        # waiting for its cores (at most ``budget`` one-thread runs still).
+        self.wait_for_cores = wait_for_cores
+        self._singles = 0
         self._busy: set[int] = set()  # wide sessions in use
         self.runs: Counter[int] = Counter()  # runs leased, by thread count
         self.peak_threads = 0  # most threads leased at once
@@ -69,10 +75,11 @@ class SessionPool:
         counts: Sequence[int],
         *,
         spinning: bool,
+        wait_for_cores: bool = True,
     ) -> SessionPool:
         """One session per thread count from ``factory(options)``."""
         sessions = {n: factory(session_options(n, spinning=spinning)) for n in counts}
-        return cls(sessions, budget)
+        return cls(sessions, budget, wait_for_cores=wait_for_cores)
 
     @contextmanager
     def lease(self, want: int) -> Iterator[Any]:
@@ -84,6 +91,8 @@ class SessionPool:
             self.free -= threads
             if threads > 1:
                 self._busy.add(threads)
+            else:
+                self._singles += 1
             self.runs[threads] += 1
             self.peak_threads = max(self.peak_threads, self.budget - self.free)
         try:
@@ -91,13 +100,18 @@ class SessionPool:
         finally:
             with self._changed:
                 self.free += threads
-                self._busy.discard(threads)
+                if threads > 1:
+                    self._busy.discard(threads)
+                else:
+                    self._singles -= 1
                 self._changed.notify_all()
 
     def _pick(self, want: int) -> int | None:
         """The widest idle session within ``want`` and the free cores; None when none fits."""
         limit = min(want, self.free)
         for threads in sorted(self.sessions, reverse=True):
-            if threads <= limit and (threads == 1 or threads not in self._busy):
+            if threads > 1 and threads <= limit and threads not in self._busy:
                 return threads
+        if self.free >= 1 or (not self.wait_for_cores and self._singles < self.budget):
+            return 1
         return None

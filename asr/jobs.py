@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from asr.audio import loud_end
 from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrEngine, AsrHypothesis
 from asr.messages import (
     AsrAudio,
@@ -123,6 +124,9 @@ class Item:
     pcm: bytearray = field(default_factory=bytearray)
     commit_total: int | None = None
     decoded_at: int = 0  # samples when the last chunk decode started
+    speech_end: int = 0  # end of the last audio above the silence threshold
+    # The last chunk decode that finished: its hypothesis, plan and the samples it covered.
+    last_chunk: tuple[AsrHypothesis, DecodePlan, int] | None = None
     resync_pending: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     chunk: asyncio.Task[AsrHypothesis] | None = None
@@ -152,6 +156,9 @@ class AsrJob:
         self.items: dict[int, Item] = {}
         self.gate = decode_gate(engine)
         self.max_samples = int(settings.ASR_MAX_BUFFER_S * MODEL_RATE)
+        self.reuse = settings.ASR_FINAL_REUSE
+        self.silence_dbfs = settings.ASR_SILENCE_DBFS
+        self.pause_samples = int(settings.ASR_PAUSE_DECODE_S * MODEL_RATE)
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def receive(self, message: dict[str, Any]) -> None:
@@ -216,7 +223,11 @@ class AsrJob:
             return
         item.resync_pending = False
         room = max(0, self.max_samples - item.samples)
-        item.pcm.extend(audio.pcm[: 2 * room])
+        pcm = audio.pcm[: 2 * room]
+        end = loud_end(np.frombuffer(pcm, dtype="<i2"), item.samples, self.silence_dbfs)
+        item.pcm.extend(pcm)
+        if end is not None:
+            item.speech_end = end
         item.wake.set()
 
     def _commit(self, commit: AsrCommit) -> None:
@@ -267,7 +278,23 @@ class AsrJob:
                 del self.items[item.seq]
 
     def _chunk_due(self, item: Item) -> bool:
-        return item.samples - item.decoded_at >= item.state.chunk_samples
+        """A chunk of new audio, or a pause after speech the last decode did not cover."""
+        if item.samples - item.decoded_at >= item.state.chunk_samples:
+            return True
+        return (
+            self.pause_samples > 0
+            and item.decoded_at < item.speech_end
+            and item.samples - item.speech_end >= self.pause_samples
+        )
+
+    def _reusable(self, item: Item, total: int) -> AsrHypothesis | None:
+        """The last chunk hypothesis when it covered every sound up to ``total`` (issue 13)."""
+        if not self.reuse or item.last_chunk is None:
+            return None
+        hyp, plan, covered = item.last_chunk
+        if covered > total or covered < min(item.speech_end, total):
+            return None
+        return hyp if item.state.completes(hyp, plan) else None
 
     async def _chunk(self, item: Item) -> bool:
         """One chunk decode; False when it failed and the job must end (IT-13)."""
@@ -297,6 +324,7 @@ class AsrJob:
             return False
         finally:
             item.chunk = None
+        item.last_chunk = (hyp, plan, item.decoded_at)
         emission = item.state.on_chunk(hyp, plan)
         if emission is not None and emission.text:
             await self.send(
@@ -313,27 +341,9 @@ class AsrJob:
 
     async def _final(self, item: Item, total: int) -> None:
         started = time.monotonic()
-        plan = item.state.plan(total, final=True)
-        for attempt in range(1, FINAL_ATTEMPTS + 1):
-            try:
-                hyp = await self._decode(item, plan, total)
-                break
-            except Exception:  # boundary: one final decode
-                logger.exception(
-                    "asr job %s item %d: final decode failed (attempt %d)",
-                    self.job_id,
-                    item.seq,
-                    attempt,
-                )
-        else:
-            await self.send(
-                JobFailed(
-                    job_id=self.job_id,
-                    code="inference_failed",
-                    stage="final",
-                    item_seq=item.seq,
-                )
-            )
+        reused = self._reusable(item, total)
+        hyp = reused or await self._final_decode(item, total)
+        if hyp is None:
             return
         emission = item.state.on_final(hyp)
         await self.send(
@@ -348,6 +358,29 @@ class AsrJob:
                 decode_ms=int((time.monotonic() - started) * 1000),
             )
         )
+
+    async def _final_decode(self, item: Item, total: int) -> AsrHypothesis | None:
+        """The full final decode, retried once (WK-8); None when the item failed."""
+        plan = item.state.plan(total, final=True)
+        for attempt in range(1, FINAL_ATTEMPTS + 1):
+            try:
+                return await self._decode(item, plan, total)
+            except Exception:  # boundary: one final decode
+                logger.exception(
+                    "asr job %s item %d: final decode failed (attempt %d)",
+                    self.job_id,
+                    item.seq,
+                    attempt,
+                )
+        await self.send(
+            JobFailed(
+                job_id=self.job_id,
+                code="inference_failed",
+                stage="final",
+                item_seq=item.seq,
+            )
+        )
+        return None
 
     async def _decode(self, item: Item, plan: DecodePlan, total: int) -> AsrHypothesis:
         request = AsrDecodeRequest(

@@ -299,6 +299,12 @@ LOGGING = {
 }
 ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=1.0)
 ASR_UNFIXED_WORDS = env.int("ASR_UNFIXED_WORDS", default=3)
+# Issue 13: a commit whose audio after the last chunk decode is silence (below ASR_SILENCE_DBFS)
+# completes with that decode instead of a second full decode; a chunk decode also starts once
+# ASR_PAUSE_DECODE_S of silence follows speech the last decode did not cover (0: never).
+ASR_FINAL_REUSE = env.bool("ASR_FINAL_REUSE", default=True)
+ASR_SILENCE_DBFS = env.float("ASR_SILENCE_DBFS", default=-50.0)
+ASR_PAUSE_DECODE_S = env.float("ASR_PAUSE_DECODE_S", default=0.2)
 # Kinds this gateway serves; /readyz needs a live worker for each of them.
 GATEWAY_KINDS = env.list("GATEWAY_KINDS", default=["tts", "asr"])
 # Test-only knob: seconds the fake TTS engine waits per 100 ms chunk.

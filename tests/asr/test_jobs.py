@@ -277,7 +277,9 @@ async def test_asr_wk6_a_cancelled_waiter_gives_its_turn_away() -> None:
 async def test_asr_wk6_chunk_decodes_ask_for_background_priority(
     settings: Any,
 ) -> None:
-    settings.ASR_FINAL_REUSE = False  # the chunk covered it all: it would complete the item
+    settings.ASR_FINAL_REUSE = (
+        False  # the chunk covered it all: it would complete the item
+    )
     engine = FakeAsr()
     job, rec, task = make_job(engine)
     job.receive(open_(0, stream=True))

@@ -82,6 +82,10 @@ class DecodeGate:
         finally:
             self._release(final)
 
+    def idle(self, *, final: bool) -> bool:
+        """No decode of the class ``final`` running or waiting."""
+        return not self.busy[final] and not self._waiters[final]
+
     def _may_start(self, final: bool) -> bool:
         if self._waiters[final] or self.busy[final] >= self.slots:
             return False
@@ -127,6 +131,8 @@ class Item:
     speech_end: int = 0  # end of the last audio above the silence threshold
     # The last chunk decode that finished: its hypothesis, plan and the samples it covered.
     last_chunk: tuple[AsrHypothesis, DecodePlan, int] | None = None
+    # The chunk decode in flight started after speech ended: a likely final (issue 13).
+    speculative: bool = False
     resync_pending: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     chunk: asyncio.Task[AsrHypothesis] | None = None
@@ -237,7 +243,7 @@ class AsrJob:
         item.commit_total = min(commit.total_samples, self.max_samples)
         if item.samples < item.commit_total:
             self._resync(item)
-        if item.chunk is not None:
+        if item.chunk is not None and not self._will_cover(item):
             item.chunk.cancel()  # SA-7: the final decode replaces it
         item.wake.set()
 
@@ -287,6 +293,19 @@ class AsrJob:
             and item.samples - item.speech_end >= self.pause_samples
         )
 
+    def _will_cover(self, item: Item) -> bool:
+        """The chunk decode in flight is a likely final that covers every sound (issue 13).
+
+        It runs at final priority, so it ends sooner than a final decode started now.
+        """
+        total = item.commit_total
+        return (
+            self.reuse
+            and item.speculative
+            and total is not None
+            and min(item.speech_end, total) <= item.decoded_at <= total
+        )
+
     def _reusable(self, item: Item, total: int) -> AsrHypothesis | None:
         """The last chunk hypothesis when it covered every sound up to ``total`` (issue 13)."""
         if not self.reuse or item.last_chunk is None:
@@ -300,7 +319,17 @@ class AsrJob:
         """One chunk decode; False when it failed and the job must end (IT-13)."""
         item.decoded_at = item.samples
         plan = item.state.plan(item.samples, final=False)
-        item.chunk = self._spawn(self._decode(item, plan, item.samples))
+        # After a pause, with no final waiting, the decode is likely the item's last: at
+        # final priority, so the commit can wait for it instead of decoding again.
+        item.speculative = (
+            self.reuse
+            and self.pause_samples > 0
+            and item.samples - item.speech_end >= self.pause_samples
+            and self.gate.idle(final=True)
+        )
+        item.chunk = self._spawn(
+            self._decode(item, plan, item.samples, final=item.speculative)
+        )
         try:
             await asyncio.wait({item.chunk})
             if item.chunk.cancelled():
@@ -382,7 +411,11 @@ class AsrJob:
         )
         return None
 
-    async def _decode(self, item: Item, plan: DecodePlan, total: int) -> AsrHypothesis:
+    async def _decode(
+        self, item: Item, plan: DecodePlan, total: int, *, final: bool | None = None
+    ) -> AsrHypothesis:
+        """Decode ``plan`` up to ``total`` as a final or chunk decode (default: the plan's)."""
+        final = plan.final if final is None else final
         request = AsrDecodeRequest(
             audio=item.audio(plan.start)[: total - plan.start],
             prompt=plan.prompt,
@@ -390,9 +423,9 @@ class AsrJob:
             language=item.options.language,
             word_timestamps=plan.words,
             logprobs=item.state.logprobs,
-            background=not plan.final,
+            background=not final,
         )
-        async with self.gate.slot(final=plan.final):
+        async with self.gate.slot(final=final):
             return await self.engine.decode(request)
 
     async def _send_quietly(self, message: AsrResync) -> None:

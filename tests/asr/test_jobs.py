@@ -334,7 +334,8 @@ async def test_a_chunk_decode_that_covered_all_speech_completes_the_item() -> No
     job.receive(commit(2 * SECOND + SECOND // 2))
     await settle(rec, AsrFinal)
 
-    assert [call.background for call in engine.calls] == [True]
+    # one decode only; it started after a pause, so at final priority
+    assert [call.background for call in engine.calls] == [False]
     text = "".join(d.text for d in rec.of(AsrDelta)) + rec.of(AsrFinal)[0].text
     assert text == fake_transcript(2)
     await stop(task)
@@ -365,7 +366,7 @@ async def test_a_pause_after_speech_starts_a_chunk_decode_that_completes_the_ite
     job.receive(audio(0, 3 * SECOND // 2, SECOND // 2))  # speech to 2.0 s
     job.receive(quiet(0, 2 * SECOND, SECOND // 4))  # 250 ms pause
     await asyncio.sleep(0.05)
-    assert [call.background for call in engine.calls] == [True, True]
+    assert [call.background for call in engine.calls] == [True, False]
     job.receive(commit(2 * SECOND + SECOND // 4))
     await settle(rec, AsrFinal)
 
@@ -394,4 +395,34 @@ async def test_reuse_and_pause_decodes_are_settings(
     await settle(rec, AsrFinal)
 
     assert engine.calls[-1].background is False  # a full final decode ran
+    await stop(task)
+
+
+async def test_a_commit_waits_for_the_decode_of_the_pause_in_flight() -> None:
+    engine = FakeAsr(delay_s=0.2)
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, 2 * SECOND))
+    job.receive(quiet(0, 2 * SECOND, SECOND // 2))
+    await asyncio.sleep(0.05)  # the decode after the pause is running
+    job.receive(commit(2 * SECOND + SECOND // 2))
+    await settle(rec, AsrFinal)
+
+    assert len(engine.calls) == 1  # not cancelled, not decoded again
+    text = "".join(d.text for d in rec.of(AsrDelta)) + rec.of(AsrFinal)[0].text
+    assert text == fake_transcript(2)
+    await stop(task)
+
+
+async def test_a_commit_still_cancels_a_chunk_decode_before_the_pause() -> None:
+    engine = FakeAsr(delay_s=0.2)
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, 2 * SECOND))
+    await asyncio.sleep(0.05)  # a chunk decode of speech only is running
+    job.receive(quiet(0, 2 * SECOND, SECOND // 2))
+    job.receive(commit(2 * SECOND + SECOND // 2))
+    await settle(rec, AsrFinal)
+
+    assert [call.background for call in engine.calls] == [True, False]
     await stop(task)

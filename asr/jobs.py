@@ -165,6 +165,8 @@ class AsrJob:
         self.reuse = settings.ASR_FINAL_REUSE
         self.silence_dbfs = settings.ASR_SILENCE_DBFS
         self.pause_samples = int(settings.ASR_PAUSE_DECODE_S * MODEL_RATE)
+        chunk_s = min(settings.ASR_CHUNK_MIN_S, settings.ASR_CHUNK_S)
+        self.idle_chunk_samples = int(chunk_s * MODEL_RATE)
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def receive(self, message: dict[str, Any]) -> None:
@@ -284,8 +286,15 @@ class AsrJob:
                 del self.items[item.seq]
 
     def _chunk_due(self, item: Item) -> bool:
-        """A chunk of new audio, or a pause after speech the last decode did not cover."""
-        if item.samples - item.decoded_at >= item.state.chunk_samples:
+        """A chunk of new audio, or a pause after speech the last decode did not cover.
+
+        While no other decode runs, ``ASR_CHUNK_MIN_S`` of new audio is a chunk (issue 13).
+        """
+        new = item.samples - item.decoded_at
+        if new >= item.state.chunk_samples:
+            return True
+        gate_idle = self.gate.idle(final=False) and self.gate.idle(final=True)
+        if new >= self.idle_chunk_samples and gate_idle:
             return True
         return (
             self.pause_samples > 0

@@ -2,20 +2,20 @@
 
 One process, embedded topology: the ``/v1/realtime`` consumer driven through the real ASGI
 application, the in-memory channel layer, the worker consumer and faster-whisper tiny.en on CPU.
-Each session streams Piper speech at 24 kHz in 100 ms appends, paced in real time, then commits.
-Measured per concurrency level (1, 4, 16), one run each:
+Each session streams Piper speech and 0.6 s of silence (where server VAD would end the turn) at
+24 kHz in 100 ms appends, paced in real time, then commits. Per concurrency level (1, 4, 16) the
+modes (``MODES``: the configured settings, without final reuse, with local agreement and a short
+idle cadence, and streaming as before issue 13) take turns, so machine load falls on all alike:
 
 * commit → ``completed`` through the stack, and the same audio decoded by the engine directly
-  at the same concurrency (the ratio is the stack's overhead, pre-commit streaming included);
-  each round runs its sessions and its direct decodes side by side (odd rounds direct first), and
-  the paired overhead is the median over rounds of (stack p50 − engine p50) of the round;
-* the engine alone is called after as long an idle time as a session streams, as the stack's
-  final decode is;
-* the worker's own final decode time (``gpu.asr.final`` ``decode_ms``): stack − this is the
-  plumbing, this − engine alone is what decoding inside the stack costs extra;
-* first append sent → first ``delta`` (pre-commit deltas, §8.3);
+  at the same concurrency, after as long an idle time as a session streams (odd rounds direct
+  first); the worker's own final time (``gpu.asr.final`` ``decode_ms``: ~0 when reused);
+* first ``delta`` after the speech starts; the share of the transcript's words sent as deltas
+  by the time the speech has been sent; the WER of the transcript against the text spoken;
 * bytes through the channel layer per session (every ``asr.job.*`` message, msgpack-encoded as
-  channels_redis would send it) ÷ the PCM bytes the client sent.
+  channels_redis would send it) ÷ the PCM bytes the client sent; the process's peak RSS.
+
+``BENCH_LEVELS``, ``BENCH_ROUNDS`` (sessions per level) and ``BENCH_ASR_MODES`` narrow it.
 """
 
 from __future__ import annotations
@@ -303,15 +303,21 @@ HEADER = (
     "| first delta after speech start p50 (p95) | words shown by speech end p50 "
     "| WER mean | channel bytes ÷ client PCM bytes |"
 )
-# name → (ASR_PRECOMMIT_DELTAS, ASR_FINAL_REUSE)
-MODES = {
-    "reuse": (True, True),
-    "no reuse": (True, False),
-    "no deltas": (False, False),
+# name → settings changed from the configured ones (the defaults unless set in the environment)
+MODES: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "no reuse": {"ASR_FINAL_REUSE": False},
+    "agreement": {"ASR_UNFIXED_WORDS": 0, "ASR_CHUNK_MIN_S": 0.5},
+    "before": {  # streaming as before issue 13
+        "ASR_FINAL_REUSE": False,
+        "ASR_PAUSE_DECODE_S": 0.0,
+        "ASR_CHUNK_MIN_S": 1.0,
+        "ASR_UNFIXED_WORDS": 3,
+    },
+    "no deltas": {"ASR_PRECOMMIT_DELTAS": False},
 }
-TAIL_S = (
-    0.6  # silence after the speech before the commit, as server VAD's 500 ms turn end
-)
+DEFAULT_MODES = "defaults,no reuse,agreement,before"
+TAIL_S = 0.6  # silence before the commit (server VAD ends a turn after 0.5 s)
 
 
 async def main() -> None:
@@ -334,10 +340,12 @@ async def main() -> None:
     await direct(engine, audio16k, 1, idle=False)  # warm up
     lines: list[str] = []
     errors: list[str] = []
-    modes = os.environ.get("BENCH_ASR_MODES", ",".join(MODES)).split(",")
+    modes = os.environ.get("BENCH_ASR_MODES", DEFAULT_MODES).split(",")
+    configured = {k: getattr(settings, k) for m in MODES.values() for k in m}
     for level in LEVELS:  # modes take turns level by level
         for name in modes:
-            settings.ASR_PRECOMMIT_DELTAS, settings.ASR_FINAL_REUSE = MODES[name]
+            for setting, value in {**configured, **MODES[name]}.items():
+                setattr(settings, setting, value)
             meter.bytes.clear()
             meter.decode_ms.clear()
             row = Level(name, level)
@@ -356,10 +364,8 @@ async def main() -> None:
         f"tiny.en, {os.cpu_count()} CPUs, {len(speech_pcm) / 2 / RATE:.1f} s of 24 kHz speech "
         f"+ {TAIL_S} s silence per session, 100 ms appends in real time, then commit"
     )
-    print(
-        "modes: reuse = ASR_FINAL_REUSE on; no reuse = a full final decode at every commit; "
-        "no deltas = ASR_PRECOMMIT_DELTAS off"
-    )
+    for name in modes:
+        print(f"mode {name}: {MODES[name] or 'the configured settings'}")
     print(HEADER)
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines))

@@ -305,6 +305,8 @@ ASR_UNFIXED_WORDS = env.int("ASR_UNFIXED_WORDS", default=3)
 ASR_FINAL_REUSE = env.bool("ASR_FINAL_REUSE", default=True)
 ASR_SILENCE_DBFS = env.float("ASR_SILENCE_DBFS", default=-50.0)
 ASR_PAUSE_DECODE_S = env.float("ASR_PAUSE_DECODE_S", default=0.2)
+# A shorter re-decode cadence while no other decode of the worker runs (CPU to spare).
+ASR_CHUNK_MIN_S = env.float("ASR_CHUNK_MIN_S", default=1.0)
 # Kinds this gateway serves; /readyz needs a live worker for each of them.
 GATEWAY_KINDS = env.list("GATEWAY_KINDS", default=["tts", "asr"])
 # Test-only knob: seconds the fake TTS engine waits per 100 ms chunk.

@@ -426,3 +426,37 @@ async def test_a_commit_still_cancels_a_chunk_decode_before_the_pause() -> None:
 
     assert [call.background for call in engine.calls] == [True, False]
     await stop(task)
+
+
+@pytest.mark.parametrize(("min_s", "decodes"), [(0.25, 2), (1.0, 0)])
+async def test_asr_chunk_min_s_is_the_cadence_while_no_other_decode_runs(
+    settings: Any, min_s: float, decodes: int
+) -> None:
+    settings.ASR_CHUNK_MIN_S = min_s
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    for i in range(2):
+        job.receive(audio(0, i * SECOND // 4, SECOND // 4))
+        await asyncio.sleep(0.05)
+
+    assert len(engine.calls) == decodes
+    await stop(task)
+
+
+async def test_asr_chunk_min_s_does_not_apply_while_another_decode_runs(
+    settings: Any,
+) -> None:
+    settings.ASR_CHUNK_MIN_S = 0.25
+    engine = FakeAsr(delay_s=0.5)
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(open_(1, stream=True))
+    job.receive(audio(1, 0, SECOND))  # item 1: a decode of 0.5 s starts
+    await asyncio.sleep(0.05)
+    for i in range(2):
+        job.receive(audio(0, i * SECOND // 4, SECOND // 4))
+        await asyncio.sleep(0.05)
+
+    assert len(engine.calls) == 1  # item 0 waits for a full ASR_CHUNK_S
+    await stop(task)

@@ -198,6 +198,7 @@ TTS_PIPER_SESSION_THREADS = [
 ]
 TTS_PIPER_SPINNING = env.bool("TTS_PIPER_SPINNING", default=False)
 TTS_PIPER_WAIT_FOR_CORES = env.bool("TTS_PIPER_WAIT_FOR_CORES", default=True)
+TTS_PIPER_SHARE_HOLD_S = env.float("TTS_PIPER_SHARE_HOLD_S", default=1.0)
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
 WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
 # Gateway → worker liveness per job: a keepalive every JOB_KEEPALIVE_S; a worker ends a job

@@ -151,3 +151,17 @@ async def test_two_thread_session_gives_the_same_speech_as_one_thread(
 def test_one_thread_budget_builds_only_the_one_thread_session(piper: PiperTts) -> None:
     assert sorted(piper.sessions.sessions) == [1]
     assert piper.sessions.budget == 1
+
+
+async def test_a_stream_right_after_others_keeps_one_thread_for_the_hold() -> None:
+    engine = PiperTts.load(threads=2, share_hold_s=60.0)
+    try:
+        await asyncio.gather(*(synthesize(engine, FIRST_WORDS) for _ in range(2)))
+        before = engine.sessions.runs.copy()
+
+        await synthesize(engine, SHORT_TEXT)  # alone, but within the hold
+
+        assert engine.sessions.runs[2] == before[2]
+        assert engine.sessions.runs[1] - before[1] == 2
+    finally:
+        engine.close()

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tts.engines.piper_sessions import (
+    Demand,
     SessionPool,
     session_options,
     session_thread_counts,
@@ -106,3 +107,38 @@ def test_waiting_for_cores_a_one_thread_run_waits_for_the_wide_run() -> None:
         assert not started.wait(0.05)
     thread.join(timeout=10)
     assert started.is_set()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_demand_holds_the_recent_peak_of_streams() -> None:
+    clock = Clock()
+    demand = Demand(1.0, clock)
+    demand.enter()
+    assert demand.current() == 1
+    demand.enter()
+    clock.now = 5.0  # two streams for five seconds
+    demand.leave()
+    assert demand.current() == 2  # the other stream left just now
+    clock.now = 5.5
+    assert demand.current() == 2
+    clock.now = 6.0
+    assert demand.current() == 1  # alone for the hold
+    demand.leave()
+    assert demand.current() == 1  # the peak of the last second
+    clock.now = 7.5
+    assert demand.current() == 0
+
+
+def test_demand_without_hold_is_the_streams_now() -> None:
+    demand = Demand(0.0)
+    demand.enter()
+    demand.enter()
+    demand.leave()
+    assert demand.current() == 1

@@ -18,6 +18,7 @@ from piper.voice import PiperVoice
 
 from tts.engines.base import Pcm, TtsEngineRequest
 from tts.engines.piper_sessions import (
+    Demand,
     SessionPool,
     session_thread_counts,
     share_of_budget,
@@ -76,12 +77,16 @@ class PiperTts:
     supports_speed = True
 
     def __init__(
-        self, voice: PiperVoice, pool: SessionPool, executor: ThreadPoolExecutor
+        self,
+        voice: PiperVoice,
+        pool: SessionPool,
+        executor: ThreadPoolExecutor,
+        demand: Demand | None = None,
     ) -> None:
         self._voice = voice
         self._pool = pool
         self._executor = executor
-        self._streams = 0  # streams between their first and last sentence
+        self._demand = demand or Demand(0.0)  # streams between first and last sentence
         self.native_rate: int = voice.config.sample_rate
 
     @classmethod
@@ -92,17 +97,20 @@ class PiperTts:
         *,
         spinning: bool = False,
         wait_for_cores: bool = True,
+        share_hold_s: float = 0.0,
     ) -> PiperTts:
         """Load the voice for ``threads`` cores (slot threads and the ONNX thread budget).
 
-        ``session_threads`` lists the sessions' intra-op thread counts (default: all and one).
+        ``session_threads`` lists the sessions' intra-op thread counts (default: all and one);
+        a run's share of the cores counts the most streams of the last ``share_hold_s``.
         """
         started = time.monotonic()
         size = threads or engine_threads()
         voice, pool = build_voice(
             size, session_threads, spinning=spinning, wait_for_cores=wait_for_cores
         )
-        engine = cls(voice, pool, ThreadPoolExecutor(size, thread_name_prefix="piper"))
+        executor = ThreadPoolExecutor(size, thread_name_prefix="piper")
+        engine = cls(voice, pool, executor, Demand(share_hold_s))
         engine._warm_up()
         logger.info(
             "piper loaded in %.2f s with %d threads, sessions %s",
@@ -115,7 +123,7 @@ class PiperTts:
     async def stream(self, req: TtsEngineRequest) -> AsyncGenerator[Pcm, None]:
         """Yield one float32 chunk per sentence of ``req.text``."""
         loop = asyncio.get_running_loop()
-        self._streams += 1
+        self._demand.enter()
         try:
             sentences = await loop.run_in_executor(
                 self._executor, self._voice.phonemize, req.text
@@ -125,7 +133,7 @@ class PiperTts:
                 if phonemes:
                     yield await self._run_sentence(phonemes, scales)
         finally:
-            self._streams -= 1
+            self._demand.leave()
 
     @property
     def sessions(self) -> SessionPool:
@@ -150,7 +158,7 @@ class PiperTts:
         """Synthesize one sentence in the pool, terminating the run if cancelled."""
         run_options = onnxruntime.RunOptions()
         loop = asyncio.get_running_loop()
-        want = share_of_budget(self._pool.budget, self._streams)
+        want = share_of_budget(self._pool.budget, self._demand.current())
         try:
             pcm = await loop.run_in_executor(
                 self._executor, self._synthesize, phonemes, scales, run_options, want

@@ -11,6 +11,7 @@ thread.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,6 +35,42 @@ def session_thread_counts(
 def share_of_budget(budget: int, streams: int) -> int:
     """Threads one run may use when ``streams`` streams share ``budget`` cores (at least one)."""
     return max(1, budget // max(1, streams))
+
+
+class Demand:
+    """Streams in the engine, held at their recent peak for ``hold_s`` (issue 13).
+
+    Streams that alternate (one ends as another starts) would otherwise look alone for a
+    moment and take every core for a sentence, which the next stream then waits for.
+    """
+
+    def __init__(
+        self, hold_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.hold_s = hold_s
+        self.streams = 0
+        self._clock = clock
+        self._peak = 0
+        self._peak_at = clock()
+
+    def enter(self) -> None:
+        self.streams += 1
+        self._note()
+
+    def leave(self) -> None:
+        self._note()  # there were this many until now
+        self.streams -= 1
+
+    def current(self) -> int:
+        """The streams a run shares the cores with: now, or the peak of the last ``hold_s``."""
+        self._note()
+        if self._clock() - self._peak_at >= self.hold_s:
+            self._peak, self._peak_at = self.streams, self._clock()
+        return max(self.streams, self._peak)
+
+    def _note(self) -> None:
+        if self.streams >= self._peak:
+            self._peak, self._peak_at = self.streams, self._clock()
 
 
 def session_options(threads: int, *, spinning: bool) -> onnxruntime.SessionOptions:

@@ -67,9 +67,11 @@ fuzz: $(VENV)/.dev-installed
 browser:
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-## make bench: every bench/*.py (bench/dashboard.py runs only when PostgreSQL answers)
+## make bench: every bench/*.py but bench/_*.py helpers (bench/dashboard.py runs only when PostgreSQL
+## answers); a failing bench does not stop the others, and make fails at the end
 bench: $(VENV)/.dev-installed
-	@ls bench/*.py >/dev/null 2>&1 && for b in bench/*.py; do $(BIN)/python $$b || exit 1; done || echo "no benchmarks yet"
+	@failed=""; for b in bench/[!_]*.py; do $(BIN)/python $$b || failed="$$failed $$b"; done; \
+	  if [ -n "$$failed" ]; then echo "benchmarks failed:$$failed"; exit 1; fi
 
 clean:
 	rm -rf $(VENV) var $(NODE_EXAMPLES)/node_modules

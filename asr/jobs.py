@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from asr.audio import loud_end
 from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrEngine, AsrHypothesis
 from asr.messages import (
     AsrAudio,
@@ -81,6 +82,10 @@ class DecodeGate:
         finally:
             self._release(final)
 
+    def idle(self, *, final: bool) -> bool:
+        """No decode of the class ``final`` running or waiting."""
+        return not self.busy[final] and not self._waiters[final]
+
     def _may_start(self, final: bool) -> bool:
         if self._waiters[final] or self.busy[final] >= self.slots:
             return False
@@ -123,6 +128,11 @@ class Item:
     pcm: bytearray = field(default_factory=bytearray)
     commit_total: int | None = None
     decoded_at: int = 0  # samples when the last chunk decode started
+    speech_end: int = 0  # end of the last audio above the silence threshold
+    # The last chunk decode that finished: its hypothesis, plan and the samples it covered.
+    last_chunk: tuple[AsrHypothesis, DecodePlan, int] | None = None
+    # The chunk decode in flight started after speech ended: a likely final (issue 13).
+    speculative: bool = False
     resync_pending: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     chunk: asyncio.Task[AsrHypothesis] | None = None
@@ -169,6 +179,11 @@ class AsrJob:
         self.items: dict[int, Item] = {}
         self.gate = decode_gate(engine)
         self.max_samples = int(settings.ASR_MAX_BUFFER_S * MODEL_RATE)
+        self.reuse = settings.ASR_FINAL_REUSE
+        self.silence_dbfs = settings.ASR_SILENCE_DBFS
+        self.pause_samples = int(settings.ASR_PAUSE_DECODE_S * MODEL_RATE)
+        chunk_s = min(settings.ASR_CHUNK_MIN_S, settings.ASR_CHUNK_S)
+        self.idle_chunk_samples = int(chunk_s * MODEL_RATE)
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def receive(self, message: dict[str, Any]) -> None:
@@ -233,7 +248,11 @@ class AsrJob:
             return
         item.resync_pending = False
         room = max(0, self.max_samples - item.samples)
-        item.pcm.extend(audio.pcm[: 2 * room])
+        pcm = audio.pcm[: 2 * room]
+        end = loud_end(np.frombuffer(pcm, dtype="<i2"), item.samples, self.silence_dbfs)
+        item.pcm.extend(pcm)
+        if end is not None:
+            item.speech_end = end
         item.wake.set()
 
     def _commit(self, commit: AsrCommit) -> None:
@@ -243,7 +262,7 @@ class AsrJob:
         item.commit_total = min(commit.total_samples, self.max_samples)
         if item.samples < item.commit_total:
             self._resync(item)
-        if item.chunk is not None:
+        if item.chunk is not None and not self._will_cover(item):
             item.chunk.cancel()  # SA-7: the final decode replaces it
         item.wake.set()
 
@@ -284,13 +303,59 @@ class AsrJob:
                 del self.items[item.seq]
 
     def _chunk_due(self, item: Item) -> bool:
-        return item.samples - item.decoded_at >= item.state.chunk_samples
+        """A chunk of new audio, or a pause after speech the last decode did not cover.
+
+        While no other decode runs, ``ASR_CHUNK_MIN_S`` of new audio is a chunk (issue 13).
+        """
+        new = item.samples - item.decoded_at
+        if new >= item.state.chunk_samples:
+            return True
+        gate_idle = self.gate.idle(final=False) and self.gate.idle(final=True)
+        if new >= self.idle_chunk_samples and gate_idle:
+            return True
+        return (
+            self.pause_samples > 0
+            and item.decoded_at < item.speech_end
+            and item.samples - item.speech_end >= self.pause_samples
+        )
+
+    def _will_cover(self, item: Item) -> bool:
+        """The chunk decode in flight is a likely final that covers every sound (issue 13).
+
+        It runs at final priority, so it ends sooner than a final decode started now.
+        """
+        total = item.commit_total
+        return (
+            self.reuse
+            and item.speculative
+            and total is not None
+            and min(item.speech_end, total) <= item.decoded_at <= total
+        )
+
+    def _reusable(self, item: Item, total: int) -> AsrHypothesis | None:
+        """The last chunk hypothesis when it covered every sound up to ``total`` (issue 13)."""
+        if not self.reuse or item.last_chunk is None:
+            return None
+        hyp, plan, covered = item.last_chunk
+        if covered > total or covered < min(item.speech_end, total):
+            return None
+        return hyp if item.state.completes(hyp, plan) else None
 
     async def _chunk(self, item: Item) -> bool:
         """One chunk decode; False when it failed and the job must end (IT-13)."""
         item.decoded_at = item.samples
         plan = item.state.plan(item.samples, final=False)
-        item.chunk = self._spawn(self._decode(item, plan, item.samples))
+        # After a pause, with no final waiting, the decode is likely the item's last: at
+        # final priority, so the commit can wait for it instead of decoding again.
+        item.speculative = (
+            self.reuse
+            and self.pause_samples > 0
+            and item.samples - item.speech_end >= self.pause_samples
+            and self.gate.idle(final=True)
+        )
+        item.chunk = self._spawn(
+            self._decode(item, plan, item.samples, final=item.speculative)
+        )
         try:
             await asyncio.wait({item.chunk})
             if item.chunk.cancelled():
@@ -314,6 +379,7 @@ class AsrJob:
             return False
         finally:
             item.chunk = None
+        item.last_chunk = (hyp, plan, item.decoded_at)
         emission = item.state.on_chunk(hyp, plan)
         if emission is not None and emission.text:
             await self.send(
@@ -330,27 +396,9 @@ class AsrJob:
 
     async def _final(self, item: Item, total: int) -> None:
         started = time.monotonic()
-        plan = item.state.plan(total, final=True)
-        for attempt in range(1, FINAL_ATTEMPTS + 1):
-            try:
-                hyp = await self._decode(item, plan, total)
-                break
-            except Exception:  # boundary: one final decode
-                logger.exception(
-                    "asr job %s item %d: final decode failed (attempt %d)",
-                    self.job_id,
-                    item.seq,
-                    attempt,
-                )
-        else:
-            await self.send(
-                JobFailed(
-                    job_id=self.job_id,
-                    code="inference_failed",
-                    stage="final",
-                    item_seq=item.seq,
-                )
-            )
+        reused = self._reusable(item, total)
+        hyp = reused or await self._final_decode(item, total)
+        if hyp is None:
             return
         emission = item.state.on_final(hyp)
         await self.send(
@@ -367,7 +415,34 @@ class AsrJob:
             )
         )
 
-    async def _decode(self, item: Item, plan: DecodePlan, total: int) -> AsrHypothesis:
+    async def _final_decode(self, item: Item, total: int) -> AsrHypothesis | None:
+        """The full final decode, retried once (WK-8); None when the item failed."""
+        plan = item.state.plan(total, final=True)
+        for attempt in range(1, FINAL_ATTEMPTS + 1):
+            try:
+                return await self._decode(item, plan, total)
+            except Exception:  # boundary: one final decode
+                logger.exception(
+                    "asr job %s item %d: final decode failed (attempt %d)",
+                    self.job_id,
+                    item.seq,
+                    attempt,
+                )
+        await self.send(
+            JobFailed(
+                job_id=self.job_id,
+                code="inference_failed",
+                stage="final",
+                item_seq=item.seq,
+            )
+        )
+        return None
+
+    async def _decode(
+        self, item: Item, plan: DecodePlan, total: int, *, final: bool | None = None
+    ) -> AsrHypothesis:
+        """Decode ``plan`` up to ``total`` as a final or chunk decode (default: the plan's)."""
+        final = plan.final if final is None else final
         request = AsrDecodeRequest(
             audio=item.audio(plan.start)[: total - plan.start],
             prompt=plan.prompt,
@@ -375,9 +450,9 @@ class AsrJob:
             language=item.options.language,
             word_timestamps=plan.words or (plan.final and item.options.words),
             logprobs=item.state.logprobs,
-            background=not plan.final,
+            background=not final,
         )
-        async with self.gate.slot(final=plan.final):
+        async with self.gate.slot(final=final):
             return await self.engine.decode(request)
 
     async def _send_quietly(self, message: AsrResync) -> None:

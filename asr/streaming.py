@@ -160,6 +160,16 @@ class StreamState:
             return None
         return self._emit(hyp, hyp_pieces, len(done), len(done) + count)
 
+    def completes(self, hyp: AsrHypothesis, plan: DecodePlan) -> bool:
+        """Whether a chunk hypothesis can stand in for the final decode (issue 13).
+
+        It must be of the current window, and begin with everything confirmed from it, so
+        that its remainder after ``Ew`` completes ``E`` exactly as a final's would (SA-7).
+        """
+        return plan.start == self.window_start and starts_with(
+            pieces(hyp.text), pieces(self.window_text)
+        )
+
     def on_final(self, hyp: AsrHypothesis) -> Emission:
         """The remainder ``R`` after ``Ew`` of the final hypothesis (SA-7)."""
         hyp_pieces = pieces(hyp.text)

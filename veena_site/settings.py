@@ -191,6 +191,14 @@ TTS_WORKER_SLOTS = env.int(
 )
 ASR_WORKER_SLOTS = env.int("ASR_WORKER_SLOTS", default=16)
 ENGINE_THREADS = env.int("ENGINE_THREADS", default=CPU_COUNT)
+# Piper's ONNX sessions by intra-op threads (issue 13): empty = ENGINE_THREADS and 1, so a lone
+# stream uses every core and many streams one each; a 1-thread session is always added.
+TTS_PIPER_SESSION_THREADS = [
+    int(n) for n in env.list("TTS_PIPER_SESSION_THREADS", default=[])
+]
+TTS_PIPER_SPINNING = env.bool("TTS_PIPER_SPINNING", default=False)
+TTS_PIPER_WAIT_FOR_CORES = env.bool("TTS_PIPER_WAIT_FOR_CORES", default=True)
+TTS_PIPER_SHARE_HOLD_S = env.float("TTS_PIPER_SHARE_HOLD_S", default=1.0)
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
 WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
 # Gateway → worker liveness per job: a keepalive every JOB_KEEPALIVE_S; a worker ends a job
@@ -292,6 +300,14 @@ LOGGING = {
 }
 ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=1.0)
 ASR_UNFIXED_WORDS = env.int("ASR_UNFIXED_WORDS", default=3)
+# Issue 13: a commit whose audio after the last chunk decode is silence (below ASR_SILENCE_DBFS)
+# completes with that decode instead of a second full decode; a chunk decode also starts once
+# ASR_PAUSE_DECODE_S of silence follows speech the last decode did not cover (0: never).
+ASR_FINAL_REUSE = env.bool("ASR_FINAL_REUSE", default=True)
+ASR_SILENCE_DBFS = env.float("ASR_SILENCE_DBFS", default=-50.0)
+ASR_PAUSE_DECODE_S = env.float("ASR_PAUSE_DECODE_S", default=0.2)
+# A shorter re-decode cadence while no other decode of the worker runs (CPU to spare).
+ASR_CHUNK_MIN_S = env.float("ASR_CHUNK_MIN_S", default=1.0)
 # Kinds this gateway serves; /readyz needs a live worker for each of them.
 GATEWAY_KINDS = env.list("GATEWAY_KINDS", default=["tts", "asr"])
 # Test-only knob: seconds the fake TTS engine waits per 100 ms chunk.

@@ -122,3 +122,14 @@ def test_asr_ai5_g711_output_tracks_the_input_signal() -> None:
     # Every other 16 kHz sample lands on an 8 kHz instant; compare away from the ends.
     err = np.abs(out[::2][100:-100].astype(np.int32) - x[100:-100]).max()
     assert err < 0.05 * 32767
+
+
+def test_loud_end_is_the_end_of_the_last_frame_above_the_threshold() -> None:
+    from asr.audio import loud_end
+
+    pcm = np.zeros(16000, dtype=np.int16)
+    pcm[1000:5000] = 2000  # -24 dBFS
+    assert loud_end(pcm, 100, -50.0) == 100 + 5120  # 16 frames of 320 samples
+    assert loud_end(pcm, 0, -20.0) is None  # quieter than -20 dBFS
+    assert loud_end(np.zeros(100, dtype=np.int16), 0, -50.0) is None
+    assert loud_end(np.zeros(0, dtype=np.int16), 0, -50.0) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -273,7 +274,12 @@ async def test_asr_wk6_a_cancelled_waiter_gives_its_turn_away() -> None:
     assert gate.busy == {True: 0, False: 0}
 
 
-async def test_asr_wk6_chunk_decodes_ask_for_background_priority() -> None:
+async def test_asr_wk6_chunk_decodes_ask_for_background_priority(
+    settings: Any,
+) -> None:
+    settings.ASR_FINAL_REUSE = (
+        False  # the chunk covered it all: it would complete the item
+    )
     engine = FakeAsr()
     job, rec, task = make_job(engine)
     job.receive(open_(0, stream=True))
@@ -303,4 +309,154 @@ async def test_asr_it10_logprobs_only_when_asked(logprobs: bool) -> None:
         assert all(e["logprob"] <= 0 for e in final.logprobs)
     else:
         assert final.logprobs is None
+    await stop(task)
+
+
+# Issue 13: the final decode is skipped when the last chunk decode covered every sound.
+
+
+def quiet(seq: int, offset: int, samples: int) -> dict:
+    pcm = bytes(2 * samples)
+    return AsrAudio(job_id="j", item_seq=seq, offset=offset, pcm=pcm).to_message()
+
+
+def commit(total: int) -> dict:
+    return AsrCommit(job_id="j", item_seq=0, total_samples=total).to_message()
+
+
+async def test_a_chunk_decode_that_covered_all_speech_completes_the_item() -> None:
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, 2 * SECOND))
+    job.receive(quiet(0, 2 * SECOND, SECOND // 2))
+    await asyncio.sleep(0.05)  # the chunk decode of all 2.5 s has finished
+    job.receive(commit(2 * SECOND + SECOND // 2))
+    await settle(rec, AsrFinal)
+
+    # one decode only; it started after a pause, so at final priority
+    assert [call.background for call in engine.calls] == [False]
+    text = "".join(d.text for d in rec.of(AsrDelta)) + rec.of(AsrFinal)[0].text
+    assert text == fake_transcript(2)
+    await stop(task)
+
+
+async def test_speech_after_the_last_chunk_decode_needs_the_final_decode() -> None:
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, 2 * SECOND))
+    await asyncio.sleep(0.05)
+    job.receive(audio(0, 2 * SECOND, SECOND // 2))  # less than a chunk, no pause
+    job.receive(commit(2 * SECOND + SECOND // 2))
+    await settle(rec, AsrFinal)
+
+    assert [call.background for call in engine.calls] == [True, False]
+    await stop(task)
+
+
+async def test_a_pause_after_speech_starts_a_chunk_decode_that_completes_the_item() -> (
+    None
+):
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, 3 * SECOND // 2))
+    await asyncio.sleep(0.05)  # decoded 1.5 s
+    job.receive(audio(0, 3 * SECOND // 2, SECOND // 2))  # speech to 2.0 s
+    job.receive(quiet(0, 2 * SECOND, SECOND // 4))  # 250 ms pause
+    await asyncio.sleep(0.05)
+    assert [call.background for call in engine.calls] == [True, False]
+    job.receive(commit(2 * SECOND + SECOND // 4))
+    await settle(rec, AsrFinal)
+
+    assert len(engine.calls) == 2
+    text = "".join(d.text for d in rec.of(AsrDelta)) + rec.of(AsrFinal)[0].text
+    assert text == fake_transcript(2)
+    await stop(task)
+
+
+@pytest.mark.parametrize(
+    "setting", [("ASR_FINAL_REUSE", False), ("ASR_PAUSE_DECODE_S", 0.0)]
+)
+async def test_reuse_and_pause_decodes_are_settings(
+    settings: Any, setting: tuple[str, object]
+) -> None:
+    setattr(settings, *setting)
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, 3 * SECOND // 2))
+    await asyncio.sleep(0.05)
+    job.receive(audio(0, 3 * SECOND // 2, SECOND // 2))
+    job.receive(quiet(0, 2 * SECOND, SECOND // 4))
+    await asyncio.sleep(0.05)
+    job.receive(commit(2 * SECOND + SECOND // 4))
+    await settle(rec, AsrFinal)
+
+    assert engine.calls[-1].background is False  # a full final decode ran
+    await stop(task)
+
+
+async def test_a_commit_waits_for_the_decode_of_the_pause_in_flight() -> None:
+    engine = FakeAsr(delay_s=0.2)
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, 2 * SECOND))
+    job.receive(quiet(0, 2 * SECOND, SECOND // 2))
+    await asyncio.sleep(0.05)  # the decode after the pause is running
+    job.receive(commit(2 * SECOND + SECOND // 2))
+    await settle(rec, AsrFinal)
+
+    assert len(engine.calls) == 1  # not cancelled, not decoded again
+    text = "".join(d.text for d in rec.of(AsrDelta)) + rec.of(AsrFinal)[0].text
+    assert text == fake_transcript(2)
+    await stop(task)
+
+
+async def test_a_commit_still_cancels_a_chunk_decode_before_the_pause() -> None:
+    engine = FakeAsr(delay_s=0.2)
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, 2 * SECOND))
+    await asyncio.sleep(0.05)  # a chunk decode of speech only is running
+    job.receive(quiet(0, 2 * SECOND, SECOND // 2))
+    job.receive(commit(2 * SECOND + SECOND // 2))
+    await settle(rec, AsrFinal)
+
+    assert [call.background for call in engine.calls] == [True, False]
+    await stop(task)
+
+
+@pytest.mark.parametrize(("min_s", "decodes"), [(0.25, 2), (1.0, 0)])
+async def test_asr_chunk_min_s_is_the_cadence_while_no_other_decode_runs(
+    settings: Any, min_s: float, decodes: int
+) -> None:
+    settings.ASR_CHUNK_MIN_S = min_s
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    for i in range(2):
+        job.receive(audio(0, i * SECOND // 4, SECOND // 4))
+        await asyncio.sleep(0.05)
+
+    assert len(engine.calls) == decodes
+    await stop(task)
+
+
+async def test_asr_chunk_min_s_does_not_apply_while_another_decode_runs(
+    settings: Any,
+) -> None:
+    settings.ASR_CHUNK_MIN_S = 0.25
+    engine = FakeAsr(delay_s=0.5)
+    job, rec, task = make_job(engine)
+    job.receive(open_(0, stream=True))
+    job.receive(open_(1, stream=True))
+    job.receive(audio(1, 0, SECOND))  # item 1: a decode of 0.5 s starts
+    await asyncio.sleep(0.05)
+    for i in range(2):
+        job.receive(audio(0, i * SECOND // 4, SECOND // 4))
+        await asyncio.sleep(0.05)
+
+    assert len(engine.calls) == 1  # item 0 waits for a full ASR_CHUNK_S
     await stop(task)

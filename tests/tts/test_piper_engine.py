@@ -19,6 +19,7 @@ CLAUSE = "the quick brown fox jumps over the lazy dog near the river bank"
 # One ~2000-character sentence: a single uninterrupted run of ~15 s on one thread.
 LONG_SENTENCE = ", ".join([CLAUSE] * 31).capitalize() + "."
 CANCEL_DEADLINE_S = 0.2
+FIRST_WORDS = "The weather today is sunny with a light breeze from the west."
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +90,78 @@ async def test_z2_cancel_mid_run_releases_caller_and_slot_within_200_ms(
     chunk = await first_chunk(piper, "Still here.")
     assert len(chunk) > 0
     assert time.monotonic() - started < 2.0
+
+
+# Engine threads that follow load (issue 13): the real engine on a two-core budget.
+
+
+@pytest.fixture(scope="module")
+def piper_two_cores() -> Iterator[PiperTts]:
+    """A two-core engine: one two-thread session and the one-thread session."""
+    engine = PiperTts.load(threads=2)
+    yield engine
+    engine.close()
+
+
+async def test_lone_stream_runs_every_sentence_on_all_cores(
+    piper_two_cores: PiperTts,
+) -> None:
+    pool = piper_two_cores.sessions
+    before = pool.runs.copy()
+
+    chunks = await synthesize(piper_two_cores, SHORT_TEXT)
+
+    assert sorted(pool.sessions) == [1, 2]
+    assert len(chunks) == 2
+    assert pool.runs[2] - before[2] == 2
+    assert pool.runs[1] == before[1]
+    assert pool.peak_threads <= pool.budget
+
+
+async def test_concurrent_streams_run_one_thread_each_within_the_budget(
+    piper_two_cores: PiperTts,
+) -> None:
+    pool = piper_two_cores.sessions
+    before = pool.runs.copy()
+
+    results = await asyncio.gather(
+        *(synthesize(piper_two_cores, SHORT_TEXT) for _ in range(4))
+    )
+
+    assert [len(chunks) for chunks in results] == [2, 2, 2, 2]
+    assert pool.runs[1] - before[1] == 8
+    assert pool.runs[2] == before[2]
+    assert pool.peak_threads <= pool.budget
+    assert pool.free == pool.budget  # every lease was given back
+
+
+async def test_two_thread_session_gives_the_same_speech_as_one_thread(
+    piper_two_cores: PiperTts,
+) -> None:
+    """Same model, same sentence: the audio length matches across thread counts."""
+    alone = sum(len(c) for c in await synthesize(piper_two_cores, FIRST_WORDS))
+    shared = await asyncio.gather(
+        *(synthesize(piper_two_cores, FIRST_WORDS) for _ in range(2))
+    )
+
+    for chunks in shared:
+        assert abs(sum(len(c) for c in chunks) - alone) < 0.2 * alone
+
+
+def test_one_thread_budget_builds_only_the_one_thread_session(piper: PiperTts) -> None:
+    assert sorted(piper.sessions.sessions) == [1]
+    assert piper.sessions.budget == 1
+
+
+async def test_a_stream_right_after_others_keeps_one_thread_for_the_hold() -> None:
+    engine = PiperTts.load(threads=2, share_hold_s=60.0)
+    try:
+        await asyncio.gather(*(synthesize(engine, FIRST_WORDS) for _ in range(2)))
+        before = engine.sessions.runs.copy()
+
+        await synthesize(engine, SHORT_TEXT)  # alone, but within the hold
+
+        assert engine.sessions.runs[2] == before[2]
+        assert engine.sessions.runs[1] - before[1] == 2
+    finally:
+        engine.close()

@@ -9,10 +9,17 @@ from tts.engines.base import TtsEngine
 
 
 def load_piper() -> TtsEngine:
-    """Load the bundled Piper voice (CPU)."""
+    """Load the bundled Piper voice (CPU), its ONNX sessions as configured."""
+    from django.conf import settings
+
     from tts.engines.piper import PiperTts
 
-    return PiperTts.load()
+    return PiperTts.load(
+        session_threads=getattr(settings, "TTS_PIPER_SESSION_THREADS", ()),
+        spinning=getattr(settings, "TTS_PIPER_SPINNING", False),
+        wait_for_cores=getattr(settings, "TTS_PIPER_WAIT_FOR_CORES", True),
+        share_hold_s=getattr(settings, "TTS_PIPER_SHARE_HOLD_S", 1.0),
+    )
 
 
 def load_fake() -> TtsEngine:

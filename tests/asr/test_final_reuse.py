@@ -1,0 +1,117 @@
+"""The real faster-whisper engine: a final that reuses the last chunk decode (issue 13).
+
+Each corpus clip is streamed into a worker job one second at a time, waiting for each chunk
+decode, then followed by 600 ms of silence (what server VAD commits after a turn), and
+committed once the decode of that pause has finished. With ``ASR_FINAL_REUSE`` the item
+completes from that decode; without it a full final decode runs. Both must give the same
+transcript (deltas joined with the final remainder).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from asr.engines.base import AsrDecodeRequest, AsrHypothesis
+from asr.engines.faster_whisper import FasterWhisperAsr
+from asr.jobs import AsrJob
+from asr.messages import AsrAudio, AsrCommit, AsrDelta, AsrFinal, AsrItemOpen, AsrOpen
+from tests.asr.conftest import Clip
+from tests.wer import word_error_rate
+from veena_site.contracts import Message
+
+pytestmark = pytest.mark.slow
+
+SECOND = 16_000
+PAUSE = 6 * SECOND // 10
+
+
+class Counting:
+    """The engine, counting finished decodes by kind."""
+
+    def __init__(self, engine: FasterWhisperAsr) -> None:
+        self.engine = engine
+        self.decode_slots = engine.decode_slots
+        self.done = 0  # decodes finished
+
+    async def decode(self, req: AsrDecodeRequest) -> AsrHypothesis:
+        hyp = await self.engine.decode(req)
+        self.done += 1
+        return hyp
+
+
+@pytest.fixture(scope="module")
+def whisper() -> Iterator[FasterWhisperAsr]:
+    engine = FasterWhisperAsr.load(threads=1)
+    yield engine
+    engine.close()
+
+
+async def until(condition: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+
+
+async def transcribe(engine: Counting, pcm: bytes) -> str:
+    """Stream ``pcm`` (16 kHz PCM16) as described above; the joined transcript."""
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    job = AsrJob(
+        AsrOpen(job_id="j", reply_channel="r", deadline=0.0, model="m"), engine, send
+    )  # type: ignore[arg-type]
+    task = asyncio.create_task(job.run())
+    job.receive(AsrItemOpen(job_id="j", item_seq=0, stream=True).to_message())
+    for offset in range(0, len(pcm) // 2, SECOND):
+        piece = pcm[2 * offset : 2 * (offset + SECOND)]
+        before = engine.done
+        job.receive(
+            AsrAudio(job_id="j", item_seq=0, offset=offset, pcm=piece).to_message()
+        )
+        if len(piece) == 2 * SECOND:
+            await until(lambda before=before: engine.done > before)
+    before = engine.done
+    job.receive(
+        AsrAudio(
+            job_id="j", item_seq=0, offset=len(pcm) // 2, pcm=bytes(2 * PAUSE)
+        ).to_message()
+    )
+    await until(lambda: engine.done > before)  # the pause's decode
+    total = len(pcm) // 2 + PAUSE
+    job.receive(AsrCommit(job_id="j", item_seq=0, total_samples=total).to_message())
+    await until(lambda: any(isinstance(m, AsrFinal) for m in sent))
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    deltas = "".join(m.text for m in sent if isinstance(m, AsrDelta))
+    final = next(m for m in sent if isinstance(m, AsrFinal))
+    return deltas + final.text
+
+
+async def test_reused_finals_equal_full_final_decodes_on_the_corpus(
+    settings: Any, whisper: FasterWhisperAsr, clips: dict[str, Clip]
+) -> None:
+    results: dict[bool, list[str]] = {}
+    decodes: dict[bool, int] = {}
+    for reuse in (True, False):
+        settings.ASR_FINAL_REUSE = reuse
+        engine = Counting(whisper)
+        results[reuse] = [
+            await transcribe(engine, clip.pcm16k.astype("<i2").tobytes())
+            for clip in clips.values()
+        ]
+        decodes[reuse] = engine.done
+
+    assert results[True] == results[False]
+    assert decodes[False] == decodes[True] + len(
+        clips
+    )  # one final decode per clip saved
+    for clip, text in zip(clips.values(), results[True], strict=True):
+        assert word_error_rate(clip.text, text) <= 0.2, (clip.text, text)

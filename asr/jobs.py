@@ -36,7 +36,7 @@ from asr.messages import (
     AsrResync,
 )
 from asr.streaming import DecodePlan, StreamState
-from veena_site.contracts import JobFailed, Kind
+from veena_site.contracts import JobFailed, Kind, Message
 from veena_site.jobs import ReplyLost, Sender
 
 logger = logging.getLogger(__name__)
@@ -298,6 +298,17 @@ class AsrJob:
                         return
         except ReplyLost:
             logger.warning("asr job %s: gateway gone", self.job_id)
+        except Exception:  # boundary: one item; its client must not wait for ever
+            logger.exception("asr job %s item %d failed", self.job_id, item.seq)
+            stage = "final" if item.commit_total is not None else "chunk"
+            await self._send_quietly(
+                JobFailed(
+                    job_id=self.job_id,
+                    code="inference_failed",
+                    stage=stage,
+                    item_seq=item.seq,
+                )
+            )
         finally:
             if self.items.get(item.seq) is item:
                 del self.items[item.seq]
@@ -332,14 +343,19 @@ class AsrJob:
             and min(item.speech_end, total) <= item.decoded_at <= total
         )
 
-    def _reusable(self, item: Item, total: int) -> AsrHypothesis | None:
-        """The last chunk hypothesis when it covered every sound up to ``total`` (issue 13)."""
+    def _reusable(
+        self, item: Item, total: int
+    ) -> tuple[AsrHypothesis, DecodePlan] | None:
+        """The last chunk hypothesis and its plan when it covered every sound up to
+        ``total`` (issue 13) and has what the final needs (word times, when asked for)."""
         if not self.reuse or item.last_chunk is None:
             return None
         hyp, plan, covered = item.last_chunk
         if covered > total or covered < min(item.speech_end, total):
             return None
-        return hyp if item.state.completes(hyp, plan) else None
+        if item.options.words and timed_words(hyp, plan) is None:
+            return None
+        return (hyp, plan) if item.state.completes(hyp, plan) else None
 
     async def _chunk(self, item: Item) -> bool:
         """One chunk decode; False when it failed and the job must end (IT-13)."""
@@ -396,10 +412,10 @@ class AsrJob:
 
     async def _final(self, item: Item, total: int) -> None:
         started = time.monotonic()
-        reused = self._reusable(item, total)
-        hyp = reused or await self._final_decode(item, total)
-        if hyp is None:
+        decoded = self._reusable(item, total) or await self._final_decode(item, total)
+        if decoded is None:
             return
+        hyp, plan = decoded
         emission = item.state.on_final(hyp)
         await self.send(
             AsrFinal(
@@ -415,12 +431,14 @@ class AsrJob:
             )
         )
 
-    async def _final_decode(self, item: Item, total: int) -> AsrHypothesis | None:
-        """The full final decode, retried once (WK-8); None when the item failed."""
+    async def _final_decode(
+        self, item: Item, total: int
+    ) -> tuple[AsrHypothesis, DecodePlan] | None:
+        """The full final decode and its plan, retried once (WK-8); None when it failed."""
         plan = item.state.plan(total, final=True)
         for attempt in range(1, FINAL_ATTEMPTS + 1):
             try:
-                return await self._decode(item, plan, total)
+                return await self._decode(item, plan, total), plan
             except Exception:  # boundary: one final decode
                 logger.exception(
                     "asr job %s item %d: final decode failed (attempt %d)",
@@ -455,8 +473,8 @@ class AsrJob:
         async with self.gate.slot(final=final):
             return await self.engine.decode(request)
 
-    async def _send_quietly(self, message: AsrResync) -> None:
+    async def _send_quietly(self, message: Message) -> None:
         try:
             await self.send(message)
-        except Exception:  # boundary: a resync that cannot be delivered
-            logger.warning("asr job %s: resync not delivered", self.job_id)
+        except Exception:  # boundary: a message that cannot be delivered
+            logger.warning("asr job %s: %s not delivered", self.job_id, message.TYPE)

@@ -460,3 +460,30 @@ async def test_asr_chunk_min_s_does_not_apply_while_another_decode_runs(
 
     assert len(engine.calls) == 1  # item 0 waits for a full ASR_CHUNK_S
     await stop(task)
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["final", "chunk"])
+async def test_a_bug_in_an_item_s_loop_fails_the_item_instead_of_hanging_it(
+    monkeypatch: pytest.MonkeyPatch, committed: bool
+) -> None:
+    """Any exception escaping an item's loop (not only a decode's) reaches the client."""
+
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    monkeypatch.setattr(job, "_final" if committed else "_chunk", broken)
+    job.receive(open_(0, stream=True))
+    job.receive(audio(0, 0, SECOND))
+    if committed:
+        job.receive(commit(SECOND))
+    await settle(rec, JobFailed)
+    failed = rec.of(JobFailed)[0]
+    assert (failed.stage, failed.item_seq, failed.code) == (
+        "final" if committed else "chunk",
+        0,
+        "inference_failed",
+    )
+    assert 0 not in job.items
+    await stop(task)

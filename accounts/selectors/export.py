@@ -1,8 +1,10 @@
-"""The CSV export: the chart's buckets, split by key, route and model.
+"""The CSV export: the chart's buckets, split by key, route and model, streamed.
 
-It reads the same rollup rows as the usage page (``usage.filtered_rows``), folds them into
-the same buckets, and lists every bucket (a bucket with no usage as one row of zeros), so
-its columns add up to the page's totals exactly.
+It reads the same rollup rows as the usage page (``usage.filtered_rows``), bucketed the
+same way (``usage.bucketed``: in SQL wherever the zone allows), and lists every bucket (a
+bucket with no usage as one row of zeros), so its columns add up to the page's totals
+exactly. Rows come from the database in bucket order and are written a bucket at a time,
+as tuples: no object per row, and memory bounded by one bucket.
 """
 
 from __future__ import annotations
@@ -10,21 +12,21 @@ from __future__ import annotations
 import csv
 import io
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from datetime import datetime
+from typing import Any
+
+from django.db.models import BigIntegerField, Sum
+from django.db.models.functions import Cast
 
 from accounts import buckets as bk
 from accounts.models import ApiKey
 from accounts.selectors import Scope
 from accounts.selectors.usage import (
-    Measures,
     UsageFilter,
-    add_into,
-    aggregates,
-    errors_of,
+    bucketed,
     filtered_rows,
-    zero_totals,
+    source_granularity,
 )
 
 HEADER = (
@@ -54,48 +56,26 @@ HEADER = (
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
-@dataclass(frozen=True)
-class ExportRow:
-    """One bucket × key × route × model, or an empty bucket (no key)."""
-
-    bucket: bk.Bucket
-    key: ApiKey | None
-    route: str
-    model: str
-    measures: Measures
-
-
-def export_rows(*, scope: Scope, flt: UsageFilter, now: datetime) -> list[ExportRow]:
-    """Every row of the export, bucket by bucket."""
-    items = flt.buckets(now)
-    if not items:
-        return []
-    grouped = (
-        filtered_rows(scope=scope, flt=flt, items=items, per_key=True)
-        .values("bucket_start", "api_key_id", "route", "model")
-        .annotate(**aggregates(histograms=False))
-    )
-    starts = [b.start for b in items]
-    cells: dict[tuple[int, uuid.UUID, str, str], Measures] = {}
-    for row in grouped:
-        index = bk.bucket_of(starts, row["bucket_start"])
-        if index is None or index >= len(items):
-            continue
-        key = (index, row["api_key_id"], row["route"], row["model"])
-        add_into(cells.setdefault(key, zero_totals()), row)
-    keys = ApiKey.objects.in_bulk({key_id for _, key_id, _, _ in cells})
-    rows = [
-        ExportRow(items[index], keys[key_id], route, model, measures)
-        for (index, key_id, route, model), measures in cells.items()
-    ]
-    used = {index for index, _, _, _ in cells}
-    rows += [
-        ExportRow(bucket, None, "", "", zero_totals())
-        for index, bucket in enumerate(items)
-        if index not in used
-    ]
-    rows.sort(key=lambda r: (r.bucket.start, r.key.display if r.key else "", r.route))
-    return rows
+# The sums each CSV line is made of, in this order.
+SUMS = (
+    "requests",
+    "completed",
+    "cancelled",
+    "failed",
+    "abandoned",
+    "tts_chars_in",
+    "tts_audio_out_ms",
+    "asr_audio_in_ms",
+    "asr_chars_out",
+    "ttfb_ms_sum",
+    "ttfb_count",
+    "asr_latency_ms_sum",
+    "asr_items",
+)
+GROUP = ("bucket", "api_key_id", "route", "model")
+EMPTY = (0,) * len(SUMS)
+# How many rows are fetched from the database at a time.
+CHUNK_ROWS = 2000
 
 
 def safe_cell(value: str) -> str:
@@ -111,56 +91,134 @@ def _average(total: int, count: int) -> str:
     return f"{total / count:.1f}" if count else ""
 
 
-def csv_line(row: ExportRow, width: str) -> list[str]:
-    """One CSV line of ``row`` (times in the viewer's zone, with their offset)."""
-    m = row.measures
-    key = row.key
-    return [
-        row.bucket.start.isoformat(),
-        row.bucket.end.isoformat(),
+def _measures_cells(sums: Sequence[int]) -> tuple[Any, ...]:
+    """The measure columns of one line, from ``SUMS`` in order."""
+    (
+        requests,
+        completed,
+        cancelled,
+        failed,
+        abandoned,
+        chars,
+        audio_out,
+        audio_in,
+        asr_chars,
+        ttfb_sum,
+        ttfb_count,
+        latency_sum,
+        items,
+    ) = sums
+    return (
+        requests,
+        completed,
+        cancelled,
+        failed,
+        abandoned,
+        failed + abandoned,  # errors (accounts D4)
+        chars,
+        _seconds(audio_out),
+        _seconds(audio_in),
+        asr_chars,
+        _average(ttfb_sum, ttfb_count),
+        _average(latency_sum, items),
+    )
+
+
+class _Keys:
+    """The key columns of each key id, read once per export (a bucket's new ids at once)."""
+
+    def __init__(self) -> None:
+        self.cells: dict[uuid.UUID, tuple[str, str, str]] = {}
+
+    def load(self, key_ids: Sequence[uuid.UUID]) -> None:
+        missing = [key_id for key_id in key_ids if key_id not in self.cells]
+        for key in ApiKey.objects.in_bulk(missing).values():
+            self.cells[key.id] = (
+                str(key.id),
+                safe_cell(key.display),
+                safe_cell(key.name),
+            )
+
+
+def _bucket_lines(
+    bucket: bk.Bucket,
+    cells: dict[tuple[uuid.UUID, str, str], list[int]],
+    keys: _Keys,
+    width: str,
+    tz: Any,
+) -> list[tuple[Any, ...]]:
+    """The lines of one bucket: one per key × route × model, or one of zeros."""
+    prefix = (
+        bucket.start.astimezone(tz).isoformat(),
+        bucket.end.astimezone(tz).isoformat(),
         width,
-        "true" if row.bucket.partial else "false",
-        str(key.id) if key else "",
-        safe_cell(key.display) if key else "",
-        safe_cell(key.name) if key else "",
-        row.route,
-        safe_cell(row.model),
-        *(
-            str(m[name])
-            for name in ("requests", "completed", "cancelled", "failed", "abandoned")
-        ),
-        str(errors_of(m)),
-        str(m["tts_chars_in"]),
-        _seconds(m["tts_audio_out_ms"]),
-        _seconds(m["asr_audio_in_ms"]),
-        str(m["asr_chars_out"]),
-        _average(m["ttfb_ms_sum"], m["ttfb_count"]),
-        _average(m["asr_latency_ms_sum"], m["asr_items"]),
+        "true" if bucket.partial else "false",
+    )
+    if not cells:
+        return [(*prefix, "", "", "", "", "", *_measures_cells(EMPTY))]
+    keys.load(list({key_id for key_id, _, _ in cells}))
+    lines = [
+        (*prefix, *keys.cells[key_id], route, safe_cell(model), *_measures_cells(sums))
+        for (key_id, route, model), sums in cells.items()
     ]
+    lines.sort(key=lambda line: (line[5], line[7], line[8]))  # key, route, model
+    return lines
 
 
-def csv_text(rows: list[ExportRow], *, width: str, tz_name: str) -> Iterator[str]:
-    """The export as CSV lines; bucket times are written in the viewer's zone."""
-    tz = bk.zone(tz_name)
+def _grouped_rows(
+    scope: Scope, flt: UsageFilter, items: Sequence[bk.Bucket]
+) -> Iterator[tuple[Any, ...]]:
+    """``(bucket, api_key_id, route, model, *SUMS)`` in bucket order, fetched in chunks."""
+    rows, locate = bucketed(
+        filtered_rows(scope=scope, flt=flt, items=items, per_key=True),
+        source=source_granularity(items),
+        tz=flt.tz,
+        width=flt.width,
+        items=items,
+    )
+    grouped = (
+        rows.values(*GROUP)
+        .annotate(**{name: Cast(Sum(name), BigIntegerField()) for name in SUMS})
+        .values_list(*GROUP, *SUMS)
+        .order_by("bucket")
+    )
+    for row in grouped.iterator(chunk_size=CHUNK_ROWS):
+        index = locate(row[0])
+        if index is not None:
+            yield (index, *row[1:])
+
+
+def export_csv(*, scope: Scope, flt: UsageFilter, now: datetime) -> Iterator[str]:
+    """The export as CSV text, a bucket at a time; times in the viewer's zone."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(HEADER)
-    for row in rows:
-        local = ExportRow(
-            bk.Bucket(
-                row.bucket.start.astimezone(tz),
-                row.bucket.end.astimezone(tz),
-                row.bucket.label,
-                row.bucket.partial,
-            ),
-            row.key,
-            row.route,
-            row.model,
-            row.measures,
-        )
-        writer.writerow(csv_line(local, width))
-        yield buffer.getvalue()
-        buffer.seek(0)
-        buffer.truncate()
-    if buffer.getvalue():
-        yield buffer.getvalue()
+    yield buffer.getvalue()
+    items = flt.buckets(now)
+    keys = _Keys()
+    current = 0
+    cells: dict[tuple[uuid.UUID, str, str], list[int]] = {}
+
+    def flush(upto: int) -> Iterator[str]:
+        """Write the buckets before ``upto`` (those with no rows as zeros)."""
+        nonlocal current, cells
+        while current < upto:
+            buffer.seek(0)
+            buffer.truncate()
+            writer.writerows(
+                _bucket_lines(items[current], cells, keys, flt.width, flt.tz)
+            )
+            cells = {}
+            current += 1
+            yield buffer.getvalue()
+
+    for index, key_id, route, model, *sums in _grouped_rows(scope, flt, items):
+        if index > current:
+            yield from flush(index)
+        cell = cells.get((key_id, route, model))
+        if cell is None:
+            cells[(key_id, route, model)] = [value or 0 for value in sums]
+        else:  # hours folded into a day in Python (a half-hour DST)
+            for position, value in enumerate(sums):
+                cell[position] += value or 0
+    yield from flush(len(items))

@@ -16,7 +16,8 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db.models import BigIntegerField, Sum
+from django.db import connections
+from django.db.models import BigIntegerField, QuerySet, Sum
 from django.db.models.functions import Cast
 
 from accounts import buckets as bk
@@ -182,10 +183,39 @@ def _grouped_rows(
         .values_list(*GROUP, *SUMS)
         .order_by("bucket")
     )
-    for row in grouped.iterator(chunk_size=CHUNK_ROWS):
+    for row in _raw_rows(grouped, len(GROUP)):
         index = locate(row[0])
         if index is not None:
             yield (index, *row[1:])
+
+
+def _raw_rows(queryset: QuerySet[Any], converted: int) -> Iterator[tuple[Any, ...]]:
+    """A ``values_list`` query's rows as the database sends them, in chunks.
+
+    Only the first ``converted`` columns (bucket, key id, route, model) go through
+    Django's converters: the sums are cast to bigint in SQL and arrive as ints, and
+    converting 13 more columns of every row in Python was most of the export's time.
+    """
+    compiler = queryset.query.get_compiler(using=queryset.db)
+    sql, params = compiler.as_sql()
+    converters = compiler.get_converters(
+        [expression for expression, _, _ in compiler.select[:converted]]
+    )
+    connection = connections[queryset.db]
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(sql, params)
+        while chunk := cursor.fetchmany(CHUNK_ROWS):
+            if not converters:
+                yield from chunk
+                continue
+            for row in chunk:
+                values = list(row)
+                for position, (functions, expression) in converters.items():
+                    value = values[position]
+                    for function in functions:
+                        value = function(value, expression, connection)
+                    values[position] = value
+                yield tuple(values)
 
 
 def export_csv(*, scope: Scope, flt: UsageFilter, now: datetime) -> Iterator[str]:

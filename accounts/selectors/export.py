@@ -141,7 +141,7 @@ class _Keys:
 
 def _bucket_lines(
     bucket: bk.Bucket,
-    cells: dict[tuple[str, str, str], list[int]],
+    cells: dict[tuple[str, str, str], Sequence[int]],
     keys: _Keys,
     width: str,
     tz: Any,
@@ -175,7 +175,7 @@ def _moment(text: str) -> datetime:
 def _grouped_rows(
     scope: Scope, flt: UsageFilter, items: Sequence[bk.Bucket]
 ) -> Iterator[tuple[Any, ...]]:
-    """``(bucket index, key id text, route, model, *SUMS)`` in bucket order, in chunks."""
+    """``(bucket index, (key id text, route, model), SUMS)`` in bucket order, in chunks."""
     rows, locate = bucketed(
         filtered_rows(scope=scope, flt=flt, items=items, per_key=True),
         source=source_granularity(items),
@@ -192,7 +192,7 @@ def _grouped_rows(
         for row in _raw_rows(grouped.values_list(*GROUP, *SUMS), len(GROUP)):
             index = locate(row[0])
             if index is not None:
-                yield (index, str(row[1]), *row[2:])
+                yield index, (str(row[1]), row[2], row[3]), row[4:]
         return
     # Hour buckets are a row per hour × key × route × model, tens of thousands: the
     # bucket and the key id come as text, each distinct value parsed once, instead of a
@@ -210,7 +210,7 @@ def _grouped_rows(
         else:
             index = indexes[text] = locate(_moment(text))
         if index is not None:
-            yield (index, *row[1:])
+            yield index, row[1:4], row[4:]
 
 
 def _raw_rows(queryset: QuerySet[Any], converted: int) -> Iterator[tuple[Any, ...]]:
@@ -251,7 +251,7 @@ def export_csv(*, scope: Scope, flt: UsageFilter, now: datetime) -> Iterator[str
     items = flt.buckets(now)
     keys = _Keys()
     current = 0
-    cells: dict[tuple[str, str, str], list[int]] = {}
+    cells: dict[tuple[str, str, str], Sequence[int]] = {}
 
     def flush(upto: int) -> Iterator[str]:
         """Write the buckets before ``upto`` (those with no rows as zeros)."""
@@ -266,13 +266,12 @@ def export_csv(*, scope: Scope, flt: UsageFilter, now: datetime) -> Iterator[str
             current += 1
             yield buffer.getvalue()
 
-    for index, key_id, route, model, *sums in _grouped_rows(scope, flt, items):
+    for index, group, sums in _grouped_rows(scope, flt, items):
         if index > current:
             yield from flush(index)
-        cell = cells.get((key_id, route, model))
-        if cell is None:
-            cells[(key_id, route, model)] = [value or 0 for value in sums]
-        else:  # hours folded into a day in Python (a half-hour DST)
-            for position, value in enumerate(sums):
-                cell[position] += value or 0
+        cell = cells.get(group)
+        # A second row of a cell: hours folded into a day in Python (a half-hour DST).
+        cells[group] = (
+            sums if cell is None else tuple(map(sum, zip(cell, sums, strict=True)))
+        )
     yield from flush(len(items))

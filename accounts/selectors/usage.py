@@ -1,9 +1,13 @@
 """Usage read from rollups only (accounts D5): series, totals, breakdowns and latency.
 
-A report picks one source granularity for everything it shows, so the chart, the cards,
-the tables and the CSV always add up to the same totals: daily rows when every bucket is a
-whole UTC day, hourly rows otherwise (hour buckets, or days of a zone that is not UTC).
-The number of queries does not grow with the number of keys or buckets.
+The chart, the cards and the CSV read one source granularity: daily rows when every
+bucket is a whole UTC day, hourly rows otherwise (hour buckets, or days of a zone that is
+not UTC), so they add up to the same totals. Local days read from hourly rows are bucketed
+in SQL (``bucketed``: ``date_trunc`` at the zone), so a 90-day page fetches 90 rows per
+series, not 2,160. The breakdown tables are sums over the whole range, so they read the
+coarsest rows that hold it: daily rows for the settled whole UTC days inside it, hourly rows
+around them (``settled_day_spans``), all three tables from one such read. The number of
+queries does not grow with the number of keys or buckets.
 """
 
 from __future__ import annotations

@@ -226,7 +226,10 @@ def _raw_rows(queryset: QuerySet[Any], converted: int) -> Iterator[tuple[Any, ..
         [expression for expression, _, _ in compiler.select[:converted]]
     )
     connection = connections[queryset.db]
-    with connection.chunked_cursor() as cursor:
+    # A server-side cursor (PostgreSQL), unless the database is behind a transaction
+    # pooler that cannot hold one (Django's DISABLE_SERVER_SIDE_CURSORS).
+    chunked = not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+    with connection.chunked_cursor() if chunked else connection.cursor() as cursor:
         cursor.execute(sql, params)
         while chunk := cursor.fetchmany(CHUNK_ROWS):
             if not converters:

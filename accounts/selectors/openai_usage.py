@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from django.db.models import Sum
+from django.db.models import BigIntegerField, Sum
+from django.db.models.functions import Cast
 
 from accounts import buckets as bk
 from accounts.models import Endpoint, Granularity
@@ -180,9 +181,10 @@ def _grouped(
             )
             .values(*fields)
             .annotate(
-                requests_sum=Sum("requests"),
-                chars=Sum("tts_chars_in"),
-                audio_ms=Sum("asr_audio_in_ms"),
+                # PostgreSQL sums bigints as numeric; a bigint skips Decimal parsing.
+                requests_sum=Cast(Sum("requests"), BigIntegerField()),
+                chars=Cast(Sum("tts_chars_in"), BigIntegerField()),
+                audio_ms=Cast(Sum("asr_audio_in_ms"), BigIntegerField()),
             )
         )
     return rows
@@ -225,27 +227,34 @@ def usage_page(*, scope: Scope, kind: Kind, params: UsageParams) -> dict[str, ob
         bk.floor_hour(params.end - timedelta(microseconds=1)) + bk.HOUR,
     )
     fields = [g for g in params.group_by if g in ("api_key_id", "model")]
-    totals: dict[tuple[int, tuple[Any, ...]], list[int]] = {}
+    # One dict of groups per bucket: the page is built in one pass over the rows.
+    index_of = {start: index for index, start in enumerate(starts)}
+    totals: list[dict[tuple[Any, ...], list[int]]] = [{} for _ in starts]
     for row in _grouped(scope, params, kind, starts[0], until):
-        index = bk.bucket_of(starts, row["bucket_start"])
+        start = row["bucket_start"]
+        index = index_of.get(start)
         if index is None:
-            continue
-        cell = totals.setdefault((index, tuple(row[f] for f in fields)), [0, 0, 0])
+            index = bk.bucket_of(starts, start)
+            if index is None:
+                continue
+        group = tuple(row[f] for f in fields)
+        cell = totals[index].get(group)
+        if cell is None:
+            cell = totals[index][group] = [0, 0, 0]
         cell[0] += row["requests_sum"] or 0
         cell[1] += row["chars"] or 0
         cell[2] += row["audio_ms"] or 0
     data = []
-    for index, start in enumerate(starts):
-        groups = sorted(
-            ((g, t) for (i, g), t in totals.items() if i == index),
-            key=lambda item: tuple(str(v) for v in item[0]),
+    for start, groups in zip(starts, totals, strict=True):
+        ordered = sorted(
+            groups.items(), key=lambda item: tuple(str(v) for v in item[0])
         )
         data.append(
             {
                 "object": "bucket",
                 "start_time": int(start.timestamp()),
                 "end_time": int((start + step).timestamp()),
-                "results": [_result(kind, g, fields, t) for g, t in groups],
+                "results": [_result(kind, g, fields, t) for g, t in ordered],
             }
         )
     return {

@@ -1,16 +1,20 @@
 """Usage read from rollups only (accounts D5): series, totals, breakdowns and latency.
 
-A report picks one source granularity for everything it shows, so the chart, the cards,
-the tables and the CSV always add up to the same totals: daily rows when every bucket is a
-whole UTC day, hourly rows otherwise (hour buckets, or days of a zone that is not UTC).
-The number of queries does not grow with the number of keys or buckets.
+The chart, the cards and the CSV read one source granularity: daily rows when every
+bucket is a whole UTC day, hourly rows otherwise (hour buckets, or days of a zone that is
+not UTC), so they add up to the same totals. Local days read from hourly rows are bucketed
+in SQL (``bucketed``: ``date_trunc`` at the zone), so a 90-day page fetches 90 rows per
+series, not 2,160. The breakdown tables are sums over the whole range, so they read the
+coarsest rows that hold it: daily rows for the settled whole UTC days inside it, hourly rows
+around them (``settled_day_spans``), all three tables from one such read. The number of
+queries does not grow with the number of keys or buckets.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any, TypeVar
@@ -212,18 +216,32 @@ def settled_day_spans(
     return [(g, lo, hi) for g, lo, hi in spans if lo < hi]
 
 
-def _key_totals(
-    scope: Scope, flt: UsageFilter, items: Sequence[bk.Bucket], now: datetime
-) -> list[Breakdown]:
-    """Per-key totals of the range: the key column is only needed summed over it."""
+def _range_spans(
+    items: Sequence[bk.Bucket], now: datetime
+) -> list[tuple[str, datetime, datetime]]:
+    """The coarsest rows that hold the whole range: daily rows for its settled UTC days,
+    hourly rows around them (a table summed over the range needs no bucket column)."""
     since, until = items[0].start, items[-1].end
-    spans = (
-        [(Granularity.DAY, since, until)]
-        if source_granularity(items) == Granularity.DAY
-        else settled_day_spans(since, until, now)
-    )
-    totals: dict[uuid.UUID, Measures] = {}
-    for granularity, lo, hi in spans:
+    if source_granularity(items) == Granularity.DAY:
+        return [(Granularity.DAY, since, until)]
+    return settled_day_spans(since, until, now)
+
+
+BREAKDOWN_GROUP = ("account_id", "api_key_id", "route", "model")
+
+
+def _range_totals(
+    scope: Scope,
+    flt: UsageFilter,
+    items: Sequence[bk.Bucket],
+    now: datetime,
+    group: Sequence[str],
+    *,
+    per_key: bool,
+) -> dict[tuple[Any, ...], Measures]:
+    """Measures summed over the whole range, per ``group`` values."""
+    totals: dict[tuple[Any, ...], Measures] = {}
+    for granularity, lo, hi in _range_spans(items, now):
         rows = rollup_rows(
             scope=scope,
             since=lo,
@@ -232,13 +250,31 @@ def _key_totals(
             key_ids=[k.id for k in flt.keys],
             routes=flt.routes,
             models=flt.models,
+            per_key=per_key,
         )
-        for row in rows.values("api_key_id").annotate(**aggregates(histograms=False)):
-            add_into(totals.setdefault(row["api_key_id"], zero()), row)
-    keys = ApiKey.objects.in_bulk(list(totals))
+        for row in rows.values(*group).annotate(**aggregates(histograms=False)):
+            values = tuple(row.pop(name) for name in group)
+            add_into(totals.setdefault(values, zero()), row)
+    return totals
+
+
+def _summed(
+    totals: dict[tuple[Any, ...], Measures], position: slice
+) -> dict[tuple[Any, ...], Measures]:
+    """``totals`` summed again over a coarser group: the values at ``position``."""
+    result: dict[tuple[Any, ...], Measures] = {}
+    for values, measures in totals.items():
+        add_into(result.setdefault(values[position], zero()), measures)
+    return result
+
+
+def _key_totals(totals: dict[tuple[Any, ...], Measures]) -> list[Breakdown]:
+    """Per-key totals of the range: the key column is only needed summed over it."""
+    per_key = _summed(totals, slice(1, 2))
+    keys = ApiKey.objects.in_bulk([key_id for (key_id,) in per_key])
     result = [
         Breakdown(label=keys[key_id].display, measures=m, key=keys[key_id])
-        for key_id, m in totals.items()
+        for (key_id,), m in per_key.items()
     ]
     return sorted(result, key=lambda b: (-b.measures["requests"], b.label))
 
@@ -284,18 +320,20 @@ class UsageReport:
     granularity: str = Granularity.HOUR
 
 
-def _errors(
-    rows: QuerySet[Any], starts: Sequence[datetime], size: int
-) -> dict[str, list[int]]:
+def _errors(rows: QuerySet[Any], locate: Locate, size: int) -> dict[str, list[int]]:
+    """Failed and abandoned requests per error code and bucket (``rows`` bucketed)."""
     by_code: dict[str, list[int]] = defaultdict(lambda: [0] * size)
     grouped = (
         rows.filter(Q(failed__gt=0) | Q(abandoned__gt=0))
-        .values("bucket_start", "error_code")
-        .annotate(failed_sum=Sum("failed"), abandoned_sum=Sum("abandoned"))
+        .values("bucket", "error_code")
+        .annotate(
+            failed_sum=Cast(Sum("failed"), BigIntegerField()),
+            abandoned_sum=Cast(Sum("abandoned"), BigIntegerField()),
+        )
     )
     for row in grouped:
-        index = bk.bucket_of(starts, row["bucket_start"])
-        if index is None or index >= size:
+        index = locate(row["bucket"])
+        if index is None:
             continue
         if row["failed_sum"]:
             by_code[row["error_code"] or UNKNOWN_CODE][index] += row["failed_sum"]
@@ -304,34 +342,32 @@ def _errors(
     return dict(sorted(by_code.items()))
 
 
-def _by_account(rows: QuerySet[Any]) -> list[Breakdown]:
+def _by_account(totals: dict[tuple[Any, ...], Measures]) -> list[Breakdown]:
     """Totals per account (the staff view), busiest first."""
-    grouped = list(rows.values("account_id").annotate(**aggregates(histograms=False)))
-    accounts = Account.objects.in_bulk([row["account_id"] for row in grouped])
-    result = []
-    for row in grouped:
-        measures = zero()
-        add_into(measures, row)
-        account = accounts[row["account_id"]]
-        result.append(Breakdown(label=account.name, measures=measures, account=account))
+    per_account = _summed(totals, slice(0, 1))
+    accounts = Account.objects.in_bulk([account_id for (account_id,) in per_account])
+    result = [
+        Breakdown(
+            label=accounts[account_id].name,
+            measures=measures,
+            account=accounts[account_id],
+        )
+        for (account_id,), measures in per_account.items()
+    ]
     return sorted(result, key=lambda b: (-b.measures["requests"], b.label))
 
 
-def _by_route_model(rows: QuerySet[Any]) -> list[Breakdown]:
+def _by_route_model(totals: dict[tuple[Any, ...], Measures]) -> list[Breakdown]:
     labels = dict(Route.choices)
-    result = []
-    for row in rows.values("route", "model").annotate(**aggregates(histograms=False)):
-        measures = zero()
-        add_into(measures, row)
-        route = row["route"]
-        result.append(
-            Breakdown(
-                label=f"{labels.get(route, route)} · {row['model']}",
-                measures=measures,
-                route=route,
-                model=row["model"],
-            )
+    result = [
+        Breakdown(
+            label=f"{labels.get(route, route)} · {model}",
+            measures=measures,
+            route=route,
+            model=model,
         )
+        for (route, model), measures in _summed(totals, slice(2, 4)).items()
+    ]
     return sorted(result, key=lambda b: (b.route, b.model))
 
 
@@ -346,32 +382,69 @@ def day_shift(days: Sequence[bk.Bucket], tz: ZoneInfo) -> timedelta | None:
     return timedelta(minutes=shifts.pop()) if len(shifts) == 1 else None
 
 
-def _per_day(
-    rows: QuerySet[Any], days: Sequence[bk.Bucket], tz: ZoneInfo, source: str
-) -> list[dict[str, Any]]:
-    """Measures grouped per local day, in SQL whenever the zone allows it."""
-    if source == Granularity.DAY:
-        grouped = rows.values("bucket_start")
-        return fold([d.start for d in days], _annotated(grouped), len(days))
-    shift = day_shift(days, tz)
-    if shift is None:
-        grouped = rows.values("bucket_start")
-        return fold([d.start for d in days], _annotated(grouped), len(days))
-    moved = ExpressionWrapper(
-        F("bucket_start") + Value(shift), output_field=DateTimeField()
+Locate = Callable[[Any], "int | None"]
+
+
+def bucketed(
+    rows: Q_, *, source: str, tz: ZoneInfo, width: str, items: Sequence[bk.Bucket]
+) -> tuple[Q_, Locate]:
+    """``rows`` annotated with ``bucket`` to group by, and the bucket index of its value.
+
+    Hour buckets and day buckets read from daily rows group by ``bucket_start`` itself.
+    Local days read from hourly rows are bucketed in SQL (``date_trunc`` at the zone,
+    after ``day_shift``), so the database returns one row per day, not per hour; only
+    where no single shift fits (a half-hour DST) are the hours folded by the caller.
+    """
+    if width == "day" and source == Granularity.HOUR:
+        shift = day_shift(items, tz)
+        if shift is not None:
+            moved = ExpressionWrapper(
+                F("bucket_start") + Value(shift), output_field=DateTimeField()
+            )
+            by_date = {date.fromisoformat(d.label): i for i, d in enumerate(items)}
+            return rows.annotate(bucket=TruncDay(moved, tzinfo=tz)), (
+                lambda value: by_date.get(value.astimezone(tz).date())
+            )
+    starts = [b.start for b in items]
+    exact = {start: index for index, start in enumerate(starts)}
+    size = len(items)
+
+    def locate(value: Any) -> int | None:
+        index = exact.get(value)
+        if index is None:
+            index = bk.bucket_of(starts, value)
+            if index is not None and index >= size:
+                return None
+        return index
+
+    return rows.annotate(bucket=F("bucket_start")), locate
+
+
+def _series(
+    rows: QuerySet[Any],
+    *,
+    source: str,
+    tz: ZoneInfo,
+    width: str,
+    items: Sequence[bk.Bucket],
+    histograms: bool,
+) -> tuple[list[Measures], datetime | None]:
+    """Measures per bucket of ``items``, and when the newest row read was computed."""
+    annotated, locate = bucketed(rows, source=source, tz=tz, width=width, items=items)
+    grouped = annotated.values("bucket").annotate(
+        **aggregates(histograms=histograms), as_of=Max("computed_at")
     )
-    per_day = _annotated(rows.annotate(day=TruncDay(moved, tzinfo=tz)).values("day"))
-    index = {date.fromisoformat(d.label): i for i, d in enumerate(days)}
-    folded = [zero() for _ in days]
-    for row in per_day:
-        position = index.get(row["day"].astimezone(tz).date())
-        if position is not None:
-            add_into(folded[position], row)
-    return folded
-
-
-def _annotated(grouped: QuerySet[Any]) -> list[dict[str, Any]]:
-    return list(grouped.annotate(**aggregates(), as_of=Max("computed_at")))
+    folded = [zero() for _ in items]
+    as_of: datetime | None = None
+    for row in grouped:
+        index = locate(row.pop("bucket"))
+        row_as_of = row.pop("as_of")
+        if index is None:
+            continue
+        add_into(folded[index], row)
+        if row_as_of is not None and (as_of is None or row_as_of > as_of):
+            as_of = row_as_of
+    return folded, as_of
 
 
 def usage_report(*, scope: Scope, flt: UsageFilter, now: datetime) -> UsageReport:
@@ -382,36 +455,37 @@ def usage_report(*, scope: Scope, flt: UsageFilter, now: datetime) -> UsageRepor
         return UsageReport(items, [], zero(), {}, days, [], [], [])
     rows = filtered_rows(scope=scope, flt=flt, items=items)
     source = source_granularity(items)
-    starts = [b.start for b in items]
     # Latency is per day; in day buckets the series is the same grouping.
-    latency = _per_day(rows, days, flt.tz, source_granularity(days))
+    latency, as_of = _series(
+        rows, source=source, tz=flt.tz, width="day", items=days, histograms=True
+    )
     if flt.width == "day":
         series = latency
-        as_of = rows.aggregate(as_of=Max("computed_at"))["as_of"]
     else:
-        hourly = list(
-            rows.values("bucket_start").annotate(
-                **aggregates(histograms=False), as_of=Max("computed_at")
-            )
+        series, as_of = _series(
+            rows, source=source, tz=flt.tz, width="hour", items=items, histograms=False
         )
-        series = fold(starts, hourly, len(items))
-        as_of = max((row["as_of"] for row in hourly), default=None)
     totals = zero()
     for measures in series:
         add_into(totals, measures)
     if flt.width == "hour":  # the cards' percentiles: the days hold the histograms
         for name in HISTOGRAMS:
             totals[name] = sum(day[name] for day in latency)
+    # Every breakdown table from one read of the range's coarsest rows.
+    breakdowns = _range_totals(scope, flt, items, now, BREAKDOWN_GROUP, per_key=True)
+    bucketed_rows, locate = bucketed(
+        rows, source=source, tz=flt.tz, width=flt.width, items=items
+    )
     return UsageReport(
         buckets=items,
         series=series,
         totals=totals,
-        errors=_errors(rows, starts, len(items)),
+        errors=_errors(bucketed_rows, locate, len(items)),
         days=days,
         latency=latency,
-        by_key=_key_totals(scope, flt, items, now),
-        by_route_model=_by_route_model(rows),
-        by_account=_by_account(rows) if scope.is_global else [],
+        by_key=_key_totals(breakdowns),
+        by_route_model=_by_route_model(breakdowns),
+        by_account=_by_account(breakdowns) if scope.is_global else [],
         data_as_of=as_of,
         granularity=source,
     )

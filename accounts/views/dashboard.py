@@ -30,7 +30,7 @@ from accounts.selectors import (
     dashboard_global_scope_for,
     scope_keys,
 )
-from accounts.selectors.export import csv_text, export_rows
+from accounts.selectors.export import export_csv
 from accounts.selectors.quota import quota_bars
 from accounts.selectors.records import records_page, usage_records
 from accounts.selectors.usage import usage_report
@@ -115,9 +115,9 @@ def _csv_response(
             content_type="text/plain; charset=utf-8",
         )
     flt = usage_filter(form, scope=scope)
-    rows = export_rows(scope=scope, flt=flt, now=timezone.now())
+    # Streamed: rows are read from the database and written a bucket at a time.
     response = StreamingHttpResponse(
-        csv_text(rows, width=flt.width, tz_name=form.cleaned_data["tz"]),
+        export_csv(scope=scope, flt=flt, now=timezone.now()),
         content_type="text/csv; charset=utf-8",
     )
     filename = f"{name}-usage-{flt.first:%Y%m%d}-{flt.last:%Y%m%d}-{flt.width}.csv"

@@ -174,6 +174,26 @@ def test_d7_csv_matches_the_page_totals(seeded) -> None:
         assert list(per_bucket.values()) == chart(page)["series"]["tts_chars_in"], tz
 
 
+def test_d7_csv_of_hours_matches_the_chart_bucket_by_bucket(seeded) -> None:
+    client = login(seeded.alice)
+    for tz in ("UTC", "Asia/Kolkata"):
+        url = usage_url("acme", tz=tz, granularity="hour")
+        page = client.get(url)
+        response = client.get(url.replace("/usage/", "/usage.csv"))
+        rows = list(
+            csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode()))
+        )
+        per_bucket: dict[str, list[int]] = {}
+        for r in rows:
+            cell = per_bucket.setdefault(r["bucket_start"], [0, 0])
+            cell[0] += int(r["requests"])
+            cell[1] += int(r["tts_characters"])
+        series = chart(page)["series"]
+        assert [c[0] for c in per_bucket.values()] == series["requests"], tz
+        assert [c[1] for c in per_bucket.values()] == series["tts_chars_in"], tz
+        assert sum(series["requests"]) == int(card(page, "requests")) > 0
+
+
 def test_d7_csv_cells_cannot_become_formulas(seeded) -> None:
     from accounts.selectors.export import safe_cell
 

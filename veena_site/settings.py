@@ -159,6 +159,9 @@ if REDIS_URL:
                 "channel_capacity": {
                     "tts-worker": WORKER_CHANNEL_CAPACITY,
                     "asr-worker": WORKER_CHANNEL_CAPACITY,
+                    # each worker's own submission channel (veena_site.placement)
+                    "tts-worker.*": WORKER_CHANNEL_CAPACITY,
+                    "asr-worker.*": WORKER_CHANNEL_CAPACITY,
                 },
             },
         }
@@ -193,6 +196,10 @@ ASR_WORKER_SLOTS = env.int("ASR_WORKER_SLOTS", default=16)
 ENGINE_THREADS = env.int("ENGINE_THREADS", default=CPU_COUNT)
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
 WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
+# Where a job's first message goes (veena_site.placement): "least_loaded" sends it to the live
+# worker with the most free slots, on that worker's own channel; "shared" to the shared channel
+# of its kind, whichever worker pops it first (busy workers answer busy and the gateway retries).
+WORKER_PLACEMENT = env("WORKER_PLACEMENT", default="least_loaded")
 # Gateway → worker liveness per job: a keepalive every JOB_KEEPALIVE_S; a worker ends a job
 # whose gateway has been silent for JOB_KEEPALIVE_TIMEOUT_S (veena_site.jobs).
 JOB_KEEPALIVE_S = env.float("JOB_KEEPALIVE_S", default=1.0)

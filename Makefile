@@ -67,9 +67,10 @@ fuzz: $(VENV)/.dev-installed
 browser:
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-## make bench: every bench/*.py (bench/dashboard.py runs only when PostgreSQL answers)
+## make bench: every bench/*.py the installed tiers allow, one combined table and var/bench/<time>-<commit>.json
+## (bench/compare.py; BENCH_ONLY=hop,admission picks some; compare two runs: .venv/bin/python bench/compare.py OLD.json NEW.json)
 bench: $(VENV)/.dev-installed
-	@ls bench/*.py >/dev/null 2>&1 && for b in bench/*.py; do $(BIN)/python $$b || exit 1; done || echo "no benchmarks yet"
+	$(BIN)/python bench/compare.py
 
 clean:
 	rm -rf $(VENV) var $(NODE_EXAMPLES)/node_modules

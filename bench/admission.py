@@ -1,6 +1,6 @@
 """Admission benchmark: time from submit to a worker's acceptance at 90 % slot occupancy.
 
-2 and then 4 ``gpuworker`` processes (fake TTS engine, ``BENCH_SLOTS`` slots each) on Redis on
+2 and then 4 ``gpuworker`` processes (fake TTS engine, ``BENCH_ADMISSION_SLOTS`` slots each) on Redis on
 loopback; this process is the gateway (``veena_site.jobclient.WorkerLink``, as a consumer uses
 it). A closed loop keeps 90 % of all slots busy: each of ``0.9 × slots`` clients admits a job,
 holds it for 0.3–2 s (reading and acking its chunks), ends it and at once admits the next, so
@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -39,12 +40,14 @@ from support.cluster import (  # noqa: E402
     setup_gateway,
 )
 
-SLOTS = int(os.environ.get("BENCH_SLOTS", "10"))
+SLOTS = int(os.environ.get("BENCH_ADMISSION_SLOTS", "10"))
 WORKER_COUNTS = tuple(
-    int(x) for x in os.environ.get("BENCH_WORKERS", "2,4").split(",") if x
+    int(x) for x in os.environ.get("BENCH_ADMISSION_WORKERS", "2,4").split(",") if x
 )
 DURATION_S = float(os.environ.get("BENCH_ADMISSION_S", "8"))
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))  # turns per placement, interleaved
+ROUNDS = int(
+    os.environ.get("BENCH_ADMISSION_ROUNDS", "2")
+)  # turns per placement, interleaved
 OCCUPANCY = 0.9
 MODES = ("shared", "least_loaded")
 
@@ -138,6 +141,7 @@ def main() -> None:
     data_dir = new_data_dir("admission")
     setup_gateway(new_prefix("adm"), data_dir)
     results = {n: asyncio.run(measure(n, data_dir)) for n in WORKER_COUNTS}
+    shutil.rmtree(data_dir, ignore_errors=True)
     print(
         f"\nAdmission at {OCCUPANCY:.0%} slot occupancy: fake TTS engine, Redis on loopback,"
         f" {SLOTS} slots per worker, {os.cpu_count()} CPUs (measured under load)"
@@ -160,8 +164,17 @@ def main() -> None:
         )
     out = os.environ.get("BENCH_JSON_DIR")
     if out:
-        path = Path(out) / "admission.json"
-        path.write_text(json.dumps({str(n): r for n, r in results.items()}, indent=2))
+        summary = []
+        for n, by_mode in results.items():
+            for mode, r in by_mode.items():
+                summary.append([f"{n} workers {mode} p99", round(r["p99_ms"], 2), "ms"])
+                summary.append(
+                    [f"{n} workers {mode} first try", round(r["first_try"], 3), "share"]
+                )
+            ratio = by_mode["shared"]["p99_ms"] / by_mode["least_loaded"]["p99_ms"]
+            summary.append([f"{n} workers p99 shared ÷ least_loaded", ratio, "ratio"])
+        data = {"summary": summary, "results": {str(n): r for n, r in results.items()}}
+        (Path(out) / "admission.json").write_text(json.dumps(data, indent=2))
     print(f"(benchmark took {time.monotonic() - started:.0f} s)")
 
 

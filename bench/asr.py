@@ -287,6 +287,7 @@ async def main() -> None:
     engine = runtime.engine("asr")
     await direct(engine, audio16k, 1, idle=False)  # warm up
     lines = []
+    rows: list[list[object]] = []
     for precommit in (
         True,
         False,
@@ -299,6 +300,9 @@ async def main() -> None:
             for n in range(max(1, ROUNDS // level)):  # ≥ ROUNDS sessions per level
                 await row.round(key, pcm, engine, audio16k, n)
             lines.append(row.line(meter, len(pcm)))
+            ratio = statistics.median(row.latencies) / statistics.median(row.engine)
+            label = f"deltas {row.mode} conc {level} commit→completed stack ÷ engine"
+            rows.append([label, ratio, "ratio"])
     await runtime.shutdown()
     task.cancel()
     seconds = len(pcm) / 2 / RATE
@@ -309,6 +313,9 @@ async def main() -> None:
     print(HEADER)
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines))
+    out = os.environ.get("BENCH_JSON_DIR")
+    if out:  # for bench/compare.py (make bench)
+        (Path(out) / "asr.json").write_text(json.dumps({"summary": rows}))
 
 
 if __name__ == "__main__":

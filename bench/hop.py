@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -242,6 +243,7 @@ async def level(port: int, key: str, clients: int, seconds: float) -> dict:
 
 
 def measure() -> list[dict]:
+    """Run every level; the data directory (logs) is removed unless something failed."""
     data_dir, prefix = new_data_dir("hop"), new_prefix("hop")
     database = postgres_database()
     env = environment(data_dir, prefix, database)
@@ -271,6 +273,10 @@ def measure() -> list[dict]:
             p99, hops = bucket_quantile(before, after, 0.99)
             result["hop_p99_ms"], result["hops"] = p99 * 1000, hops
             results.append(result)
+        if not any(r["errors"] for r in results):
+            shutil.rmtree(data_dir, ignore_errors=True)
+        else:
+            print(f"errors: the gateway's and workers' logs are in {data_dir}")
         return results
     finally:
         for proc in reversed(procs):
@@ -313,8 +319,20 @@ def main() -> None:
     )
     out = os.environ.get("BENCH_JSON_DIR")
     if out:
-        summary = {"levels": results, "ttfb_p99_doubles_at": knee}
-        (Path(out) / "hop.json").write_text(json.dumps(summary, indent=2))
+        rows = []
+        for r in results:
+            n = r["clients"]
+            rows.append([f"{n} streams hop p50", round(r["hop_p50_ms"], 2), "ms"])
+            rows.append([f"{n} streams hop p99", round(r["hop_p99_ms"], 2), "ms"])
+            rows.append([f"{n} streams chunks/s", round(r["chunks_per_s"]), "1/s"])
+            rows.append(
+                [f"{n} streams TTFB p99 ÷ 1 stream", r["ttfb_p99_ms"] / base, "ratio"]
+            )
+        rows.append(
+            ["streams where p99 TTFB doubles", knee or f">{LEVELS[-1]}", "streams"]
+        )
+        data = {"summary": rows, "levels": results, "ttfb_p99_doubles_at": knee}
+        (Path(out) / "hop.json").write_text(json.dumps(data, indent=2))
     print(f"(benchmark took {time.monotonic() - started:.0f} s)")
 
 

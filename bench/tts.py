@@ -238,6 +238,7 @@ def main() -> None:
         f" | {'RTF stack':>14} {'RTF direct':>14} {'ratio':>6}"
     )
     print(f"{'':>8} | {'median / p95':>16} {'median / p95':>16} {'':>6} |")
+    rows: list[list[object]] = []
     for level in LEVELS:
         s_ttfb, s_rtf = stack[level]
         d_ttfb, d_rtf = direct[level]
@@ -249,7 +250,17 @@ def main() -> None:
             f" | {s_r50:6.3f} / {s_r95:5.3f} {d_r50:6.3f} / {d_r95:5.3f}"
             f" {s_r50 / d_r50:6.2f}"
         )
+        rows.append([f"conc {level} TTFB stack ÷ direct", s_t50 / d_t50, "ratio"])
+        rows.append([f"conc {level} RTF stack ÷ direct", s_r50 / d_r50, "ratio"])
+    write_summary("tts", rows)
     print(f"(benchmark took {time.monotonic() - started:.0f} s)")
+
+
+def write_summary(name: str, rows: list[list[object]]) -> None:
+    """``$BENCH_JSON_DIR/<name>.json`` for ``bench/compare.py`` (make bench)."""
+    out = os.environ.get("BENCH_JSON_DIR")
+    if out:
+        (Path(out) / f"{name}.json").write_text(json.dumps({"summary": rows}))
 
 
 if __name__ == "__main__":

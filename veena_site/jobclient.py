@@ -53,6 +53,7 @@ from veena_site.contracts import (
 )
 from veena_site.metrics import CHANNEL_HOP, PLACEMENTS
 from veena_site.placement import get_placement
+from veena_site.receiving import receive_until
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,9 @@ POST_PATIENCE_S = 10.0
 # A worker asked on its own channel answers within milliseconds; silence this long means it
 # is gone (its status outlives a kill -9), and the job is offered elsewhere.
 DIRECT_ANSWER_S = 0.25
+# Timers that only matter while a job is being admitted: cancelled on acceptance, so that
+# they cost no channel-layer round trips afterwards.
+ADMISSION_TIMERS = frozenset(("answer", "give_up", "retry", "redirect"))
 
 # The latest submission deadline of each consumer channel that may still be answered.
 _answers_due: dict[str, float] = {}
@@ -128,6 +132,7 @@ class WorkerLink:
         self._last_seen = 0.0
         self._dispatched_at = 0.0  # when the consumer last handled one of our timers
         self._timers: set[asyncio.Task[None]] = set()
+        self._admission_timers: set[asyncio.Task[None]] = set()
         # Names this link's timers, so one left over from a replaced link is ignored.
         self.token = uuid.uuid4().hex[:12]
         self._id_base = ""
@@ -254,12 +259,12 @@ class WorkerLink:
         until = _answers_due.pop(self.own_channel, 0.0) + ANSWER_GRACE_S
         while (left := until - time.time()) > 0:
             try:
-                message = await asyncio.wait_for(
-                    self.layer.receive(self.own_channel), left
-                )
-            except (
-                Exception
-            ):  # boundary: timed out, or the layer is down: jobs time out
+                # Not wait_for(receive): a cancelled receive can lose another
+                # consumer's message (veena_site.receiving).
+                message = await receive_until(self.layer, self.own_channel, left)
+            except Exception:  # boundary: the layer is down: jobs time out
+                return
+            if message is None:
                 return
             if message.get("type") == JobAccepted.TYPE:
                 accepted = JobAccepted.from_message(message)
@@ -313,6 +318,8 @@ class WorkerLink:
             await self._cancel_at(accepted.worker_channel, accepted.job_id)
             return None
         self.phase = Phase.ACCEPTED
+        for task in list(self._admission_timers):
+            task.cancel()
         if self._target:
             get_placement().accepted(
                 self._target, self.kind, accepted.job_id, accepted.sent_at
@@ -357,7 +364,11 @@ class WorkerLink:
             logger.warning("%s job %s: cancel not delivered", self.kind, job_id)
 
     def _later(self, delay: float, name: str, **extra: str) -> None:
-        self._own(asyncio.create_task(self._post(delay, name, extra)))
+        task = asyncio.create_task(self._post(delay, name, extra))
+        self._own(task)
+        if name in ADMISSION_TIMERS:
+            self._admission_timers.add(task)
+            task.add_done_callback(self._admission_timers.discard)
 
     def _own(self, task: asyncio.Task[None]) -> None:
         """Keep ``task`` until it ends; ``close()`` cancels it."""

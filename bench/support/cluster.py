@@ -159,6 +159,7 @@ class GatewayJob:
     done_at: float = 0.0
     chunks: int = 0
     hops: list[float] = field(default_factory=list)
+    gaps: list[tuple[int, int]] = field(default_factory=list)  # (expected, received)
     error: str = ""
 
     async def admit(self) -> bool:
@@ -230,8 +231,10 @@ class GatewayJob:
             if "sent_at" in message:
                 self.hops.append(now - message["sent_at"])
             self.first_chunk_at = self.first_chunk_at or time.perf_counter()
-            self.chunks += 1
             seq = message["seq"]
+            if seq != self.chunks:
+                self.gaps.append((self.chunks, seq))
+            self.chunks += 1
             if seq % 8 == 7:
                 await self.link.send(TtsAck(job_id=self.link.job_id, seq=seq))
         elif kind == "gpu.tts.done":

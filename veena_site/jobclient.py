@@ -241,6 +241,8 @@ class WorkerLink:
         for task in self._timers:
             task.cancel()
         self._timers.clear()
+        if previous is Phase.SUBMITTING and self._target:
+            get_placement().forget(self._target, self.kind, self.job_id)
         if previous is Phase.ACCEPTED:
             await self._cancel_at(self.worker_channel, self.job_id)
 

@@ -129,6 +129,10 @@ class Placement:
             1 for _, accepted in placed.values() if accepted >= status.at
         )
 
+    def forget(self, worker_id: str, kind: Kind, job_id: str) -> None:
+        """The job was withdrawn before any answer: stop counting it."""
+        self._placed.get((worker_id, kind), {}).pop(job_id, None)
+
     def refused(self, worker_id: str, kind: Kind, job_id: str = "") -> None:
         """The worker answered busy or not at all: skip it until its next status."""
         self._refused[(worker_id, kind)] = self.clock()

@@ -105,6 +105,19 @@ async def test_a_job_counts_until_a_status_taken_after_its_acceptance() -> None:
     assert placement.free(statuses[0], "tts") == 1
 
 
+async def test_a_withdrawn_submission_stops_counting() -> None:
+    clock = Clock()
+    store = MemoryLiveness(ttl_s=5)
+    await store.publish(status("a", busy=3))
+    placement = Placement(
+        store, heartbeat_s=1.0, clock=clock, max_age_s=0.0, block_after_s=0.0
+    )
+    assert (await placement.choose("tts", job_id="x")).worker_id == "a"
+    assert placement.free(placement.snapshot[0], "tts") == 0
+    placement.forget("a", "tts", "x")  # the client left while x was on its way
+    assert placement.free(placement.snapshot[0], "tts") == 1
+
+
 async def test_workers_that_cannot_take_the_job_are_skipped() -> None:
     clock = Clock()
     placement = await placement_over(

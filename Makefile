@@ -67,11 +67,10 @@ fuzz: $(VENV)/.dev-installed
 browser:
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-## make bench: every bench/*.py but bench/_*.py helpers (bench/dashboard.py runs only when PostgreSQL
-## answers); a failing bench does not stop the others, and make fails at the end
+## make bench: every bench/*.py the installed tiers allow, one combined table and var/bench/<time>-<commit>.json
+## (bench/compare.py; BENCH_ONLY=hop,admission picks some; compare two runs: .venv/bin/python bench/compare.py OLD.json NEW.json)
 bench: $(VENV)/.dev-installed
-	@failed=""; for b in bench/[!_]*.py; do $(BIN)/python $$b || failed="$$failed $$b"; done; \
-	  if [ -n "$$failed" ]; then echo "benchmarks failed:$$failed"; exit 1; fi
+	$(BIN)/python bench/compare.py
 
 clean:
 	rm -rf $(VENV) var $(NODE_EXAMPLES)/node_modules

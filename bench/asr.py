@@ -340,6 +340,7 @@ async def main() -> None:
     await direct(engine, audio16k, 1, idle=False)  # warm up
     lines: list[str] = []
     errors: list[str] = []
+    rows: list[list[object]] = []  # the combined table's (bench/compare.py)
     modes = os.environ.get("BENCH_ASR_MODES", DEFAULT_MODES).split(",")
     configured = {k: getattr(settings, k) for m in MODES.values() for k in m}
     for level in LEVELS:  # modes take turns level by level
@@ -356,6 +357,9 @@ async def main() -> None:
                 errors.append(f"{row.mode} {level}: {type(exc).__name__}: {exc}")
             if row.latencies:
                 lines.append(row.line(meter, len(pcm)))
+                ratio = statistics.median(row.latencies) / statistics.median(row.engine)
+                label = f"{row.mode} conc {level} commit→completed stack ÷ engine"
+                rows.append([label, ratio, "ratio"])
     await runtime.shutdown()
     task.cancel()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -369,6 +373,9 @@ async def main() -> None:
     print(HEADER)
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines))
+    out = os.environ.get("BENCH_JSON_DIR")
+    if out:  # for bench/compare.py (make bench)
+        (Path(out) / "asr.json").write_text(json.dumps({"summary": rows}))
     print(f"peak RSS of the process (gateway, worker, engine): {peak:.0f} MiB")
     for error in errors:
         print(f"FAILED {error}")

@@ -358,6 +358,24 @@ def table(results: dict[int, dict[str, Samples]]) -> None:
             print("| " + " | ".join(cells) + " |")
 
 
+def summary_rows(results: dict[int, dict[str, Samples]]) -> list[list[object]]:
+    """The combined table's rows (bench/compare.py): each gateway ÷ direct, medians."""
+    rows: list[list[object]] = []
+    for level, sides in results.items():
+        direct = sides.get("direct")
+        for name, s in sides.items():
+            if name == "direct" or direct is None or not s.total or not direct.total:
+                continue
+            for metric, label in (("first", "first audio"), ("rtf", "RTF")):
+                ratio = statistics.median(getattr(s, metric)) / statistics.median(
+                    getattr(direct, metric)
+                )
+                rows.append(
+                    [f"{level} clients {label} {name} ÷ direct", ratio, "ratio"]
+                )
+    return rows
+
+
 def main() -> None:
     started = time.monotonic()
     errors: list[str] = []
@@ -388,12 +406,20 @@ def main() -> None:
         "(one thread per stream, as before issue 13)"
     )
     table(results)
+    write_summary("tts", summary_rows(results))
     print("peak RSS: " + ", ".join(f"{k} {v:.0f} MiB" for k, v in rss.items()))
     print(f"(benchmark took {time.monotonic() - started:.0f} s)")
     for error in errors:
         print(f"FAILED {error}")
     if errors:
         sys.exit(1)
+
+
+def write_summary(name: str, rows: list[list[object]]) -> None:
+    """``$BENCH_JSON_DIR/<name>.json`` for ``bench/compare.py`` (make bench)."""
+    out = os.environ.get("BENCH_JSON_DIR")
+    if out:
+        (Path(out) / f"{name}.json").write_text(json.dumps({"summary": rows}))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from django.conf import settings
 from tts.errors import outcome_error
 from tts.messages import TtsAck, TtsChunk, TtsDone, TtsSubmit, ack_interval
 from veena_site.jobclient import TIMER, Outcome, Phase, WorkerLink
+from veena_site.receiving import receive_until
 
 logger = logging.getLogger(__name__)
 
@@ -122,10 +123,11 @@ class ChannelJob:
             return
         deadline = time.monotonic() + link.answer_s + link.wait_s
         while link.phase is Phase.SUBMITTING and time.monotonic() < deadline:
-            try:
-                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                    message = await self.layer.receive(self.channel)
-            except TimeoutError:
+            # Not a cancelled receive: it can lose another stream's message
+            # (veena_site.receiving).
+            left = deadline - time.monotonic()
+            message = await receive_until(self.layer, self.channel, left)
+            if message is None:
                 break
             if message["type"] == "gpu.job.accepted":
                 await link.on_reply(message)  # ACCEPTED; close() below cancels it

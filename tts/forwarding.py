@@ -68,7 +68,11 @@ class AudioOutput:
         chunk, active = TtsChunk.from_message(message), consumer.active
         if chunk.seq != active.next_chunk_seq:
             logger.error(
-                "tts request %s: chunk gap at %d", active.request_id, chunk.seq
+                "tts request %s: chunk gap at %d (expected %d, job %s)",
+                active.request_id,
+                chunk.seq,
+                active.next_chunk_seq,
+                chunk.job_id,
             )
             await consumer.fail("INTERNAL_ERROR", "Audio stream interrupted")
             return

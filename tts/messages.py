@@ -6,6 +6,7 @@ the request's ``clear`` events (C2): chunks of an older epoch are dropped by the
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +101,8 @@ class TtsChunk(Message):
     epoch: int = 0
     segment_start: bool = False
     segment_end: bool = False
+    # When the worker sent it (its clock): the gateway observes the hop (veena_channel_hop_seconds).
+    sent_at: float = field(default_factory=time.time)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Gateway ↔ worker contracts shared by both kinds of job.
 
 Messages are frozen dataclasses of msgpack primitives (STYLE 23–25). ``tts.*`` and ``asr.*`` types
-go to a worker, ``gpu.*`` types come from one. A job's first message goes to the shared channel of
-its kind; the worker's ``gpu.job.accepted`` names its own channel, and every later message of the
-job goes there (the job is pinned to that worker process).
+go to a worker, ``gpu.*`` types come from one. A job's first message goes to the submission channel
+of the worker that placement chose (``<shared name>.<id>``, ``veena_site.placement``) or to the
+shared channel of its kind; the worker's ``gpu.job.accepted`` names its own channel, and every later
+message of the job goes there (the job is pinned to that worker process).
 
 Liveness runs both ways: the worker sends ``gpu.job.heartbeat`` every second, and the gateway
 sends ``*.job.keepalive`` every second to the pinned channel, the first one at once on

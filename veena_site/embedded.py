@@ -71,6 +71,7 @@ def start_embedded_worker() -> asyncio.Task[None]:
         application=channel_router,
         channels=worker_channels(runtime.kinds),
         channel_layer=get_channel_layer(),
+        aliases=runtime.listen_directly(),
     )
     logger.info(
         "embedded worker %s serving %s", runtime.worker_id, ",".join(runtime.kinds)

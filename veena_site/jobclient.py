@@ -20,6 +20,13 @@ the consumer while it lives (``on_reply`` answers acceptances after ``close``) a
 ``abandon()`` after it has ended, which reads the consumer's channel until no acceptance can
 still come. Should even that fail (the gateway process died), the worker ends the job when no
 confirmation arrives within ``veena_site.jobs.CONFIRM_S``.
+
+Each attempt goes where ``veena_site.placement`` says: the least-loaded live worker's own
+channel, or the shared channel. A worker asked directly that answers busy or not_ready, or
+nothing within ``DIRECT_ANSWER_S`` (killed), is skipped for the rest of the admission, and the
+next attempt goes at once to the next worker with a free slot; only when none is left does the
+link wait 25–50 ms and ask again. Every attempt is a new job id, so a late acceptance of an
+earlier attempt is cancelled like any stray one.
 """
 
 from __future__ import annotations
@@ -40,12 +47,13 @@ from django.conf import settings
 from veena_site.contracts import (
     CANCELS,
     KEEPALIVES,
-    WORKER_CHANNELS,
     JobAccepted,
     Kind,
     Message,
 )
-from veena_site.metrics import CHANNEL_HOP
+from veena_site.metrics import CHANNEL_HOP, PLACEMENTS
+from veena_site.placement import get_placement
+from veena_site.receiving import receive_until
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +65,12 @@ ANSWER_GRACE_S = 1.0
 POST_RETRY_S = 0.05  # a timer that finds the consumer's channel full is posted again
 CONSUMER_HUNG_S = 60.0  # no stall check dispatched for this long: keepalives end
 POST_PATIENCE_S = 10.0
+# A worker asked on its own channel answers within milliseconds; silence this long means it
+# is gone (its status outlives a kill -9), and the job is offered elsewhere.
+DIRECT_ANSWER_S = 0.25
+# Timers that only matter while a job is being admitted: cancelled on acceptance, so that
+# they cost no channel-layer round trips afterwards.
+ADMISSION_TIMERS = frozenset(("answer", "give_up", "retry", "redirect"))
 
 # Submissions not answered yet, per consumer channel: job id → its answer deadline. A consumer's
 # channel outlives each of its links (a new TTS request, a realtime failover), so this is kept
@@ -74,7 +88,7 @@ async def abandoned_links_drained() -> None:
         await asyncio.gather(*mine, return_exceptions=True)
 
 
-def _answered(channel: str, job_id: object) -> None:
+def _mark_answered(channel: str, job_id: object) -> None:
     """A worker answered submission ``job_id`` of ``channel`` (accepted, busy or not ready)."""
     pending = _unanswered.get(channel)
     if pending is not None:
@@ -130,10 +144,16 @@ class WorkerLink:
         self._last_seen = 0.0
         self._dispatched_at = 0.0  # when the consumer last handled one of our timers
         self._timers: set[asyncio.Task[None]] = set()
+        self._admission_timers: set[asyncio.Task[None]] = set()
         # Names this link's timers, so one left over from a replaced link is ignored.
         self.token = uuid.uuid4().hex[:12]
         self._id_base = ""
         self._attempts = 0
+        self._target = (
+            ""  # the worker asked in the current attempt ("" = shared channel)
+        )
+        self._answered = False  # the current attempt got a reply
+        self._skip: set[str] = set()  # workers that refused this admission
 
     async def submit(
         self, build: Callable[[str, float], Message], *, job_id: str | None = None
@@ -154,17 +174,18 @@ class WorkerLink:
 
     async def on_reply(self, message: dict[str, Any]) -> Outcome | None:
         """Handle gpu.job.accepted / busy / not_ready for this link."""
-        _answered(self.own_channel, message.get("job_id"))
+        _mark_answered(self.own_channel, message.get("job_id"))
         kind = message["type"]
         if kind == JobAccepted.TYPE:
             return await self._on_accepted(JobAccepted.from_message(message))
         if message["job_id"] != self.job_id or self.phase is not Phase.SUBMITTING:
             return None
+        self._answered = True
         if kind == "gpu.job.busy":
             self._saw_busy = True
         if time.monotonic() - self._started >= self.wait_s:
             return Outcome.OVERLOADED if self._saw_busy else Outcome.NOT_LOADED
-        self._later(random.uniform(0.025, 0.05), "retry")
+        self._later(self._refuse(), "retry")
         return None
 
     async def on_timer(self, message: dict[str, Any]) -> Outcome | None:
@@ -174,6 +195,14 @@ class WorkerLink:
         self._dispatched_at = time.monotonic()
         name = message["name"]
         if name == "retry" and self.phase is Phase.SUBMITTING:
+            return await self._attempt()
+        if (
+            name == "redirect"
+            and self.phase is Phase.SUBMITTING
+            and message.get("job_id") == self.job_id
+            and not self._answered
+        ):
+            self._refuse()  # silent, not busy: ask the next worker (or the shared channel) now
             return await self._attempt()
         if name == "answer" and self.phase is Phase.SUBMITTING and not self._saw_busy:
             return Outcome.NOT_LOADED
@@ -225,6 +254,8 @@ class WorkerLink:
         for task in self._timers:
             task.cancel()
         self._timers.clear()
+        if previous is Phase.SUBMITTING and self._target:
+            get_placement().forget(self._target, self.kind, self.job_id)
         if previous is Phase.ACCEPTED:
             await self._cancel_at(self.worker_channel, self.job_id)
 
@@ -251,12 +282,12 @@ class WorkerLink:
         until = max(pending.values()) + ANSWER_GRACE_S
         while pending and (left := until - time.time()) > 0:
             try:
-                message = await asyncio.wait_for(
-                    self.layer.receive(self.own_channel), left
-                )
-            except (
-                Exception
-            ):  # boundary: timed out, or the layer is down: jobs time out
+                # Not wait_for(receive): a cancelled receive can lose another
+                # consumer's message (veena_site.receiving).
+                message = await receive_until(self.layer, self.own_channel, left)
+            except Exception:  # boundary: the layer is down: jobs time out
+                return
+            if message is None:
                 return
             pending.pop(str(message.get("job_id")), None)
             if message.get("type") == JobAccepted.TYPE:
@@ -271,22 +302,52 @@ class WorkerLink:
             else f"{self._id_base}.{self._attempts}"
         )
         self._attempts += 1
+        target = await get_placement().choose(
+            self.kind, job_id=self.job_id, exclude=self._skip
+        )
+        self._target, self._answered = target.worker_id, False
         deadline = time.time() + self.answer_s
         if len(_unanswered) > 10_000:  # consumers that never ended through abandon()
             _unanswered.clear()
         _unanswered.setdefault(self.own_channel, {})[self.job_id] = deadline
+        PLACEMENTS.labels(self.kind, "worker" if target.worker_id else "shared").inc()
         try:
             message = self._build(self.job_id, deadline).to_message()
-            await self.layer.send(WORKER_CHANNELS[self.kind], message)
+            await self.layer.send(target.channel, message)
         except ChannelFull:
+            if target.worker_id:  # that worker's channel is full: try the others
+                self._later(self._refuse(), "retry")
+                return None
             return Outcome.OVERLOADED
+        if target.worker_id:
+            self._later(DIRECT_ANSWER_S, "redirect", job_id=self.job_id)
         return None
+
+    def _refuse(self) -> float:
+        """The current attempt was refused (busy, not ready, silent, full): skip its worker
+        and return how long to wait before the next attempt."""
+        if not self._target:
+            return random.uniform(0.025, 0.05)
+        placement = get_placement()
+        placement.refused(self._target, self.kind, self.job_id)
+        self._skip.add(self._target)
+        self._target = ""
+        if placement.pick(self.kind, exclude=self._skip) is not None:
+            return 0.0
+        self._skip.clear()  # after the pause: every worker again, by its newer status
+        return random.uniform(0.025, 0.05)
 
     async def _on_accepted(self, accepted: JobAccepted) -> Outcome | None:
         if accepted.job_id != self.job_id or self.phase is not Phase.SUBMITTING:
             await self._cancel_at(accepted.worker_channel, accepted.job_id)
             return None
         self.phase = Phase.ACCEPTED
+        for task in list(self._admission_timers):
+            task.cancel()
+        if self._target:
+            get_placement().accepted(
+                self._target, self.kind, accepted.job_id, accepted.sent_at
+            )
         self.worker_channel = accepted.worker_channel
         self.model_version = accepted.model_version
         self._last_seen = time.monotonic()
@@ -326,17 +387,27 @@ class WorkerLink:
         ):  # boundary: one cancel; the worker's keepalive rule ends the job
             logger.warning("%s job %s: cancel not delivered", self.kind, job_id)
 
-    def _later(self, delay: float, name: str) -> None:
-        self._own(asyncio.create_task(self._post(delay, name)))
+    def _later(self, delay: float, name: str, **extra: str) -> None:
+        task = asyncio.create_task(self._post(delay, name, extra))
+        self._own(task)
+        if name in ADMISSION_TIMERS:
+            self._admission_timers.add(task)
+            task.add_done_callback(self._admission_timers.discard)
 
     def _own(self, task: asyncio.Task[None]) -> None:
         """Keep ``task`` until it ends; ``close()`` cancels it."""
         self._timers.add(task)
         task.add_done_callback(self._timers.discard)
 
-    async def _post(self, delay: float, name: str) -> None:
+    async def _post(self, delay: float, name: str, extra: dict[str, str]) -> None:
         await asyncio.sleep(delay)
-        message = {"type": TIMER, "name": name, "link": self.kind, "token": self.token}
+        message = {
+            "type": TIMER,
+            "name": name,
+            "link": self.kind,
+            "token": self.token,
+            **extra,
+        }
         # A lost stall check would end the loss detection; a channel full for
         # POST_PATIENCE_S belongs to a consumer that no longer reads it.
         deadline = time.monotonic() + POST_PATIENCE_S

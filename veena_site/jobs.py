@@ -106,8 +106,11 @@ class JobRegistry:
         *,
         keepalive_timeout_s: float = 5.0,
         confirm_s: float = CONFIRM_S,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
         self.slots = dict(slots)
+        # Called whenever a slot is taken or freed (the runtime republishes its liveness).
+        self.on_change = on_change
         self.heartbeat_s = heartbeat_s
         self.keepalive_timeout_s = keepalive_timeout_s
         self.confirm_s = confirm_s
@@ -147,6 +150,7 @@ class JobRegistry:
         entry = self._entries[job.job_id] = _Entry(job=job, send=send)
         entry.task = asyncio.create_task(self._supervise(entry, accepted))
         self._tasks[job.job_id] = entry.task
+        self._changed()
 
     def cancel(self, job_id: str) -> bool:
         """Cancel a job; its slot is freed as the task unwinds. False if unknown."""
@@ -154,7 +158,8 @@ class JobRegistry:
         if task is None:
             return False
         task.cancel()
-        self._entries.pop(job_id, None)
+        if self._entries.pop(job_id, None) is not None:
+            self._changed()
         return True
 
     async def cancel_all(self, code: str | None = None) -> None:
@@ -169,6 +174,10 @@ class JobRegistry:
         tasks = list(self._tasks.values())
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     async def _supervise(self, entry: _Entry, accepted: Message) -> None:
         job, send = entry.job, entry.send
@@ -192,6 +201,7 @@ class JobRegistry:
             beat.cancel()
             if self._entries.get(job.job_id) is entry:
                 del self._entries[job.job_id]
+                self._changed()
             if self._tasks.get(job.job_id) is entry.task:
                 del self._tasks[job.job_id]
 

@@ -51,15 +51,32 @@ async def receive_through_outages(
 
 
 class ResilientWorker(Worker):
-    """``channels.worker.Worker`` whose listeners survive a channel-layer outage."""
+    """``channels.worker.Worker`` whose listeners survive a channel-layer outage.
+
+    ``aliases`` maps extra channels to the channel whose application instance takes their
+    messages: a worker's own submission channel (``tts-worker.<id>``, where placement sends
+    jobs) feeds the same consumer as the shared ``tts-worker``.
+    """
+
+    def __init__(
+        self,
+        application: Any,
+        channels: list[str],
+        channel_layer: BaseChannelLayer,
+        *,
+        aliases: dict[str, str] | None = None,
+    ) -> None:
+        self.aliases = dict(aliases or {})
+        super().__init__(application, [*channels, *self.aliases], channel_layer)
 
     async def listener(self, channel: str) -> None:
-        """Listen on one shared channel and feed its application instance, forever."""
+        """Listen on one channel and feed its application instance, forever."""
+        target = self.aliases.get(channel, channel)
         while True:
             message = await receive_through_outages(self.channel_layer, channel)
             if not message.get("type"):
                 logger.warning("message without a type on %s dropped", channel)
                 continue
-            scope = {"type": "channel", "channel": channel}
-            queue = self.get_or_create_application_instance(channel, scope)
+            scope = {"type": "channel", "channel": target}
+            queue = self.get_or_create_application_instance(target, scope)
             await queue.put(message)

@@ -1,14 +1,16 @@
 """Worker liveness: each worker publishes its status every second with a short TTL.
 
-Gateways read it for ``/readyz`` and ``/metrics``. With ``REDIS_URL`` the status lives in Redis, so
-every gateway sees every worker; the embedded default keeps it in process memory.
+Gateways read it for ``/readyz``, ``/metrics`` and job placement (``veena_site.placement``). With
+``REDIS_URL`` the status lives in Redis, so every gateway sees every worker; the embedded default
+keeps it in process memory. In Redis each status is one key with a TTL, and a sorted set indexes
+the worker ids, so a read is two round trips (no ``SCAN`` over the channel layer's keys).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from typing import Any, Protocol
 
@@ -28,6 +30,19 @@ class WorkerStatus:
     busy: dict[str, int]
     model_versions: dict[str, str] = field(default_factory=dict)
     at: float = field(default_factory=time.time)
+    # kind → this worker's own submission channel (empty: only the shared channel).
+    channels: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> WorkerStatus:
+        """Parse a published status, ignoring fields this version does not know."""
+        data = json.loads(raw)
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def free(self, kind: str) -> int:
+        """Slots of ``kind`` free when the status was published."""
+        return self.slots.get(kind, 0) - self.busy.get(kind, 0)
 
     def serves(self, kind: str) -> bool:
         """True when this worker has a loaded engine for ``kind``."""
@@ -49,6 +64,10 @@ class LivenessStore(Protocol):
         """Statuses published within the TTL."""
         ...
 
+    async def read(self) -> list[WorkerStatus]:
+        """``live_workers()`` without blocking the event loop."""
+        ...
+
 
 class MemoryLiveness:
     """In-process store for the embedded default."""
@@ -67,34 +86,56 @@ class MemoryLiveness:
         horizon = time.time() - self.ttl_s
         return [s for s in self._statuses.values() if s.at >= horizon]
 
+    async def read(self) -> list[WorkerStatus]:
+        return self.live_workers()
+
 
 class RedisLiveness:
     """Redis store shared by every gateway and worker on the same Redis."""
+
+    # Index entries whose worker has not published for this long are pruned (its key has
+    # long expired; the margin absorbs clock skew between machines).
+    PRUNE_AFTER_S = 300.0
 
     def __init__(self, url: str, ttl_s: float, prefix: str) -> None:
         self.url, self.ttl_s, self.prefix = url, ttl_s, prefix
         self._sync = redis.Redis.from_url(url, socket_timeout=2)
         self._async: aioredis.Redis | None = None
+        self.index = f"{prefix}:workers"
 
     def _key(self, worker_id: str) -> str:
         return f"{self.prefix}:worker:{worker_id}"
 
-    async def publish(self, status: WorkerStatus) -> None:
+    def _client(self) -> aioredis.Redis:
         if self._async is None:
             self._async = aioredis.Redis.from_url(self.url, socket_timeout=2)
+        return self._async
+
+    async def publish(self, status: WorkerStatus) -> None:
         ttl_ms = int(self.ttl_s * 1000)
-        await self._async.set(
-            self._key(status.worker_id), json.dumps(asdict(status)), px=ttl_ms
-        )
+        async with self._client().pipeline(transaction=False) as pipe:
+            pipe.set(self._key(status.worker_id), json.dumps(asdict(status)), px=ttl_ms)
+            pipe.zadd(self.index, {status.worker_id: status.at})
+            pipe.zremrangebyscore(self.index, "-inf", status.at - self.PRUNE_AFTER_S)
+            await pipe.execute()
 
     async def withdraw(self, worker_id: str) -> None:
-        if self._async is not None:
-            await self._async.delete(self._key(worker_id))
+        async with self._client().pipeline(transaction=False) as pipe:
+            pipe.delete(self._key(worker_id))
+            pipe.zrem(self.index, worker_id)
+            await pipe.execute()
 
     def live_workers(self) -> list[WorkerStatus]:
-        keys = list(self._sync.scan_iter(match=self._key("*"), count=100))
-        values = self._sync.mget(keys) if keys else []
-        return [WorkerStatus(**json.loads(v)) for v in values if v]
+        ids: list[bytes] = self._sync.zrange(self.index, 0, -1)  # type: ignore[assignment]
+        values = self._sync.mget([self._key(i.decode()) for i in ids]) if ids else []
+        return [WorkerStatus.from_json(v) for v in values if v]
+
+    async def read(self) -> list[WorkerStatus]:
+        client = self._client()
+        ids: list[bytes] = await client.zrange(self.index, 0, -1)  # type: ignore[assignment]
+        keys = [self._key(i.decode()) for i in ids]
+        values = await client.mget(keys) if keys else []
+        return [WorkerStatus.from_json(v) for v in values if v]
 
 
 @cache

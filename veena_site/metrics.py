@@ -31,6 +31,12 @@ CHANNEL_HOP = Histogram(
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5),
 )
 
+PLACEMENTS = Counter(
+    "veena_job_placements_total",
+    "Job submissions by where they went: a chosen worker's own channel, or the shared one",
+    ["kind", "target"],
+)
+
 
 class WorkerSlotsCollector(Collector):
     """Reports worker slots in use from the liveness store at scrape time."""

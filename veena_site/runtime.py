@@ -13,11 +13,13 @@ from typing import Any
 from django.conf import settings
 
 from gateway.vllm_env import EngineLoadError
-from veena_site.contracts import Kind
+from veena_site.contracts import WORKER_CHANNELS, Kind
 from veena_site.jobs import JobRegistry
 from veena_site.liveness import WorkerStatus, get_liveness
 
 logger = logging.getLogger(__name__)
+
+BEACON_COALESCE_S = 0.005
 
 
 def load_engine(kind: Kind, name: str) -> Any:
@@ -88,8 +90,13 @@ class WorkerRuntime:
             {k: slots[k] for k in kinds},
             settings.WORKER_HEARTBEAT_S,
             keepalive_timeout_s=settings.JOB_KEEPALIVE_TIMEOUT_S,
+            on_change=self._slots_changed,
         )
         self.accepting = True
+        # kind → this worker's own submission channel, once a listener reads it
+        # (``listen_directly``); published in the liveness record for job placement.
+        self.channels: dict[str, str] = {}
+        self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -100,6 +107,18 @@ class WorkerRuntime:
             asyncio.create_task(slot.load()) for slot in self.engines.values()
         ]
         self._tasks.append(asyncio.create_task(self._beacon()))
+
+    def direct_channels(self) -> dict[Kind, str]:
+        """kind → the channel on which this worker takes submissions placed on it."""
+        token = self.worker_id.rsplit(":", 1)[-1]
+        return {k: f"{WORKER_CHANNELS[k]}.{os.getpid()}-{token}" for k in self.kinds}
+
+    def listen_directly(self) -> dict[str, str]:
+        """Advertise the direct channels (the caller listens on them); channel → shared name."""
+        direct = self.direct_channels()
+        self.channels = {str(k): channel for k, channel in direct.items()}
+        self._slots_changed()
+        return {channel: WORKER_CHANNELS[k] for k, channel in direct.items()}
 
     def engine(self, kind: Kind) -> Any | None:
         """The loaded engine for ``kind``, or None while loading / when not served."""
@@ -120,6 +139,7 @@ class WorkerRuntime:
             model_versions={
                 k: s.engine.model_version for k, s in self.engines.items() if s.engine
             },
+            channels=dict(self.channels),
         )
 
     async def wait_loaded(self) -> None:
@@ -138,14 +158,26 @@ class WorkerRuntime:
             if slot.engine is not None:
                 slot.engine.close()
 
+    def _slots_changed(self) -> None:
+        self._changed.set()
+
     async def _beacon(self) -> None:
+        """Publish every ``WORKER_HEARTBEAT_S``, and soon after a slot is taken or freed,
+        so that placement reads counts that are milliseconds old, not a second."""
         store = get_liveness()
         while True:
+            self._changed.clear()
             try:
                 await store.publish(self.status())
             except Exception:  # boundary: liveness must not kill the worker
                 logger.warning("liveness publish failed", exc_info=True)
-            await asyncio.sleep(settings.WORKER_HEARTBEAT_S)
+            try:
+                await asyncio.wait_for(
+                    self._changed.wait(), settings.WORKER_HEARTBEAT_S
+                )
+                await asyncio.sleep(BEACON_COALESCE_S)  # one publish for a burst
+            except TimeoutError:
+                pass
 
 
 _runtime: WorkerRuntime | None = None

@@ -159,6 +159,9 @@ if REDIS_URL:
                 "channel_capacity": {
                     "tts-worker": WORKER_CHANNEL_CAPACITY,
                     "asr-worker": WORKER_CHANNEL_CAPACITY,
+                    # each worker's own submission channel (veena_site.placement)
+                    "tts-worker.*": WORKER_CHANNEL_CAPACITY,
+                    "asr-worker.*": WORKER_CHANNEL_CAPACITY,
                 },
             },
         }
@@ -201,6 +204,10 @@ TTS_PIPER_WAIT_FOR_CORES = env.bool("TTS_PIPER_WAIT_FOR_CORES", default=True)
 TTS_PIPER_SHARE_HOLD_S = env.float("TTS_PIPER_SHARE_HOLD_S", default=1.0)
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
 WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
+# Where a job's first message goes (veena_site.placement): "least_loaded" sends it to the live
+# worker with the most free slots, on that worker's own channel; "shared" to the shared channel
+# of its kind, whichever worker pops it first (busy workers answer busy and the gateway retries).
+WORKER_PLACEMENT = env("WORKER_PLACEMENT", default="least_loaded")
 # Gateway → worker liveness per job: a keepalive every JOB_KEEPALIVE_S; a worker ends a job
 # whose gateway has been silent for JOB_KEEPALIVE_TIMEOUT_S (veena_site.jobs).
 JOB_KEEPALIVE_S = env.float("JOB_KEEPALIVE_S", default=1.0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from asgiref.sync import sync_to_async
@@ -14,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from veena_site.liveness import get_liveness
 from veena_site.metrics import CHANNEL_HOP
+from veena_site.receiving import receive_until
 
 PROBE_TIMEOUT_S = 2.0
 
@@ -43,7 +43,9 @@ async def _channel_layer_ok() -> bool:
         channel = await layer.new_channel("readyz.")
         started = time.monotonic()
         await layer.send(channel, {"type": "readyz.probe"})
-        await asyncio.wait_for(layer.receive(channel), PROBE_TIMEOUT_S)
+        # Not wait_for(receive): a cancelled receive can lose another stream's message.
+        if await receive_until(layer, channel, PROBE_TIMEOUT_S) is None:
+            return False
         CHANNEL_HOP.observe(time.monotonic() - started)
         return True
     except Exception:  # boundary: a probe reports, never raises

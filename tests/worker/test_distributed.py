@@ -162,3 +162,54 @@ async def test_second_worker_takes_jobs_the_first_has_no_slot_for(
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)
+
+
+def placements(target: str) -> float:
+    from veena_site.metrics import PLACEMENTS
+
+    return PLACEMENTS.labels("tts", target)._value.get()
+
+
+async def test_jobs_spread_over_two_workers_and_each_is_accepted_first_try(
+    redis_layer: str, prefix: str, api_key: str
+) -> None:
+    """Least-loaded placement: six streams fill two three-slot worker processes evenly,
+    each accepted by the first worker asked (one submission per stream, none shared)."""
+    slow = {"TTS_WORKER_SLOTS": "3", "FAKE_TTS_CHUNK_DELAY_S": "0.05"}
+    procs = [
+        start_worker(redis_layer, prefix, **slow),
+        start_worker(redis_layer, prefix, **slow),
+    ]
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            live = get_liveness().live_workers()
+            if sum(1 for s in live if s.serves("tts") and s.channels) == 2:
+                break
+            time.sleep(0.1)
+        direct, shared = placements("worker"), placements("shared")
+        comms = []
+        for _ in range(6):
+            comm = WebsocketCommunicator(
+                application, "/v1/tts/ws", headers=bearer(api_key)
+            )
+            await comm.connect()
+            await comm.send_to(text_data=json.dumps({"text": "w" * 2000}))
+            event = json.loads(await comm.receive_from(timeout=5))
+            assert event["event"] == "header", event
+            comms.append(comm)
+        assert placements("worker") - direct == 6  # one attempt per stream
+        assert placements("shared") - shared == 0
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            busy = sorted(s.busy["tts"] for s in get_liveness().live_workers())
+            if busy == [3, 3]:
+                break
+            time.sleep(0.05)
+        assert busy == [3, 3]
+        for comm in comms:
+            await comm.disconnect()
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=15)

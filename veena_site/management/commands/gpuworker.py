@@ -68,6 +68,7 @@ class Command(BaseCommand):
             application=channel_router,
             channels=worker_channels(runtime.kinds),
             channel_layer=get_channel_layer(),
+            aliases=runtime.listen_directly(),
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

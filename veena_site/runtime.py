@@ -33,13 +33,6 @@ def load_engine(kind: Kind, name: str) -> Any:
     return ASR_ENGINES[name]()
 
 
-def engine_threads() -> int:
-    """Return ENGINE_THREADS when Django settings are configured, else the CPU count."""
-    if settings.configured:
-        return int(getattr(settings, "ENGINE_THREADS", os.cpu_count() or 1))
-    return os.cpu_count() or 1
-
-
 @dataclass
 class EngineSlot:
     """One kind's engine: loading, ready or failed."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from asr.engines.background import build_in_background
 from asr.engines.base import AsrDecodeRequest, AsrHypothesis, Word
-from veena_site.runtime import engine_threads
+from gateway.threads import engine_threads
 
 if TYPE_CHECKING:
     from faster_whisper import WhisperModel

@@ -16,6 +16,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 from piper.config import PiperConfig
 from piper.voice import PiperVoice
 
+from gateway.threads import engine_threads
 from tts.engines.base import Pcm, TtsEngineRequest
 from tts.engines.piper_sessions import (
     Demand,
@@ -23,7 +24,6 @@ from tts.engines.piper_sessions import (
     session_thread_counts,
     share_of_budget,
 )
-from veena_site.runtime import engine_threads
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ Two ``rungateway`` children and two ``gpuworker`` children (fake engines) share 
   sessions are split over both gateways and sent at once;
 * ``kill -9`` of a worker fails the sessions in flight on it with the protocol's error within
   5 s while new sessions go to the survivor;
-* ``kill -9`` of a gateway leaves the other one serving, and ``usage_maintenance`` reaps the
-  dead one's records as ``abandoned``.
+* ``kill -9`` of a gateway leaves the other one serving, and the reaper task on a Celery
+  worker marks the dead one's records ``abandoned``.
 
 The cluster is shared by the module; the kill tests come last and each kills its own extra
 process, so the others run against the full cluster.
@@ -32,6 +32,7 @@ import psycopg
 import pytest
 import redis
 import websockets
+from celery import Celery
 
 from tests.asr.conftest import b64, silence
 from tests.conftest import free_port
@@ -42,6 +43,7 @@ from tests.support.services import (
     get_text,
     project_env,
     run_manage,
+    start_celery,
     start_gateway,
     start_worker,
     wait_ready,
@@ -447,17 +449,35 @@ async def test_gateway_killed_the_other_serves_and_records_are_reaped(
             )
         )
         assert outcomes == ["complete"] * 4, outcomes
-        # Reap once the dead gateway's records are older than USAGE_STALE_SECONDS.
+        # The reaper as beat runs it: the task on a Celery worker, once the dead gateway's
+        # records are older than USAGE_STALE_SECONDS.
+        queue = f"scaleout-{uuid.uuid4().hex[:8]}"
         stale = {**cluster.env, "USAGE_STALE_SECONDS": "2"}
-        deadline = time.monotonic() + 30
-        while (found := records_by_status(cluster.database, "gdead-")) != {
-            "abandoned": 2
-        }:
-            assert time.monotonic() < deadline, found
-            run_manage("usage_maintenance", env=stale)
+        celery = start_celery(stale, cluster.tmp / "celery.log", queue)
+        sender = Celery(broker=cluster.env["REDIS_URL"])
+        deadline = time.monotonic() + START_S
+        try:
+            while (found := records_by_status(cluster.database, "gdead-")) != {
+                "abandoned": 2
+            }:
+                assert celery.alive(), celery.tail()
+                assert time.monotonic() < deadline, (found, celery.tail())
+                sender.send_task("accounts.reap_abandoned_usage", queue=queue)
+                await asyncio.sleep(1)  # polling interval, not an assertion
+        finally:
+            celery.stop()
+            sender.close()
+        reaps = re.findall(
+            r"accounts.reap_abandoned_usage\[\S+\] succeeded in \S+: (\d+)",
+            celery.log.read_text(),
+        )
         statuses = records_by_status(cluster.database, "gdead-")
         live = records_by_status(cluster.database, "glive-")
-        print(f"\nSCALEOUT gateway kill -9: dead {statuses}, other {live}")
+        print(
+            f"\nSCALEOUT gateway kill -9: dead {statuses}, other {live}, "
+            f"celery reaps {reaps}"
+        )
+        assert sum(map(int, reaps)) == 2, reaps
         assert statuses == {"abandoned": 2}, statuses
         assert live == {"completed": 4}, live
     finally:

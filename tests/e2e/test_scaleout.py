@@ -340,7 +340,7 @@ async def test_worker_killed_new_sessions_go_to_the_survivor(cluster: Cluster) -
     try:
         while accepted_in(victim, "tts") < 1 or accepted_in(victim, "asr") < 1:
             assert len(streams) < 20, "no session reached the new worker"
-            first, ws = await tts_open(cluster.ws(0, "/v1/tts/ws"), raw, "v" * 5000)
+            first, ws = await tts_open(cluster.ws(0, "/v1/tts/ws"), raw, "v" * 2000)
             assert first["event"] == "header", first
             streams.append(ws)
             first, ws = await realtime_open(cluster.ws(1, "/v1/realtime"), raw)

@@ -13,7 +13,11 @@ Two ``rungateway`` children and two ``gpuworker`` children (fake engines) share 
   worker marks the dead one's records ``abandoned``.
 
 The cluster is shared by the module; the kill tests come last and each kills its own extra
-process, so the others run against the full cluster.
+process, so the others run against the full cluster. Each test prints one ``SCALEOUT`` line
+with what it counted. A short request that fails with ``INTERNAL_ERROR`` (the gateway logs a
+``chunk gap``) or ``MODEL_NOT_LOADED`` while its worker is alive means the gateway lost a
+channel-layer message: sockets closing while other streams of the same gateway run (the
+denied ones here) is when that has been seen.
 """
 
 from __future__ import annotations

@@ -185,6 +185,7 @@ class JobRegistry:
         try:
             await send(accepted)
             entry.accepted_at = time.monotonic()
+            logger.info("%s job %s accepted", job.kind, job.job_id)
             await job.run()
         except asyncio.CancelledError:
             logger.info("%s job %s cancelled", job.kind, job.job_id)

@@ -185,7 +185,6 @@ class JobRegistry:
         try:
             await send(accepted)
             entry.accepted_at = time.monotonic()
-            logger.info("%s job %s accepted", job.kind, job.job_id)
             await job.run()
         except asyncio.CancelledError:
             logger.info("%s job %s cancelled", job.kind, job.job_id)

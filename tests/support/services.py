@@ -55,20 +55,10 @@ def create_key(env: dict[str, str], account: str = "faults") -> tuple[str, str]:
 class Service:
     """One long-running ``manage.py`` child with its log."""
 
-    def __init__(
-        self,
-        name: str,
-        args: list[str],
-        env: dict[str, str],
-        log: Path,
-        *,
-        module: str = "",
-    ):
-        """``manage.py args``, or ``python -m module args`` when ``module`` is given."""
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path):
         self.name, self.log = name, log
-        head = ["-m", module] if module else [str(ROOT / "manage.py")]
         self.proc = subprocess.Popen(
-            [sys.executable, *head, *args],
+            [sys.executable, str(ROOT / "manage.py"), *args],
             cwd=ROOT,
             env=env,
             stdout=log.open("wb"),
@@ -114,13 +104,6 @@ def start_gateway(env: dict[str, str], port: int, log: Path) -> Service:
 def start_worker(env: dict[str, str], log: Path) -> Service:
     """``manage.py gpuworker`` (needs ``REDIS_URL`` in ``env``)."""
     return Service("worker", ["gpuworker"], env, log)
-
-
-def start_celery(env: dict[str, str], log: Path, queue: str) -> Service:
-    """A Celery worker (``serve``'s ``celery`` role) consuming only ``queue``."""
-    args = ["-A", "veena_site", "worker", "-l", "INFO", "-c", "1", "-Q", queue]
-    args += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
-    return Service("celery", args, env, log, module="celery")
 
 
 def get_json(port: int, path: str, timeout: float = 2) -> tuple[int, Any]:

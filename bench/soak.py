@@ -98,6 +98,7 @@ class Tally:
     duplicated: int = 0
     out_of_order: int = 0
     errors: Counter[str] = field(default_factory=Counter)
+    messages: dict[str, str] = field(default_factory=dict)  # the first of each code
 
     def window(self) -> Window:
         """The window now; what ends after the run's last window counts in that one."""
@@ -107,17 +108,19 @@ class Tally:
             self.windows.append(Window())
         return self.windows[index]
 
-    def error(self, code: str) -> None:
+    def error(self, code: str, message: str = "") -> None:
         self.errors[code] += 1
         self.window().errors[code] += 1
+        self.messages.setdefault(code, message)
 
 
-def count_mismatch(tally: Tally, received: int, counted: int) -> None:
-    """Frames the server counted vs frames that arrived: lost or duplicated."""
+def count_mismatch(tally: Tally, received: int, counted: int) -> bool:
+    """Frames the server counted vs frames that arrived: lost or duplicated (True if any)."""
     if received < counted:
         tally.lost += counted - received
     elif received > counted:
         tally.duplicated += received - counted
+    return received != counted
 
 
 async def tts_request(ws: Any, tally: Tally, text: str) -> bool:
@@ -136,6 +139,7 @@ async def tts_request(ws: Any, tally: Tally, text: str) -> bool:
     segment: int | None = None  # the open segment's seq
     next_seq = 0
     last_progress = 0
+    mismatched = False  # a loss or repeat is already counted for this request
     while True:
         message = await asyncio.wait_for(ws.recv(), timeout=60)
         if isinstance(message, bytes):
@@ -160,21 +164,24 @@ async def tts_request(ws: Any, tally: Tally, text: str) -> bool:
             if counted < last_progress:
                 tally.out_of_order += 1
             last_progress = counted
-            count_mismatch(tally, frames, counted)
-            frames = max(frames, counted)  # count each loss once, not again at complete
+            mismatched |= count_mismatch(tally, frames, counted)
+            frames = counted  # count each loss or repeat once, not again at complete
         elif kind == "error":
-            tally.error(str(event.get("error", {}).get("code", "UNKNOWN")))
-            return not event.get("error", {}).get("fatal", True)
+            error = event.get("error", {})
+            tally.error(
+                str(error.get("code", "UNKNOWN")), str(error.get("message", ""))
+            )
+            return not error.get("fatal", True)
         elif kind == "complete":
             metrics = event.get("metrics", {})
-            count_mismatch(tally, frames, int(metrics.get("chunks_sent", 0)))
-            if int(metrics.get("total_bytes", -1)) != size and frames == int(
-                metrics.get("chunks_sent", 0)
-            ):
+            mismatched |= count_mismatch(
+                tally, frames, int(metrics.get("chunks_sent", 0))
+            )
+            if int(metrics.get("total_bytes", -1)) != size and not mismatched:
                 tally.error("BYTES_MISMATCH")
             if tally.fake:
                 samples = FAKE_RATE * FAKE_MS_PER_CHAR * len(text) // 1000
-                if size != samples * 2 and not metrics.get("cancelled"):
+                if size != samples * 2 and not mismatched:
                     tally.error("FAKE_AUDIO_LENGTH")
             if segment is not None:
                 tally.out_of_order += 1
@@ -227,7 +234,10 @@ async def realtime_session(ws: Any, tally: Tally, pcm: bytes) -> bool:
         event = json.loads(await asyncio.wait_for(ws.recv(), timeout=60))
         kind = event.get("type", "")
         if kind == "error":
-            tally.error(str(event.get("error", {}).get("code") or "UNKNOWN"))
+            error = event.get("error", {})
+            tally.error(
+                str(error.get("code") or "UNKNOWN"), str(error.get("message", ""))
+            )
             return False
         if kind.endswith("input_audio_transcription.completed"):
             expected = " ".join(FAKE_WORDS[:REALTIME_SECONDS])
@@ -454,6 +464,7 @@ def report(tally: Tally, sockets: int, seconds: float) -> dict[str, Any]:
         "duplicated": tally.duplicated,
         "out_of_order": tally.out_of_order,
         "errors": dict(tally.errors),
+        "error_messages": tally.messages,
         "rss_growth": growth,
         "windows": windows,
     }
@@ -565,6 +576,8 @@ def main() -> int:
             stop(proc)
     result = report(tally, args.sockets, args.seconds)
     print_report(result)
+    for code, message in result["error_messages"].items():
+        print(f"first {code}: {message}")
     bad = (
         result["lost"]
         or result["duplicated"]

@@ -5,7 +5,8 @@ or, by default, against an embedded ``manage.py serve`` this script starts in a 
 directory with the fake engines (``--real-engines``: the configured Piper and faster-whisper).
 The embedded run provisions its own plan and key (``bench/_provision.py``) before it starts.
 
-Each socket loops until the time is up:
+Each socket loops until the time is up, pausing ``--think`` seconds (mean, ±50 %) between
+requests:
 
 * TTS (``/v1/tts/ws``, ``keep_alive``, ``timestamps``, PCM at the native rate): every request's
   binary frames are checked against the sequence information the protocol gives the client:
@@ -90,6 +91,7 @@ class Tally:
     window_s: float
     fake: bool
     last_window: int = 1_000_000
+    think_s: float = 0.3  # mean pause between a socket's requests
     windows: list[Window] = field(default_factory=list)
     tts_requests: int = 0
     rt_sessions: int = 0
@@ -204,7 +206,7 @@ async def tts_socket(url: str, key: str, tally: Tally, stop_at: float) -> None:
                 while time.monotonic() < stop_at:
                     if not await tts_request(ws, tally, random.choice(TEXTS)):
                         break
-                    await asyncio.sleep(random.uniform(0.1, 0.5))
+                    await asyncio.sleep(random.uniform(0.5, 1.5) * tally.think_s)
         except (TimeoutError, OSError) as exc:
             tally.error(f"CLIENT_{type(exc).__name__}")
             await asyncio.sleep(1)
@@ -268,7 +270,7 @@ async def realtime_socket(url: str, key: str, tally: Tally, stop_at: float) -> N
                 while time.monotonic() < stop_at:
                     if not await realtime_session(ws, tally, pcm):
                         break
-                    await asyncio.sleep(random.uniform(0.1, 0.5))
+                    await asyncio.sleep(random.uniform(0.5, 1.5) * tally.think_s)
         except (TimeoutError, OSError) as exc:
             tally.error(f"CLIENT_{type(exc).__name__}")
             await asyncio.sleep(1)
@@ -547,6 +549,9 @@ def main() -> int:
         "--seconds", type=float, default=float(os.environ.get("BENCH_SOAK_S", "30"))
     )
     parser.add_argument("--realtime-share", type=float, default=0.25)
+    parser.add_argument(
+        "--think", type=float, default=0.3, help="mean seconds between requests"
+    )
     parser.add_argument("--window", type=float, default=10.0)
     parser.add_argument("--json", help="write the full result here")
     args = parser.parse_args()
@@ -566,6 +571,7 @@ def main() -> int:
         window_s=args.window,
         fake=fake,
         last_window=max(0, math.ceil(args.seconds / args.window) - 1),
+        think_s=args.think,
     )
     try:
         asyncio.run(

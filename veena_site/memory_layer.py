@@ -23,7 +23,8 @@ class EmbeddedChannelLayer(InMemoryChannelLayer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.channel_capacity = self.compile_capacities(self.channel_capacity)
+        raw: dict[str, int] = kwargs.get("channel_capacity") or {}
+        self.channel_capacity = self.compile_capacities(raw)
 
     async def new_channel(self, prefix: str = "specific.") -> str:
         """A new process-specific channel name (96 random bits)."""

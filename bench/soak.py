@@ -207,6 +207,8 @@ async def tts_socket(url: str, key: str, tally: Tally, stop_at: float) -> None:
                     if not await tts_request(ws, tally, random.choice(TEXTS)):
                         break
                     await asyncio.sleep(random.uniform(0.5, 1.5) * tally.think_s)
+            if time.monotonic() < stop_at:  # it ended in an error: back off, reconnect
+                await asyncio.sleep(1)
         except (TimeoutError, OSError) as exc:
             tally.error(f"CLIENT_{type(exc).__name__}")
             await asyncio.sleep(1)
@@ -271,6 +273,8 @@ async def realtime_socket(url: str, key: str, tally: Tally, stop_at: float) -> N
                     if not await realtime_session(ws, tally, pcm):
                         break
                     await asyncio.sleep(random.uniform(0.5, 1.5) * tally.think_s)
+            if time.monotonic() < stop_at:  # it ended in an error: back off, reconnect
+                await asyncio.sleep(1)
         except (TimeoutError, OSError) as exc:
             tally.error(f"CLIENT_{type(exc).__name__}")
             await asyncio.sleep(1)

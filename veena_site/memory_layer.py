@@ -5,17 +5,26 @@ state any library (or a test framework: hypothesis seeds it for every example) m
 consumers given the same name read each other's messages: a worker's acceptance meant for the
 new socket is taken by the previous one's drain (``WorkerLink.abandon``) and the new session
 never opens. Names here come from the operating system's generator instead.
+
+It also honours ``channel_capacity`` (the worker channels' larger capacity, as on Redis):
+``InMemoryChannelLayer`` stores that dict uncompiled and fails on the first receive.
 """
 
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from channels.layers import InMemoryChannelLayer
 
 
 class EmbeddedChannelLayer(InMemoryChannelLayer):
     """``InMemoryChannelLayer`` whose specific channel names are ``secrets`` tokens."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        raw: dict[str, int] = kwargs.get("channel_capacity") or {}
+        self.channel_capacity = self.compile_capacities(raw)
 
     async def new_channel(self, prefix: str = "specific.") -> str:
         """A new process-specific channel name (96 random bits)."""

@@ -145,6 +145,16 @@ CHANNEL_CAPACITY = env.int("CHANNEL_CAPACITY", default=100)
 WORKER_CHANNEL_CAPACITY = env.int("WORKER_CHANNEL_CAPACITY", default=500)
 CHANNEL_EXPIRY_S = env.int("CHANNEL_EXPIRY_S", default=60)
 REDIS_SOCKET_TIMEOUT_S = env.float("REDIS_SOCKET_TIMEOUT_S", default=30.0)
+# Every job's acks, keepalives and cancels go to its worker's channel: room for many jobs.
+WORKER_CHANNEL_CAPACITIES = {
+    "tts-worker": WORKER_CHANNEL_CAPACITY,
+    "asr-worker": WORKER_CHANNEL_CAPACITY,
+    # each worker's own submission channel (veena_site.placement)
+    "tts-worker.*": WORKER_CHANNEL_CAPACITY,
+    "asr-worker.*": WORKER_CHANNEL_CAPACITY,
+    # each worker's own channel, where its running jobs' acks and keepalives go
+    "worker.*": WORKER_CHANNEL_CAPACITY,
+}
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -156,13 +166,7 @@ if REDIS_URL:
                 "prefix": env("CHANNEL_PREFIX", default="veena"),
                 "expiry": CHANNEL_EXPIRY_S,
                 "capacity": CHANNEL_CAPACITY,
-                "channel_capacity": {
-                    "tts-worker": WORKER_CHANNEL_CAPACITY,
-                    "asr-worker": WORKER_CHANNEL_CAPACITY,
-                    # each worker's own submission channel (veena_site.placement)
-                    "tts-worker.*": WORKER_CHANNEL_CAPACITY,
-                    "asr-worker.*": WORKER_CHANNEL_CAPACITY,
-                },
+                "channel_capacity": WORKER_CHANNEL_CAPACITIES,
             },
         }
     }
@@ -170,7 +174,11 @@ else:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "veena_site.memory_layer.EmbeddedChannelLayer",
-            "CONFIG": {"expiry": CHANNEL_EXPIRY_S, "capacity": CHANNEL_CAPACITY},
+            "CONFIG": {
+                "expiry": CHANNEL_EXPIRY_S,
+                "capacity": CHANNEL_CAPACITY,
+                "channel_capacity": WORKER_CHANNEL_CAPACITIES,
+            },
         }
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 
 from django.conf import settings
 
@@ -10,6 +11,7 @@ from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrHypothesis, Word
 
 FAKE_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 FAKE_PROBABILITY = 0.9
+CALLS_KEPT = 256  # the latest decode requests, for tests
 
 
 def fake_transcript(seconds: int, first: int = 0) -> str:
@@ -22,8 +24,8 @@ def fake_transcript(seconds: int, first: int = 0) -> str:
 class FakeAsr:
     """Transcribes N whole seconds of audio as the first N words of ``FAKE_WORDS``.
 
-    ``failures`` makes the next decodes raise (fault injection); ``calls`` records every
-    request, so tests can check prompts and prefixes (realtime T-C8).
+    ``failures`` makes the next decodes raise (fault injection); ``calls`` records the latest
+    ``CALLS_KEPT`` requests, so tests can check prompts and prefixes (realtime T-C8).
     """
 
     name = "fake"
@@ -34,7 +36,8 @@ class FakeAsr:
         self.decode_slots = settings.ENGINE_THREADS
         self.failures = 0
         self.failure_text = "fake engine failure"
-        self.calls: list[AsrDecodeRequest] = []
+        # Bounded: a long run (bench/soak.py) would otherwise keep every decode's audio.
+        self.calls: deque[AsrDecodeRequest] = deque(maxlen=CALLS_KEPT)
 
     async def decode(self, req: AsrDecodeRequest) -> AsrHypothesis:
         """Return the known transcript for the length of ``req.audio``."""

@@ -8,7 +8,7 @@ export HOST PORT
 
 VLLM_REQUIREMENTS ?= requirements-vllm.txt
 
-.PHONY: serve test lint bench browser fuzz clean vllm node-examples
+.PHONY: serve test lint bench browser fuzz soak clean vllm node-examples
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,7 +52,11 @@ serve: $(VENV)/.installed
 
 ## make test: install test tools and the vLLM tier, lint, run the whole suite
 test: $(VENV)/.dev-installed $(VENV)/.vllm-installed node-examples browser lint
-	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -p no:cacheprovider -m "not soak" $(PYTEST_ARGS)
+
+## make soak: the short soak (50 sockets x 40 s, fake engines) as a test; bench/soak.py for longer runs
+soak: $(VENV)/.dev-installed
+	$(BIN)/python -m pytest -p no:cacheprovider -m soak tests/e2e/test_soak.py -q
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .

@@ -99,6 +99,7 @@ def test_soak_checker_counts_out_of_order_frames_and_segments() -> None:
     assert check(stream([b"\0"] * 3)).out_of_order == 3  # odd-length frames
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_soak_short_run_is_clean(tmp_path: Path) -> None:

@@ -152,8 +152,6 @@ WORKER_CHANNEL_CAPACITIES = {
     # each worker's own submission channel (veena_site.placement)
     "tts-worker.*": WORKER_CHANNEL_CAPACITY,
     "asr-worker.*": WORKER_CHANNEL_CAPACITY,
-    # each worker's own channel, where its running jobs' acks and keepalives go
-    "worker.*": WORKER_CHANNEL_CAPACITY,
 }
 if REDIS_URL:
     CHANNEL_LAYERS = {

@@ -37,9 +37,10 @@ class GpuWorkerConsumer(AsyncConsumer):
         out a layer outage: the channel that running jobs are pinned to stays the same."""
         self.scope = scope
         self.channel_layer = get_channel_layer(self.channel_layer_alias)
-        # Every running job's acks, keepalives and cancels come here: the "worker.*"
-        # capacity (WORKER_CHANNEL_CAPACITY), not a reply channel's.
-        self.channel_name = await self.channel_layer.new_channel("worker.")
+        # The default prefix, as every consumer of the process: channels-redis pops one
+        # process-specific prefix at a time behind one lock, so a second prefix ("worker.")
+        # starved this channel behind the consumers' (acceptances never confirmed).
+        self.channel_name = await self.channel_layer.new_channel()
         self.channel_receive = functools.partial(
             receive_through_outages, self.channel_layer, self.channel_name
         )

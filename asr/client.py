@@ -83,8 +83,13 @@ class FileJob:
         ``timeout_s``. Closing the iterator early cancels the job."""
         self._pcm, self._pieces = pcm, pieces
         self.channel = await self.layer.new_channel("asr-rest.")
-        link = self.link = WorkerLink.from_settings(
-            layer=self.layer, own_channel=self.channel, kind="asr"
+        link = self.link = WorkerLink(
+            layer=self.layer,
+            own_channel=self.channel,
+            kind="asr",
+            answer_ms=settings.ASR_WORKER_ANSWER_MS,
+            wait_ms=settings.ASR_ADMISSION_WAIT_MS,
+            stall_s=settings.ASR_WORKER_STALL_S,
         )
         deadline = time.monotonic() + timeout_s
         sender: asyncio.Task[None] | None = None

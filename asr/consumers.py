@@ -141,7 +141,12 @@ class RealtimeConsumer(RealtimeHandlers):
         job_id = str(self.stream_id)
         if self.failovers:
             job_id += f".f{self.failovers}"
-        link = self.new_link(kind="asr")
+        link = self.new_link(
+            kind="asr",
+            answer_ms=settings.ASR_WORKER_ANSWER_MS,
+            wait_ms=settings.ASR_ADMISSION_WAIT_MS,
+            stall_s=settings.ASR_WORKER_STALL_S,
+        )
 
         def build(job_id: str, deadline: float) -> AsrOpen:
             return AsrOpen(

@@ -92,8 +92,13 @@ class ChannelJob:
         """The job's chunks as they arrive (OpenAI speech streaming); raise JobError,
         or TimeoutError past ``timeout_s``. Closing the iterator early stops the job."""
         self.channel = await self.layer.new_channel("tts-rest.")
-        link = self.link = WorkerLink.from_settings(
-            layer=self.layer, own_channel=self.channel, kind="tts"
+        link = self.link = WorkerLink(
+            layer=self.layer,
+            own_channel=self.channel,
+            kind="tts",
+            answer_ms=settings.TTS_WORKER_ANSWER_MS,
+            wait_ms=settings.TTS_ADMISSION_WAIT_MS,
+            stall_s=settings.TTS_WORKER_STALL_S,
         )
         deadline = time.monotonic() + timeout_s
         try:

@@ -97,7 +97,12 @@ class RequestFlow:
         """L1 step 8: admission at a worker (Q2–Q4); the outcome arrives later."""
         consumer = self.consumer
         await consumer.release_link()
-        link = consumer.new_link(kind="tts")
+        link = consumer.new_link(
+            kind="tts",
+            answer_ms=settings.TTS_WORKER_ANSWER_MS,
+            wait_ms=settings.TTS_ADMISSION_WAIT_MS,
+            stall_s=settings.TTS_WORKER_STALL_S,
+        )
 
         def build(job_id: str, deadline: float) -> TtsSubmit:
             return job_submit(

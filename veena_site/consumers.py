@@ -200,10 +200,17 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
             return False
         return True
 
-    def new_link(self, *, kind: Any) -> WorkerLink:
-        """A fresh worker link replying to this consumer's channel (the kind's settings)."""
-        self.link = WorkerLink.from_settings(
-            layer=self.channel_layer, own_channel=self.channel_name, kind=kind
+    def new_link(
+        self, *, kind: Any, answer_ms: int, wait_ms: int, stall_s: float
+    ) -> WorkerLink:
+        """A fresh worker link replying to this consumer's channel."""
+        self.link = WorkerLink(
+            layer=self.channel_layer,
+            own_channel=self.channel_name,
+            kind=kind,
+            answer_ms=answer_ms,
+            wait_ms=wait_ms,
+            stall_s=stall_s,
         )
         return self.link
 

@@ -155,22 +155,6 @@ class WorkerLink:
         self._answered = False  # the current attempt got a reply
         self._skip: set[str] = set()  # workers that refused this admission
 
-    @classmethod
-    def from_settings(
-        cls, *, layer: BaseChannelLayer, own_channel: str, kind: Kind
-    ) -> WorkerLink:
-        """A link with the kind's ``*_WORKER_ANSWER_MS``, ``*_ADMISSION_WAIT_MS`` and
-        ``*_WORKER_STALL_S`` (``TTS_…`` or ``ASR_…``)."""
-        name = kind.upper()
-        return cls(
-            layer=layer,
-            own_channel=own_channel,
-            kind=kind,
-            answer_ms=getattr(settings, f"{name}_WORKER_ANSWER_MS"),
-            wait_ms=getattr(settings, f"{name}_ADMISSION_WAIT_MS"),
-            stall_s=getattr(settings, f"{name}_WORKER_STALL_S"),
-        )
-
     async def submit(
         self, build: Callable[[str, float], Message], *, job_id: str | None = None
     ) -> Outcome | None:

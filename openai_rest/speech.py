@@ -88,16 +88,8 @@ async def speech(request: HttpRequest) -> HttpResponseBase:
         raise
     except Exception:  # boundary: one request
         logger.exception("speech request %s failed", request_id)
-        await _release(usage, "failed", "internal_error")
+        await usage.end(status="failed", error_code="internal_error")
         return error_response(server_error(), request_id)
-
-
-async def _release(usage: TtsUsage, status: UsageStatus, code: str = "") -> None:
-    try:
-        await usage.finish(status=status, error_code=code)
-    except Exception:  # boundary: the record (the reaper finalizes it later)
-        logger.exception("speech request: usage record not finalized")
-    await asyncio.shield(usage.release())
 
 
 async def _start(
@@ -128,19 +120,19 @@ async def _start(
         chunks = ticked(usage, _chunks(job, tts_req, voice, segments, request_id))
         first = await anext(chunks)  # the first sentence; errors still get a status
     except OpenAiError as error:
-        await _release(usage, "failed", error.code or "invalid_request")
+        await usage.end(status="failed", error_code=error.code or "invalid_request")
         return error_response(error, request_id)
     except AdmissionDenied as denied:
-        await _release(usage, "failed", denied.reason)
+        await usage.end(status="failed", error_code=denied.reason)
         return error_response(denial_error(denied), request_id)
     except JobError as error:
-        await _release(usage, "failed", error.code.lower())
+        await usage.end(status="failed", error_code=error.code.lower())
         return error_response(job_error(error), request_id)
     except TimeoutError:
-        await _release(usage, "failed", "timeout")
+        await usage.end(status="failed", error_code="timeout")
         return error_response(timeout_error(), request_id)
     except StopAsyncIteration:  # the job ended without audio
-        await _release(usage, "failed", "internal_error")
+        await usage.end(status="failed", error_code="internal_error")
         return error_response(server_error(), request_id)
     ttfb_ms = round((time.monotonic() - started) * 1000)
     stream = SpeechStream(req, usage, chunks, started=started, ttfb_ms=ttfb_ms)

@@ -147,6 +147,15 @@ class TtsUsage:
         if self.admission is not None:
             await self.admission.release()
 
+    async def end(self, *, status: UsageStatus, error_code: str = "") -> None:
+        """A REST request's last step: finish the record, then give the lease back, both
+        whatever happens (a record the database refused is finalized by the reaper)."""
+        try:
+            await self.finish(status=status, error_code=error_code)
+        except Exception:  # boundary: the record (the reaper finalizes it later)
+            logger.exception("usage record not finalized")
+        await asyncio.shield(self.release())
+
 
 async def while_ticking(usage: TtsUsage, work: Awaitable[T]) -> T:
     """Await ``work`` while ticking ``usage`` every ``TICK_S`` (REST, accounts E6).

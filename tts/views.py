@@ -154,21 +154,12 @@ async def synthesize(request: HttpRequest) -> HttpResponseBase:
         raise
     except Exception:  # boundary: one request (issue 9); the job was withdrawn
         logger.exception("tts rest request %s failed", request_id)
-        await release_failed(usage)
+        await usage.end(status="failed", error_code="internal_error")
         error = RestError("INTERNAL_ERROR", "Internal server error")
         return error_response(error, request_id)
     if not isinstance(response, StreamingHttpResponse):  # else read_chunks releases
         await usage.release()
     return response
-
-
-async def release_failed(usage: TtsUsage) -> None:
-    """The record ends ``failed`` / ``internal_error``; the lease goes back either way."""
-    try:
-        await usage.finish(status="failed", error_code="internal_error")
-    except Exception:  # boundary: the record (the reaper finalizes it later)
-        logger.exception("tts rest request: usage record not finalized")
-    await asyncio.shield(usage.release())
 
 
 async def metered_synthesis(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from veena_site.exceptions import VeenaError
+from gateway.exceptions import VeenaError
 
 # Every reason of the accounts E3 table; each consumer maps them to its wire codes. The
 # first seven refuse a connection or a request; the last five (and quota_exceeded) stop a

@@ -7,7 +7,7 @@ from typing import Literal
 import numpy as np
 
 from asr.engines.base import MODEL_RATE
-from veena_site.pcm import Float32, Int16, StreamResampler, alaw2lin, ulaw2lin
+from gateway.pcm import Float32, Int16, StreamResampler, alaw2lin, ulaw2lin
 
 INPUT_RATES = (16000, 24000, 48000)
 G711_RATE = 8000

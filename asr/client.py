@@ -25,8 +25,8 @@ from django.conf import settings
 
 from asr.engines.base import MODEL_RATE
 from asr.messages import AsrAudio, AsrCommit, AsrFinal, AsrItemOpen, AsrOpen, AsrResync
-from veena_site.contracts import JobFailed, Message
-from veena_site.jobclient import TIMER, Outcome, Phase, WorkerLink
+from gateway.contracts import JobFailed, Message
+from gateway.jobclient import TIMER, Outcome, Phase, WorkerLink
 
 AUDIO_SAMPLES = MODEL_RATE // 2  # 500 ms per message (STYLE 24)
 FULL_RETRY_S = 0.05  # the worker's channel is full: send again after this

@@ -33,12 +33,12 @@ from asr.protocol import ClientEvent, ProtocolError, parse_client_event
 from asr.session import AsrState, Dialect, RealtimeSession, dialect_signal
 from asr.usage import RealtimeUsage
 from asr.vad import AudioFrontEnd
-from veena_site import jsontext, metrics
-from veena_site.budget import ControlBudget
-from veena_site.contracts import JobFailed, Message
-from veena_site.jobclient import Outcome
-from veena_site.logs import new_request_id
-from veena_site.timers import NamedTimers, Ticker
+from gateway import jsontext, metrics
+from gateway.budget import ControlBudget
+from gateway.contracts import JobFailed, Message
+from gateway.jobclient import Outcome
+from gateway.logs import new_request_id
+from gateway.timers import NamedTimers, Ticker
 
 logger = logging.getLogger(__name__)
 

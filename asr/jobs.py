@@ -36,8 +36,8 @@ from asr.messages import (
     AsrResync,
 )
 from asr.streaming import DecodePlan, StreamState
-from veena_site.contracts import JobFailed, Kind, Message
-from veena_site.jobs import ReplyLost, Sender
+from gateway.contracts import JobFailed, Kind, Message
+from gateway.jobs import ReplyLost, Sender
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from veena_site.contracts import Message
+from gateway.contracts import Message
 
 LogProbs = list[dict[str, Any]] | None
 

@@ -11,7 +11,7 @@ echoes ``client_secret`` (absent: sessions are not created over REST) and a serv
 that is not one of the SDK's literals. Never emitted: ``rate_limits.updated``, ``response.*``,
 ``…transcription.segment``, ``input_audio_buffer.timeout_triggered``.
 
-Issue 9: frames are parsed by ``veena_site.jsontext`` (not UTF-8, lone surrogates, nesting over
+Issue 9: frames are parsed by ``gateway.jsontext`` (not UTF-8, lone surrogates, nesting over
 32, integer literals over 64 digits, ``NaN`` / ``Infinity``: ``invalid_payload``, vLLM
 ``invalid_json``); an ``event_id`` over ``MAX_EVENT_ID_CHARS`` is ``invalid_value`` and never
 echoed.
@@ -46,7 +46,7 @@ from openai.types.realtime import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from veena_site import jsontext
+from gateway import jsontext
 
 _ALPHABET = string.ascii_letters + string.digits
 MAX_EVENT_ID_CHARS = 512  # longer client event ids are refused, never echoed

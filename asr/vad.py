@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from asr.audio import InputDecoder, InputFormat
-from veena_site.pcm import Float32, Int16
+from gateway.pcm import Float32, Int16
 
 if TYPE_CHECKING:
     import onnxruntime

@@ -40,10 +40,10 @@ from asr.session import (
     RealtimeSession,
 )
 from asr.usage import RealtimeUsage, UsageStatus
-from veena_site import metrics
-from veena_site.consumers import WorkerClientConsumer
-from veena_site.contracts import Message
-from veena_site.timers import NamedTimers
+from gateway import metrics
+from gateway.consumers import WorkerClientConsumer
+from gateway.contracts import Message
+from gateway.timers import NamedTimers
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import math
 from django.http import JsonResponse
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
-from veena_site.jobclient import Outcome
+from gateway.jobclient import Outcome
 
 INVALID = "invalid_request_error"
 DEFAULT_RETRY_MS = 1000

@@ -27,6 +27,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
+from gateway import metrics
 from openai_rest.encode import CONTENT_TYPES, StreamEncoder
 from openai_rest.errors import (
     OpenAiError,
@@ -49,7 +50,6 @@ from tts.prepare import engine_info, job_submit, prepare_segments, resolve_voice
 from tts.protocol import ProtocolError, TtsRequest
 from tts.usage import TtsUsage, UsageStatus
 from tts.views import http_scope, rest_request_id
-from veena_site import metrics
 
 logger = logging.getLogger(__name__)
 

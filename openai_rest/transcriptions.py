@@ -36,6 +36,7 @@ from accounts.exceptions import AdmissionDenied
 from asr.client import AsrJobError, FileJob, PieceText
 from asr.engines.base import MODEL_RATE
 from asr.usage import RealtimeUsage, UsageStatus
+from gateway import metrics
 from openai_rest.decode import AudioTooLong, UnreadableAudio, decode_upload
 from openai_rest.errors import (
     OpenAiError,
@@ -57,7 +58,6 @@ from openai_rest.transcription_request import (
 from openai_rest.transcripts import Segment, delta_text, full_text, render, segment_of
 from openai_rest.transcripts import usage as usage_of
 from tts.views import http_scope, rest_request_id
-from veena_site import metrics
 
 logger = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import redis
 from channels.db import database_sync_to_async
 from channels.layers import channel_layers
 
+from gateway.liveness import get_liveness
 from tests.support.redis_db import redis_test_url
-from veena_site.liveness import get_liveness
 from veena_site.runtime import get_runtime, reset_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,7 +146,7 @@ def fresh_layers_and_runtime() -> Iterator[None]:
 def _reset_process_state() -> None:
     from accounts.auth import principal_cache
     from accounts.limits import reset_limiters
-    from veena_site import lifecycle
+    from gateway import lifecycle
 
     channel_layers.backends.clear()
     reset_runtime()

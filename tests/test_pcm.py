@@ -1,4 +1,4 @@
-"""Tests of veena_site.pcm: G.711 codecs, sample conversion and the stream resampler."""
+"""Tests of gateway.pcm: G.711 codecs, sample conversion and the stream resampler."""
 
 import warnings
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import soxr
 
-from veena_site.pcm import (
+from gateway.pcm import (
     StreamResampler,
     alaw2lin,
     float_to_pcm16,

@@ -41,7 +41,7 @@ def test_embedded_default_without_environment(tmp_path: object) -> None:
     got = probe(tmp_path)
     assert got == {
         "db": "django.db.backends.sqlite3",
-        "layer": "veena_site.memory_layer.EmbeddedChannelLayer",
+        "layer": "gateway.memory_layer.EmbeddedChannelLayer",
         "broker": "memory://",
         "eager": True,
     }

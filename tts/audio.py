@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from veena_site.pcm import Float32, StreamResampler, float_to_pcm16, lin2ulaw
+from gateway.pcm import Float32, StreamResampler, float_to_pcm16, lin2ulaw
 
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
 FORMATS = ("wav", "pcm", "mulaw")

@@ -20,10 +20,10 @@ from typing import IO, Any
 from channels.layers import BaseChannelLayer
 from django.conf import settings
 
+from gateway.jobclient import TIMER, Outcome, Phase, WorkerLink
+from gateway.receiving import receive_until
 from tts.errors import outcome_error
 from tts.messages import TtsAck, TtsChunk, TtsDone, TtsSubmit, ack_interval
-from veena_site.jobclient import TIMER, Outcome, Phase, WorkerLink
-from veena_site.receiving import receive_until
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class ChannelJob:
         deadline = time.monotonic() + link.answer_s + link.wait_s
         while link.phase is Phase.SUBMITTING and time.monotonic() < deadline:
             # Not a cancelled receive: it can lose another stream's message
-            # (veena_site.receiving).
+            # (gateway.receiving).
             left = deadline - time.monotonic()
             message = await receive_until(self.layer, self.channel, left)
             if message is None:

@@ -15,6 +15,13 @@ from django.conf import settings
 
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
+from gateway import jsontext, metrics
+from gateway.budget import ControlBudget
+from gateway.consumers import CRASH_CLOSE_CODE, WorkerClientConsumer
+from gateway.contracts import JobFailed
+from gateway.jobclient import Outcome
+from gateway.logs import request_id_var
+from gateway.timers import NamedTimers, Ticker
 from tts.errors import denial_close_code, denial_error, outcome_error
 from tts.forwarding import AudioOutput
 from tts.incremental import IncrementalInput
@@ -37,13 +44,6 @@ from tts.protocol import (
 from tts.requests import RequestFlow, idle_timeout_s
 from tts.session import ActiveRequest, StreamState, TtsSession
 from tts.usage import TICK_S, TtsUsage, UsageStatus
-from veena_site import jsontext, metrics
-from veena_site.budget import ControlBudget
-from veena_site.consumers import CRASH_CLOSE_CODE, WorkerClientConsumer
-from veena_site.contracts import JobFailed
-from veena_site.jobclient import Outcome
-from veena_site.logs import request_id_var
-from veena_site.timers import NamedTimers, Ticker
 
 logger = logging.getLogger(__name__)
 
@@ -258,7 +258,7 @@ class TtsConsumer(WorkerClientConsumer):
         """Z2/Q4: stop the worker job now, also one whose acceptance is still on its way.
 
         ``WorkerLink.close`` sends the cancel to the pinned worker; a job still being
-        admitted is cancelled at the worker that accepts it (``veena_site.jobclient``).
+        admitted is cancelled at the worker that accepts it (``gateway.jobclient``).
         """
         if self.link is not None:
             await self.link.close()

@@ -9,8 +9,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
+from gateway.jobclient import Outcome
 from tts.protocol import rate_limit_message
-from veena_site.jobclient import Outcome
 
 OVERLOADED = "Streaming capacity exhausted. Retry shortly."
 DENIALS = {  # accounts E3 reason → (wire code, message)

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from gateway import metrics
+from gateway.daphne_compat import TRANSPORT_EXTENSION
 from tts.audio import wav_stream_header
 from tts.messages import TtsAck, TtsChunk, TtsDone, TtsFlushed, ack_interval
 from tts.prepare import engine_info
 from tts.session import ActiveRequest, RequestState
-from veena_site import metrics
-from veena_site.daphne_compat import TRANSPORT_EXTENSION
 
 if TYPE_CHECKING:
     from tts.consumers import TtsConsumer

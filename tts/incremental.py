@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Literal
 from django.conf import settings
 
 from accounts.exceptions import AdmissionDenied
+from gateway.contracts import Message
+from gateway.jobclient import Phase
 from tts.messages import TtsClear, TtsEnd, TtsFlush, TtsText
 from tts.prepare import prepare_pieces
 from tts.protocol import End, Flush, TextInput
 from tts.session import RequestState
 from tts.text import Segment
-from veena_site.contracts import Message
-from veena_site.jobclient import Phase
 
 if TYPE_CHECKING:
     from tts.consumers import TtsConsumer

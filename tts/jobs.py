@@ -24,6 +24,8 @@ from typing import Any
 
 from django.conf import settings
 
+from gateway.contracts import Kind
+from gateway.jobs import ReplyLost, Sender
 from tts.engines import segment_pause_ms
 from tts.engines.base import EngineStats, Pcm, TtsEngine, TtsEngineRequest
 from tts.messages import (
@@ -39,8 +41,6 @@ from tts.messages import (
     TtsText,
 )
 from tts.pipeline import AudioPipeline
-from veena_site.contracts import Kind
-from veena_site.jobs import ReplyLost, Sender
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class TtsJob:
         """Work through the items in order until the end mark, then ``gpu.tts.done``.
 
         An incremental job waits for more text for as long as its gateway keeps it alive:
-        the registry ends a job whose gateway is silent (``veena_site.jobs``), and the
+        the registry ends a job whose gateway is silent (``gateway.jobs``), and the
         gateway ends a request whose client sends nothing for ``TTS_INPUT_IDLE_S`` (I6).
         """
         started = time.monotonic()

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from veena_site.contracts import Message
+from gateway.contracts import Message
 
 FlushId = str | int
 
@@ -77,7 +77,7 @@ class TtsAck(Message):
     """The gateway handed every chunk up to ``seq`` to the socket (flow control, Q8).
 
     The first ack, ``seq`` −1, is sent on acceptance; like every message of the job it tells
-    the worker that the gateway is still there (``veena_site.jobs.CONFIRM_S``).
+    the worker that the gateway is still there (``gateway.jobs.CONFIRM_S``).
     """
 
     TYPE = "tts.job.ack"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from gateway.pcm import Float32
 from tts.audio import FADE_MS, AudioFormat, FrameEncoder, fade_ramp
-from veena_site.pcm import Float32
 
 _EMPTY = np.zeros(0, dtype=np.float32)
 

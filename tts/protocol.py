@@ -10,7 +10,7 @@ Deviations from the reference (all decided in §15): a non-object or binary mess
 error instead of a crash; any number of pings may precede the request; ``format`` may be ``pcm``
 or ``mulaw``; unknown fields are ignored instead of passed on. Issue 9: JSON that is not UTF-8,
 holds a lone surrogate, nests deeper than 32, has an integer literal over 64 digits or uses
-``NaN`` / ``Infinity`` is ``INVALID_JSON`` (``veena_site.jsontext``); an integer ``flush_id`` is
+``NaN`` / ``Infinity`` is ``INVALID_JSON`` (``gateway.jsontext``); an integer ``flush_id`` is
 within ±(2**53 − 1); ``cancel.request_id`` must be a string.
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 
 from django.conf import settings
 
+from gateway import jsontext
 from tts.audio import FORMATS, SAMPLE_RATES
-from veena_site import jsontext
 
 logger = logging.getLogger(__name__)
 

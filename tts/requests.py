@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from accounts.exceptions import AdmissionDenied
+from gateway import metrics
+from gateway.logs import request_id_var
 from tts.incremental import IncrementalInput
 from tts.messages import TtsAck, TtsSubmit
 from tts.prepare import engine_info, job_submit, prepare_segments, resolve_voice
 from tts.protocol import ProtocolError, TtsRequest
 from tts.session import ActiveRequest, RequestState
 from tts.usage import UsageStatus
-from veena_site import metrics
-from veena_site.logs import request_id_var
 
 if TYPE_CHECKING:
     from tts.consumers import TtsConsumer

@@ -31,6 +31,7 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.admission import KeyPrincipal, admit, authenticate_request
 from accounts.exceptions import AdmissionDenied
 from accounts.metering import Route
+from gateway.liveness import get_liveness
 from tts.audio import wav_file_header
 from tts.client import ChannelJob, JobAudio, JobError
 from tts.errors import denial_error
@@ -39,7 +40,6 @@ from tts.prepare import engine_info, job_submit, prepare_segments, resolve_voice
 from tts.protocol import HTTP_STATUS, ProtocolError, TtsRequest, parse_rest_body
 from tts.speakers import speakers_listing
 from tts.usage import TtsUsage, while_ticking
-from veena_site.liveness import get_liveness
 
 logger = logging.getLogger(__name__)
 

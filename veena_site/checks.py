@@ -40,7 +40,7 @@ def websocket_limit_fits_realtime(**kwargs: Any) -> list[Error]:
 
 @register()
 def placement_is_known(**kwargs: Any) -> list[Error]:
-    """WORKER_PLACEMENT names a placement (veena_site.placement)."""
+    """WORKER_PLACEMENT names a placement (gateway.placement)."""
     if settings.WORKER_PLACEMENT not in ("least_loaded", "shared"):
         return [
             Error("WORKER_PLACEMENT must be least_loaded or shared", id="veena.E004")

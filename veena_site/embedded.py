@@ -20,8 +20,8 @@ from typing import IO
 
 from channels.layers import get_channel_layer
 
-from veena_site.contracts import WORKER_CHANNELS, Kind
-from veena_site.listener import ResilientWorker
+from gateway.contracts import WORKER_CHANNELS, Kind
+from gateway.listener import ResilientWorker
 from veena_site.routing import channel_router
 from veena_site.runtime import get_runtime
 

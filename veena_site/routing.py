@@ -2,7 +2,7 @@
 
 from channels.routing import ChannelNameRouter
 
-from veena_site.contracts import WORKER_CHANNELS
+from gateway.contracts import WORKER_CHANNELS
 from veena_site.worker import GpuWorkerConsumer
 
 worker_app = GpuWorkerConsumer.as_asgi()

@@ -12,10 +12,10 @@ from typing import Any
 
 from django.conf import settings
 
+from gateway.contracts import WORKER_CHANNELS, Kind
+from gateway.jobs import JobRegistry
+from gateway.liveness import WorkerStatus, get_liveness
 from gateway.vllm_env import EngineLoadError
-from veena_site.contracts import WORKER_CHANNELS, Kind
-from veena_site.jobs import JobRegistry
-from veena_site.liveness import WorkerStatus, get_liveness
 
 logger = logging.getLogger(__name__)
 

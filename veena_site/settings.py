@@ -15,7 +15,7 @@ from typing import Any
 
 import environ
 
-from veena_site.redis_layer import redis_host
+from gateway.redis_layer import redis_host
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -90,7 +90,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "veena_site.logs.RequestIdMiddleware",
+    "gateway.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the dashboard's charts, the admin) from the app directories.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -149,7 +149,7 @@ REDIS_SOCKET_TIMEOUT_S = env.float("REDIS_SOCKET_TIMEOUT_S", default=30.0)
 WORKER_CHANNEL_CAPACITIES = {
     "tts-worker": WORKER_CHANNEL_CAPACITY,
     "asr-worker": WORKER_CHANNEL_CAPACITY,
-    # each worker's own submission channel (veena_site.placement)
+    # each worker's own submission channel (gateway.placement)
     "tts-worker.*": WORKER_CHANNEL_CAPACITY,
     "asr-worker.*": WORKER_CHANNEL_CAPACITY,
 }
@@ -171,7 +171,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "veena_site.memory_layer.EmbeddedChannelLayer",
+            "BACKEND": "gateway.memory_layer.EmbeddedChannelLayer",
             "CONFIG": {
                 "expiry": CHANNEL_EXPIRY_S,
                 "capacity": CHANNEL_CAPACITY,
@@ -210,12 +210,12 @@ TTS_PIPER_WAIT_FOR_CORES = env.bool("TTS_PIPER_WAIT_FOR_CORES", default=True)
 TTS_PIPER_SHARE_HOLD_S = env.float("TTS_PIPER_SHARE_HOLD_S", default=1.0)
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
 WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
-# Where a job's first message goes (veena_site.placement): "least_loaded" sends it to the live
+# Where a job's first message goes (gateway.placement): "least_loaded" sends it to the live
 # worker with the most free slots, on that worker's own channel; "shared" to the shared channel
 # of its kind, whichever worker pops it first (busy workers answer busy and the gateway retries).
 WORKER_PLACEMENT = env("WORKER_PLACEMENT", default="least_loaded")
 # Gateway → worker liveness per job: a keepalive every JOB_KEEPALIVE_S; a worker ends a job
-# whose gateway has been silent for JOB_KEEPALIVE_TIMEOUT_S (veena_site.jobs).
+# whose gateway has been silent for JOB_KEEPALIVE_TIMEOUT_S (gateway.jobs).
 JOB_KEEPALIVE_S = env.float("JOB_KEEPALIVE_S", default=1.0)
 JOB_KEEPALIVE_TIMEOUT_S = env.float("JOB_KEEPALIVE_TIMEOUT_S", default=5.0)
 
@@ -288,11 +288,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "request_id": {"()": "veena_site.logs.RequestIdFilter"},
-        "redact": {"()": "veena_site.logs.RedactFilter"},
+        "request_id": {"()": "gateway.logs.RequestIdFilter"},
+        "redact": {"()": "gateway.logs.RedactFilter"},
     },
     "formatters": {
-        "json": {"()": "veena_site.logs.JsonFormatter"},
+        "json": {"()": "gateway.logs.JsonFormatter"},
         "text": {
             "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
         },

@@ -11,9 +11,9 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from veena_site.liveness import get_liveness
-from veena_site.metrics import CHANNEL_HOP
-from veena_site.receiving import receive_until
+from gateway.liveness import get_liveness
+from gateway.metrics import CHANNEL_HOP
+from gateway.receiving import receive_until
 
 PROBE_TIMEOUT_S = 2.0
 

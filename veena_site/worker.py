@@ -19,11 +19,11 @@ from channels.utils import await_many_dispatch
 
 from asr.jobs import AsrJob
 from asr.messages import AsrOpen
+from gateway.contracts import JobAccepted, JobBusy, JobNotReady, Kind
+from gateway.jobs import WorkerJob, reply_sender
+from gateway.listener import receive_through_outages
 from tts.jobs import TtsJob
 from tts.messages import TtsSubmit
-from veena_site.contracts import JobAccepted, JobBusy, JobNotReady, Kind
-from veena_site.jobs import WorkerJob, reply_sender
-from veena_site.listener import receive_through_outages
 from veena_site.runtime import get_runtime
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 ``Cluster`` starts ``manage.py gpuworker`` children (fake TTS engine, loopback Redis, a channel
 prefix of their own) and configures this process as a gateway on the same layer.
 ``GatewayJob`` is the channel-layer half of one ``/v1/tts/ws`` consumer: it admits the job
-through ``veena_site.jobclient.WorkerLink`` (placement, retries, keepalives), acks chunks the
+through ``gateway.jobclient.WorkerLink`` (placement, retries, keepalives), acks chunks the
 way the consumer does, and records when each chunk arrived and how long its hop took.
 """
 
@@ -102,7 +102,7 @@ class Cluster:
 
     def wait_live(self, limit_s: float = 60) -> None:
         """Wait until every worker is live, ready and advertises its own channel."""
-        from veena_site.liveness import get_liveness
+        from gateway.liveness import get_liveness
 
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
@@ -117,7 +117,7 @@ class Cluster:
 
     def busy(self) -> list[int]:
         """Busy TTS slots of each live worker, as published."""
-        from veena_site.liveness import get_liveness
+        from gateway.liveness import get_liveness
 
         return sorted(s.busy.get("tts", 0) for s in get_liveness().live_workers())
 
@@ -164,7 +164,7 @@ class GatewayJob:
 
     async def admit(self) -> bool:
         """Submit and wait for the link's outcome; True when a worker accepted."""
-        from veena_site.jobclient import WorkerLink
+        from gateway.jobclient import WorkerLink
 
         self.channel = await self.layer.new_channel("bench.")
         self.link = WorkerLink(
@@ -216,8 +216,8 @@ class GatewayJob:
         )
 
     async def _handle(self, message: dict[str, Any]) -> Any:
+        from gateway.jobclient import TIMER
         from tts.messages import TtsAck
-        from veena_site.jobclient import TIMER
 
         kind = message["type"]
         if kind == TIMER:

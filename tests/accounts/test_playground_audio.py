@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gateway.pcm import ulaw2lin
 from tests.conftest import ROOT
-from veena_site.pcm import ulaw2lin
 
 
 @pytest.fixture(scope="module")

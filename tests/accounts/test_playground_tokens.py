@@ -25,8 +25,8 @@ from accounts.auth import authenticate_http, authenticate_websocket
 from accounts.exceptions import AdmissionDenied
 from accounts.keys import parse_key
 from accounts.tokens import TOKEN_PREFIX, token_parse, token_sign
+from gateway.logs import redact
 from veena_site.asgi import application
-from veena_site.logs import redact
 
 ORIGIN = "http://testserver"
 # RFC 7230 tchar: what a WebSocket subprotocol may contain (RFC 6455 4.1).

@@ -24,7 +24,7 @@ from openai.types.beta.realtime import RealtimeServerEvent as BetaServerEvent
 from openai.types.realtime import RealtimeServerEvent
 from pydantic import TypeAdapter
 
-from veena_site.pcm import lin2alaw, lin2ulaw
+from gateway.pcm import lin2alaw, lin2ulaw
 
 GA_EVENTS = TypeAdapter(RealtimeServerEvent)
 BETA_EVENTS = TypeAdapter(BetaServerEvent)

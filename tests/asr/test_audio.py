@@ -8,7 +8,7 @@ import soxr
 
 from asr.audio import INPUT_RATES, InputDecoder, decode_pcm16, round_to_int16
 from asr.engines.base import MODEL_RATE
-from veena_site.pcm import alaw2lin, lin2alaw, lin2ulaw, ulaw2lin
+from gateway.pcm import alaw2lin, lin2alaw, lin2ulaw, ulaw2lin
 
 
 def speech_like(n: int, rate: int, seed: int = 0) -> np.ndarray:

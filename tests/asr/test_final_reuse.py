@@ -20,9 +20,9 @@ from asr.engines.base import AsrDecodeRequest, AsrHypothesis
 from asr.engines.faster_whisper import FasterWhisperAsr
 from asr.jobs import AsrJob
 from asr.messages import AsrAudio, AsrCommit, AsrDelta, AsrFinal, AsrItemOpen, AsrOpen
+from gateway.contracts import Message
 from tests.asr.conftest import Clip
 from tests.wer import word_error_rate
-from veena_site.contracts import Message
 
 pytestmark = pytest.mark.slow
 

@@ -21,7 +21,7 @@ from asr.messages import (
     AsrOpen,
     AsrResync,
 )
-from veena_site.contracts import JobFailed, Message
+from gateway.contracts import JobFailed, Message
 
 SECOND = 16000
 

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 # The modules of each endpoint's gateway side (wire, consumer, REST) and the shared ones.
-SHARED = ("veena_site/budget.py", "veena_site/consumers.py")
+SHARED = ("gateway/budget.py", "gateway/consumers.py")
 TTS_MODULES = (
     "tts/consumers.py",
     "tts/protocol.py",

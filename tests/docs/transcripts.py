@@ -20,7 +20,7 @@ import numpy as np
 import soxr
 from channels.testing import WebsocketCommunicator
 
-from veena_site.pcm import float_to_pcm16, pcm16_to_float
+from gateway.pcm import float_to_pcm16, pcm16_to_float
 
 TTS_TEXT = "Hello from veena. Every frame of this sentence streams as it is made."
 BEGIN = "<!-- transcript:{name} begin -->"

@@ -34,6 +34,8 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from prometheus_client import REGISTRY
 
+from gateway.jobclient import abandoned_links_drained
+from gateway.liveness import get_liveness
 from tests.asr.conftest import b64, silence
 from tests.conftest import free_port
 from tests.support.services import (
@@ -51,8 +53,6 @@ from tests.support.services import (
 from tests.worker.test_distributed import prefix, redis_layer  # noqa: F401 (fixtures)
 from tests.worker.test_distributed import start_worker as start_worker_on
 from veena_site.asgi import application
-from veena_site.jobclient import abandoned_links_drained
-from veena_site.liveness import get_liveness
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 

@@ -21,7 +21,7 @@ def active_streams(endpoint: str) -> float:
     Collected from the gauge alone: the whole registry (process collector included) costs a
     millisecond a read, and the fuzz rig reads it in a tight loop after every case.
     """
-    from veena_site.metrics import ACTIVE_STREAMS
+    from gateway.metrics import ACTIVE_STREAMS
 
     for family in ACTIVE_STREAMS.collect():
         for sample in family.samples:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import soxr
 
+from gateway.pcm import float_to_pcm16, lin2ulaw
 from tts.audio import (
     FORMATS,
     SAMPLE_RATES,
@@ -16,7 +17,6 @@ from tts.audio import (
     wav_file_header,
     wav_stream_header,
 )
-from veena_site.pcm import float_to_pcm16, lin2ulaw
 
 NATIVE_RATES = (22050, 24000)
 

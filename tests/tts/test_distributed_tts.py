@@ -7,10 +7,10 @@ import time
 
 import pytest
 
+from gateway.liveness import get_liveness
 from tests.tts.conftest import Opener
 from tests.tts.test_rest import post
 from tests.worker.test_distributed import prefix, redis_layer, worker  # noqa: F401
-from veena_site.liveness import get_liveness
 
 pytestmark = [
     pytest.mark.redis,

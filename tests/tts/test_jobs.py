@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gateway.contracts import Message
 from tts.engines.base import Pcm, TtsEngineRequest
 from tts.engines.fake import FakeTts
 from tts.jobs import TtsJob
@@ -24,7 +25,6 @@ from tts.messages import (
     TtsSubmit,
     TtsText,
 )
-from veena_site.contracts import Message
 
 
 class Recorder:

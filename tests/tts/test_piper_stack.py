@@ -21,9 +21,9 @@ import soxr
 
 from asr.engines.base import MODEL_RATE, AsrDecodeRequest
 from asr.engines.faster_whisper import FasterWhisperAsr
+from gateway.pcm import pcm16_to_float, ulaw2lin
 from tests.tts.conftest import Opener, Stream
 from tests.wer import word_error_rate
-from veena_site.pcm import pcm16_to_float, ulaw2lin
 from veena_site.runtime import WorkerRuntime, get_runtime
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

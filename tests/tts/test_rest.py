@@ -15,12 +15,12 @@ import pytest
 from channels.layers import get_channel_layer
 from channels.testing import ApplicationCommunicator
 
+from gateway.liveness import get_liveness
+from gateway.pcm import ulaw2lin
 from tests.tts.conftest import Opener
 from tts.client import ChannelJob, JobError
 from tts.messages import TtsSubmit
 from veena_site.asgi import application
-from veena_site.liveness import get_liveness
-from veena_site.pcm import ulaw2lin
 from veena_site.runtime import WorkerRuntime
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,6 +15,7 @@ from accounts.admission import Admission
 from accounts.limits import get_limiter
 from accounts.models import ApiKey, UsageRecord
 from accounts.services.api_keys import api_key_revoke
+from gateway.timers import Ticker
 from tests.conftest import KeyMaker
 from tests.tts.conftest import (
     Opener,
@@ -26,7 +27,6 @@ from tests.tts.conftest import (
 )
 from tests.tts.test_metering import RATE, TEXT, audio_frames, connect, request
 from veena_site.runtime import WorkerRuntime
-from veena_site.timers import Ticker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -167,7 +167,7 @@ async def test_tts_q5_ticker_keeps_one_tick_in_the_channel_and_stops() -> None:
 async def test_tts_w12_shutdown_drains_then_fails_the_request_with_1001(
     slow_fake: WorkerRuntime, keyed: KeyMaker, open_stream: Opener, settings: Any
 ) -> None:
-    from veena_site import lifecycle
+    from gateway import lifecycle
 
     settings.TTS_DRAIN_S = 0.3
     api_key, raw = await keyed()

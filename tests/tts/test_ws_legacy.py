@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from accounts.exceptions import AdmissionDenied
+from gateway.pcm import ulaw2lin
 from tests.tts.conftest import Opener, Stream, bearer
 from tts.audio import wav_stream_header
 from tts.engines import ENGINE_INFO
-from veena_site.pcm import ulaw2lin
 from veena_site.runtime import WorkerRuntime
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,11 +13,11 @@ import pytest
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 
+from gateway.liveness import get_liveness
+from gateway.redis_layer import BLOCKING_WAIT_S, redis_host
 from tests.conftest import child_env, manage
 from tests.worker.test_roundtrip import bearer, collect_tts
 from veena_site.asgi import application
-from veena_site.liveness import get_liveness
-from veena_site.redis_layer import BLOCKING_WAIT_S, redis_host
 
 pytestmark = [
     pytest.mark.redis,
@@ -95,7 +95,7 @@ async def test_tts_round_trip_through_redis_to_worker_process(
 async def test_an_idle_worker_outlives_the_layers_blocking_wait(
     worker: subprocess.Popen[bytes], api_key: str
 ) -> None:
-    """An idle receive outlasts redis-py's default 5 s read timeout (veena_site/redis_layer.py)."""
+    """An idle receive outlasts redis-py's default 5 s read timeout (gateway/redis_layer.py)."""
     time.sleep(
         BLOCKING_WAIT_S + 2
     )  # at least one empty BZPOPMIN on every worker channel
@@ -165,7 +165,7 @@ async def test_second_worker_takes_jobs_the_first_has_no_slot_for(
 
 
 def placements(target: str) -> float:
-    from veena_site.metrics import PLACEMENTS
+    from gateway.metrics import PLACEMENTS
 
     return PLACEMENTS.labels("tts", target)._value.get()
 

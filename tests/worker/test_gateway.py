@@ -10,9 +10,9 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 
+from gateway.logs import redact
 from tests.worker.test_roundtrip import bearer, collect_tts
 from veena_site.asgi import application
-from veena_site.logs import redact
 from veena_site.runtime import WorkerRuntime
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,7 +54,7 @@ async def test_readyz_false_without_worker_and_true_with_one(
 
 
 async def test_readyz_true_with_embedded_worker(embedded_worker: WorkerRuntime) -> None:
-    from veena_site.liveness import get_liveness
+    from gateway.liveness import get_liveness
 
     await get_liveness().publish(embedded_worker.status())
     response = await AsyncClient().get("/readyz")
@@ -70,7 +70,7 @@ async def test_metrics_expose_the_backbone_series(
     await comm.connect()
     await comm.send_to(text_data=json.dumps({"text": "Count me."}))
     await collect_tts(comm)
-    from veena_site.liveness import get_liveness
+    from gateway.liveness import get_liveness
 
     await get_liveness().publish(embedded_worker.status())
     body = (await AsyncClient().get("/metrics")).content.decode()
@@ -93,7 +93,7 @@ def test_credentials_are_redacted_from_log_lines() -> None:
 
 
 def test_every_log_line_has_a_request_id(caplog: pytest.LogCaptureFixture) -> None:
-    from veena_site.logs import (
+    from gateway.logs import (
         JsonFormatter,
         RedactFilter,
         RequestIdFilter,

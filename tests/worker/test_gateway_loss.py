@@ -20,14 +20,14 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
 from asr.consumers import RealtimeConsumer
+from gateway import jobclient
+from gateway.consumers import WorkerClientConsumer
+from gateway.contracts import JobAccepted, Message
+from gateway.jobs import JobRegistry
 from tts.engines.fake import FakeTts
 from tts.jobs import TtsJob
 from tts.messages import TtsSubmit
-from veena_site import jobclient
 from veena_site.asgi import application
-from veena_site.consumers import WorkerClientConsumer
-from veena_site.contracts import JobAccepted, Message
-from veena_site.jobs import JobRegistry
 from veena_site.runtime import WorkerRuntime
 
 pytestmark = pytest.mark.django_db(transaction=True)

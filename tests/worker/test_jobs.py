@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from gateway.contracts import JobAccepted, JobFailed, Message
+from gateway.jobs import JobRegistry
 from tts.engines.fake import FakeTts
 from tts.jobs import TtsJob
 from tts.messages import TtsAck, TtsSubmit
-from veena_site.contracts import JobAccepted, JobFailed, Message
-from veena_site.jobs import JobRegistry
 
 
 class Recorder:

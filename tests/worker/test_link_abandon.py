@@ -1,5 +1,5 @@
 """``WorkerLink.abandon``: a late acceptance is cancelled at its worker, and a link whose
-submissions were all answered leaves nothing reading its channel (veena_site.jobclient)."""
+submissions were all answered leaves nothing reading its channel (gateway.jobclient)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from veena_site import jobclient
-from veena_site.contracts import WORKER_CHANNELS, JobAccepted, JobBusy, Message
-from veena_site.jobclient import WorkerLink
-from veena_site.memory_layer import EmbeddedChannelLayer
+from gateway import jobclient
+from gateway.contracts import WORKER_CHANNELS, JobAccepted, JobBusy, Message
+from gateway.jobclient import WorkerLink
+from gateway.memory_layer import EmbeddedChannelLayer
 
 WORKER = "asr-worker.w1"
 

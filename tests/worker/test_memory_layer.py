@@ -7,7 +7,7 @@ import random
 import pytest
 from channels.layers import get_channel_layer
 
-from veena_site.memory_layer import EmbeddedChannelLayer
+from gateway.memory_layer import EmbeddedChannelLayer
 
 
 @pytest.mark.asyncio

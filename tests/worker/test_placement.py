@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from channels.layers import get_channel_layer
 
-from veena_site.contracts import JobAccepted, JobBusy, Message
-from veena_site.jobclient import TIMER, Outcome, WorkerLink
-from veena_site.liveness import MemoryLiveness, WorkerStatus, get_liveness
-from veena_site.placement import Placement
+from gateway.contracts import JobAccepted, JobBusy, Message
+from gateway.jobclient import TIMER, Outcome, WorkerLink
+from gateway.liveness import MemoryLiveness, WorkerStatus, get_liveness
+from gateway.placement import Placement
 
 _ids = itertools.count()
 

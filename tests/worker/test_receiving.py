@@ -7,7 +7,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from veena_site.receiving import WAKE, receive_until
+from gateway.receiving import WAKE, receive_until
 
 
 class RecordingLayer:
@@ -54,7 +54,7 @@ async def test_a_message_that_beats_the_wake_up_is_returned() -> None:
 async def test_a_layer_that_cannot_take_the_wake_up_gets_a_cancel(
     monkeypatch: Any,
 ) -> None:
-    monkeypatch.setattr("veena_site.receiving.WAKE_PATIENCE_S", 0.05)
+    monkeypatch.setattr("gateway.receiving.WAKE_PATIENCE_S", 0.05)
     layer = RecordingLayer()
     layer.send_fails = True
     assert await receive_until(layer, "c", 0.05) is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from veena_site.timers import NamedTimers
+from gateway.timers import NamedTimers
 
 
 class Posts:

@@ -1,7 +1,7 @@
 """``python manage.py gpuworker``: a worker process on the shared channel layer.
 
 It is Channels' worker (``channels.worker.Worker``) on ``tts-worker`` and/or ``asr-worker``, with
-listeners that ride out a Redis outage (``veena_site.listener``), plus the engine loading, liveness
+listeners that ride out a Redis outage (``gateway.listener``), plus the engine loading, liveness
 beacon and graceful shutdown that ``runworker`` lacks. SIGTERM / SIGINT stop
 accepting, end running jobs with ``worker_shutdown`` and withdraw the worker from liveness.
 """
@@ -19,8 +19,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from gateway.listener import ResilientWorker
 from veena_site.embedded import worker_channels
-from veena_site.listener import ResilientWorker
 from veena_site.preflight import check_engines
 from veena_site.routing import channel_router
 from veena_site.runtime import get_runtime

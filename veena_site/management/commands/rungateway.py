@@ -56,7 +56,7 @@ class Command(BaseCommand):
             check_engines(settings.WORKER_KINDS)
         from daphne.server import Server  # installs the asyncio reactor first
 
-        from veena_site import daphne_compat, lifecycle
+        from gateway import daphne_compat, lifecycle
         from veena_site.asgi import application
         from veena_site.endpoints import checked_listen
 

@@ -25,7 +25,7 @@ import redis
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
 
-from veena_site.contracts import JobFailed, JobHeartbeat, Kind, Message
+from gateway.contracts import JobFailed, JobHeartbeat, Kind, Message
 
 logger = logging.getLogger(__name__)
 

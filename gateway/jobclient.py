@@ -11,7 +11,7 @@ so a consumer busy in one long handler (a 15 MiB append) keeps its job. The task
 link: ``close()``, or ``abandon()`` when the consumer ends (a crash included); a process that
 dies takes it along. A consumer whose dispatch loop has not handled one of the link's stall
 checks for ``CONSUMER_HUNG_S`` is stuck for good, and the task ends too. The worker ends a job
-whose keepalives stop (``veena_site.jobs``).
+whose keepalives stop (``gateway.jobs``).
 
 A job still being admitted has no pinned worker yet, and a cancel on the shared channel could
 be taken by a worker that does not hold it. So a cancel never goes there: whichever worker
@@ -19,9 +19,9 @@ accepts the job gets the cancel on its own channel when its ``gpu.job.accepted``
 the consumer while it lives (``on_reply`` answers acceptances after ``close``) and from
 ``abandon()`` after it has ended, which reads the consumer's channel until no acceptance can
 still come. Should even that fail (the gateway process died), the worker ends the job when no
-confirmation arrives within ``veena_site.jobs.CONFIRM_S``.
+confirmation arrives within ``gateway.jobs.CONFIRM_S``.
 
-Each attempt goes where ``veena_site.placement`` says: the least-loaded live worker's own
+Each attempt goes where ``gateway.placement`` says: the least-loaded live worker's own
 channel, or the shared channel. A worker asked directly that answers busy or not_ready, or
 nothing within ``DIRECT_ANSWER_S`` (killed), is skipped for the rest of the admission, and the
 next attempt goes at once to the next worker with a free slot; only when none is left does the
@@ -44,16 +44,16 @@ from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
 from django.conf import settings
 
-from veena_site.contracts import (
+from gateway.contracts import (
     CANCELS,
     KEEPALIVES,
     JobAccepted,
     Kind,
     Message,
 )
-from veena_site.metrics import CHANNEL_HOP, PLACEMENTS
-from veena_site.placement import get_placement
-from veena_site.receiving import receive_until
+from gateway.metrics import CHANNEL_HOP, PLACEMENTS
+from gateway.placement import get_placement
+from gateway.receiving import receive_until
 
 logger = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ class WorkerLink:
         while pending and (left := until - time.time()) > 0:
             try:
                 # Not wait_for(receive): a cancelled receive can lose another
-                # consumer's message (veena_site.receiving).
+                # consumer's message (gateway.receiving).
                 message = await receive_until(self.layer, self.own_channel, left)
             except Exception:  # boundary: the layer is down: jobs time out
                 return
@@ -353,7 +353,7 @@ class WorkerLink:
         self._last_seen = time.monotonic()
         CHANNEL_HOP.observe(max(0.0, time.time() - accepted.sent_at))
         self._dispatched_at = time.monotonic()
-        await self._keepalive()  # confirms the acceptance (veena_site.jobs.CONFIRM_S)
+        await self._keepalive()  # confirms the acceptance (gateway.jobs.CONFIRM_S)
         self._later(STALL_CHECK_S, "stall")
         self._own(asyncio.create_task(self._keepalives()))
         return Outcome.ACCEPTED

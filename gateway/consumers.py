@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 from channels.exceptions import ChannelFull, StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from veena_site import jsontext, lifecycle, metrics
-from veena_site.jobclient import TIMER, Outcome, WorkerLink
+from gateway import jsontext, lifecycle, metrics
+from gateway.jobclient import TIMER, Outcome, WorkerLink
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ receive raises dies with its channel name. A Redis restart did both: the ``gpuwo
 its listeners and exited (and ``serve`` stopped the whole deployment). Here a failed receive
 is retried with backoff, on the same channel, until the layer answers again; running jobs keep
 their pinned channel, and jobs whose gateway went away meanwhile end by the keepalive rule
-(``veena_site.jobs``).
+(``gateway.jobs``).
 """
 
 from __future__ import annotations

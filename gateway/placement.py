@@ -1,7 +1,7 @@
 """Job placement: which channel a job's first message goes to.
 
 With ``WORKER_PLACEMENT=least_loaded`` (the default) the gateway reads the liveness registry
-(``veena_site.liveness``; every worker republishes its slot counts within milliseconds of a slot
+(``gateway.liveness``; every worker republishes its slot counts within milliseconds of a slot
 being taken or freed, and every ``WORKER_HEARTBEAT_S`` anyway) and sends the submission to the
 live worker with the most free slots of the job's kind, on that worker's own channel
 (``tts-worker.<id>``), so that in the common case the first worker asked accepts. The gateway
@@ -14,7 +14,7 @@ piling onto the one that looked freest.
 When no live worker advertises a free slot (every one full, the registry unreadable, workers
 of an older version without their own channel) the job goes to the shared channel of its kind,
 as with ``WORKER_PLACEMENT=shared``: whichever worker pops it first answers, and a busy one
-answers ``gpu.job.busy`` so the gateway retries (``veena_site.jobclient``).
+answers ``gpu.job.busy`` so the gateway retries (``gateway.jobclient``).
 
 A worker that answers busy (another gateway filled it) or stays silent (killed; its status
 outlives it by up to ``WORKER_TTL_S``) is skipped until it publishes a newer status, and one
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from veena_site.contracts import WORKER_CHANNELS, Kind
-from veena_site.liveness import LivenessStore, WorkerStatus, get_liveness
+from gateway.contracts import WORKER_CHANNELS, Kind
+from gateway.liveness import LivenessStore, WorkerStatus, get_liveness
 
 logger = logging.getLogger(__name__)
 

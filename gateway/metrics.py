@@ -46,7 +46,7 @@ class WorkerSlotsCollector(Collector):
         yield from self._families()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from veena_site.liveness import get_liveness
+        from gateway.liveness import get_liveness
 
         in_use, total = self._families()
         for status in get_liveness().live_workers():

@@ -17,13 +17,10 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from accounts.exceptions import KeyAlreadyRevoked
-from accounts.models import (
-    REVOKED_REASON_MAX_LENGTH,
-    Account,
-    ApiKey,
-    KeyStatus,
-    Plan,
-)
+from accounts.models.accounts import Account
+from accounts.models.api_keys import REVOKED_REASON_MAX_LENGTH, ApiKey
+from accounts.models.choices import KeyStatus
+from accounts.models.plans import Plan
 from accounts.services.accounts import (
     ACCOUNT_FIELDS,
     PLAN_FIELDS,

@@ -40,7 +40,8 @@ from accounts.auth import (
 )
 from accounts.exceptions import AdmissionDenied, DenialReason
 from accounts.limits import QuotaGrant, get_limiter, in_store
-from accounts.models import Endpoint, QuotaMetric, normalize_origin
+from accounts.models.choices import Endpoint, QuotaMetric
+from accounts.origins import normalize_origin
 from accounts.services.api_keys import LAST_USED_RESOLUTION, api_key_touch
 from accounts.services.quota import period_of, quota_used
 

@@ -40,7 +40,9 @@ from django.utils import timezone
 from accounts.exceptions import AdmissionDenied, MissingApiKey
 from accounts.keys import ParsedKey, hash_key, parse_key
 from accounts.limits import get_limiter, in_store
-from accounts.models import ApiKey, Endpoint, KeyKind, KeyStatus, normalize_origin
+from accounts.models.api_keys import ApiKey
+from accounts.models.choices import Endpoint, KeyKind, KeyStatus
+from accounts.origins import normalize_origin
 from accounts.selectors import playground_member_is_active
 from accounts.tokens import (
     TOKEN_HTTP_GET_PATHS,

@@ -13,14 +13,10 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from accounts import buckets as bk
-from accounts.models import (
-    REVOKED_REASON_MAX_LENGTH,
-    QuotaAlertSettings,
-    Route,
-    UsageStatus,
-    normalize_origin,
-    validate_thresholds,
-)
+from accounts.models.alerts import QuotaAlertSettings, validate_thresholds
+from accounts.models.api_keys import REVOKED_REASON_MAX_LENGTH
+from accounts.models.choices import Route, UsageStatus
+from accounts.origins import normalize_origin
 
 DEFAULT_RANGE_DAYS = 7
 TZ_COOKIE = "veena_tz"

@@ -92,7 +92,7 @@ from accounts.admission import Admission, quota_limit, reserve_quota
 from accounts.exceptions import AdmissionDenied, DenialReason
 from accounts.limits import get_limiter, in_store
 from accounts.limits.base import holder_of
-from accounts.models import QuotaMetric, Route
+from accounts.models.choices import QuotaMetric, Route
 from accounts.services.api_keys import anonymous_api_key
 from accounts.services.quota import period_of
 from accounts.services.usage import (

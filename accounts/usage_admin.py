@@ -7,14 +7,11 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from accounts.models import (
-    AuditLog,
-    QuotaAlert,
-    QuotaAlertSettings,
-    QuotaCounter,
-    UsageRecord,
-    UsageRollup,
-)
+from accounts.models.alerts import QuotaAlert, QuotaAlertSettings
+from accounts.models.audit import AuditLog
+from accounts.models.quota import QuotaCounter
+from accounts.models.rollups import UsageRollup
+from accounts.models.usage import UsageRecord
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

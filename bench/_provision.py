@@ -22,7 +22,7 @@ ACCOUNT_NAME = "bench"
 
 def bench_plan() -> object:
     """The ``bench`` plan at the model's upper limits (created or raised to them)."""
-    from accounts.models import Plan, default_allowed_endpoints
+    from accounts.models.plans import Plan, default_allowed_endpoints
 
     plan, _ = Plan.objects.update_or_create(
         name=PLAN_NAME,
@@ -40,7 +40,7 @@ def bench_plan() -> object:
 
 def bench_api_key() -> str:
     """A new raw key on the ``bench`` account, which is on the ``bench`` plan."""
-    from accounts.models import Account
+    from accounts.models.accounts import Account
     from accounts.services.accounts import account_get_or_create
     from accounts.services.api_keys import api_key_create
 

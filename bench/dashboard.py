@@ -103,7 +103,8 @@ def setup_django(url: str) -> None:
 def make_account() -> tuple[object, list[object], object]:
     from django.contrib.auth.models import User
 
-    from accounts.models import Account, Plan
+    from accounts.models.accounts import Account
+    from accounts.models.plans import Plan
     from accounts.services.api_keys import api_key_create
 
     plan = Plan.objects.create(
@@ -226,7 +227,7 @@ def seed_records(url: str, account_id: int, key_ids: list[str], now: datetime) -
 def build_rollups(now: datetime) -> tuple[float, int, int]:
     from django.db import connection
 
-    from accounts.models import UsageRollup
+    from accounts.models.rollups import UsageRollup
     from accounts.services.rollups import usage_rollup
 
     t0 = time.monotonic()
@@ -274,7 +275,7 @@ def raw_totals(account, since: datetime) -> Callable[[], object]:
     from django.db.models import Count, Sum
     from django.db.models.functions import TruncDay
 
-    from accounts.models import UsageRecord
+    from accounts.models.usage import UsageRecord
 
     def call() -> object:
         return list(

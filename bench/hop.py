@@ -119,7 +119,7 @@ def manage(*args: str, env: dict[str, str]) -> str:
 
 
 MAKE_KEY = """
-from accounts.models import Plan
+from accounts.models.plans import Plan
 from accounts.services.accounts import account_get_or_create
 from accounts.services.api_keys import api_key_create
 plan = Plan.objects.create(name="bench", requests_per_minute=10000,

@@ -201,7 +201,8 @@ def plan_rpm() -> int:
 @pytest.fixture
 def keyed(transactional_db: None, plan_rpm: int) -> KeyMaker:
     """``await keyed({plan values}, **key fields)``: a key on a fresh account and plan."""
-    from accounts.models import Account, Plan
+    from accounts.models.accounts import Account
+    from accounts.models.plans import Plan
     from accounts.services.api_keys import api_key_create
 
     def make_sync(plan: dict[str, Any] | None, **key: Any) -> tuple[Any, str]:

@@ -22,7 +22,8 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
-from accounts.models import Account, ApiKey
+from accounts.models.accounts import Account
+from accounts.models.api_keys import ApiKey
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser

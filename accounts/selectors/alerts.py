@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from accounts.models import Account, QuotaAlert, QuotaAlertSettings
+from accounts.models.accounts import Account
+from accounts.models.alerts import QuotaAlert, QuotaAlertSettings
 
 
 def alert_settings_of(*, account: Account) -> QuotaAlertSettings:

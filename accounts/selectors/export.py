@@ -21,7 +21,7 @@ from django.db.models.functions import Cast
 from django.utils.dateparse import parse_datetime
 
 from accounts import buckets as bk
-from accounts.models import ApiKey
+from accounts.models.api_keys import ApiKey
 from accounts.selectors import Scope
 from accounts.selectors.usage import (
     UsageFilter,

@@ -22,7 +22,7 @@ from django.db.models import BigIntegerField, Sum
 from django.db.models.functions import Cast
 
 from accounts import buckets as bk
-from accounts.models import Endpoint, Granularity
+from accounts.models.choices import Endpoint, Granularity
 from accounts.selectors import Scope, scope_keys
 from accounts.selectors.usage import rollup_rows
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from accounts.models import Account, QuotaCounter, QuotaMetric
+from accounts.models.accounts import Account
+from accounts.models.choices import QuotaMetric
+from accounts.models.quota import QuotaCounter
 from accounts.services.quota import period_of, period_start
 
 LABELS = {

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from django.db.models import Q, QuerySet
 
-from accounts.models import UsageRecord
+from accounts.models.usage import UsageRecord
 from accounts.selectors import Scope
 from accounts.selectors.usage import narrowed
 

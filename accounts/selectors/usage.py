@@ -36,15 +36,10 @@ from django.db.models.functions import Cast, TruncDay
 
 from accounts import buckets as bk
 from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, percentile
-from accounts.models import (
-    Account,
-    AccountRollup,
-    ApiKey,
-    Granularity,
-    RollupMeasures,
-    Route,
-    UsageRollup,
-)
+from accounts.models.accounts import Account
+from accounts.models.api_keys import ApiKey
+from accounts.models.choices import Granularity, Route
+from accounts.models.rollups import AccountRollup, RollupMeasures, UsageRollup
 from accounts.selectors import Scope
 from accounts.services.rollups import MAX_FIELDS, SUM_FIELDS
 

@@ -10,7 +10,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils.text import slugify
 
-from accounts.models import Account, ApiKey, AuditAction, Plan
+from accounts.models.accounts import Account
+from accounts.models.api_keys import ApiKey
+from accounts.models.choices import AuditAction
+from accounts.models.plans import Plan
 from accounts.services.api_keys import publish_key_versions
 from accounts.services.audit import apply_changes, audit_log_write
 from accounts.services.plans import plan_get_or_create_default

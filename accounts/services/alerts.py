@@ -24,14 +24,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.models import (
-    Account,
-    AuditAction,
-    QuotaAlert,
-    QuotaAlertSettings,
-    QuotaCounter,
-    QuotaMetric,
-)
+from accounts.models.accounts import Account
+from accounts.models.alerts import QuotaAlert, QuotaAlertSettings
+from accounts.models.choices import AuditAction, QuotaMetric
+from accounts.models.quota import QuotaCounter
 from accounts.selectors.quota import plan_limits
 from accounts.services.audit import apply_changes, audit_log_write
 from accounts.services.quota import period_of

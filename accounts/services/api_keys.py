@@ -17,13 +17,9 @@ from django.utils import timezone
 from accounts.exceptions import KeyAlreadyRevoked, LimitsUnavailable
 from accounts.keys import display_parts, generate_key, hash_key
 from accounts.limits import get_limiter
-from accounts.models import (
-    REVOKED_REASON_MAX_LENGTH,
-    Account,
-    ApiKey,
-    AuditAction,
-    KeyKind,
-)
+from accounts.models.accounts import Account
+from accounts.models.api_keys import REVOKED_REASON_MAX_LENGTH, ApiKey
+from accounts.models.choices import AuditAction, KeyKind
 from accounts.services.audit import actor_label_for, apply_changes, audit_log_write
 from accounts.services.plans import plan_get_or_create_default
 

@@ -9,7 +9,9 @@ from uuid import UUID
 
 from django.db import models
 
-from accounts.models import Account, AuditAction, AuditLog
+from accounts.models.accounts import Account
+from accounts.models.audit import AuditLog
+from accounts.models.choices import AuditAction
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from accounts.models import Plan, default_allowed_endpoints
+from accounts.models.plans import Plan, default_allowed_endpoints
 
 
 def plan_get_or_create_default() -> Plan:

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from accounts.models import Account, ApiKey, KeyKind
+from accounts.models.accounts import Account
+from accounts.models.api_keys import ApiKey
+from accounts.models.choices import KeyKind
 from accounts.services.api_keys import api_key_live_or_create
 from accounts.tokens import token_sign
 

@@ -17,7 +17,10 @@ from django.db.models import F, Sum
 from django.utils import timezone
 
 from accounts.limits import get_limiter
-from accounts.models import Account, QuotaCounter, QuotaMetric, UsageRecord
+from accounts.models.accounts import Account
+from accounts.models.choices import QuotaMetric
+from accounts.models.quota import QuotaCounter
+from accounts.models.usage import UsageRecord
 
 logger = logging.getLogger(__name__)
 

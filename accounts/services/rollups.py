@@ -32,14 +32,9 @@ from django.db.models.functions import Cast, Coalesce, Floor, TruncDay, TruncHou
 from django.utils import timezone
 
 from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, bin_range
-from accounts.models import (
-    AccountRollup,
-    Granularity,
-    RollupMeasures,
-    UsageRecord,
-    UsageRollup,
-    UsageStatus,
-)
+from accounts.models.choices import Granularity, UsageStatus
+from accounts.models.rollups import AccountRollup, RollupMeasures, UsageRollup
+from accounts.models.usage import UsageRecord
 
 logger = logging.getLogger(__name__)
 

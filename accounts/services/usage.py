@@ -20,7 +20,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.histogram import normalized
-from accounts.models import Endpoint, Route, UsageRecord, UsageStatus
+from accounts.models.choices import Endpoint, Route, UsageStatus
+from accounts.models.usage import UsageRecord
 from accounts.services.quota import METRIC_FIELDS, period_of, quota_add
 
 logger = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts import buckets as bk
 from accounts.forms import RecordsFilterForm, UsageFilterForm
-from accounts.models import Account
+from accounts.models.accounts import Account
 from accounts.selectors import (
     Scope,
     account_keys,

@@ -10,7 +10,7 @@ from django.http import HttpRequest, QueryDict
 
 from accounts import buckets as bk
 from accounts.forms import TZ_COOKIE, UsageFilterForm
-from accounts.models import Route, UsageStatus
+from accounts.models.choices import Route, UsageStatus
 from accounts.selectors import Scope, scope_keys
 from accounts.selectors.usage import UsageFilter
 

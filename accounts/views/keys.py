@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods
 
 from accounts.exceptions import KeyAlreadyRevoked
 from accounts.forms import KeyForm, RevokeForm
-from accounts.models import KeyKind
+from accounts.models.choices import KeyKind
 from accounts.selectors import account_key, account_keys, dashboard_account_for
 from accounts.services.api_keys import api_key_create, api_key_revoke, api_key_update
 

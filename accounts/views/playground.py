@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.models import normalize_origin
+from accounts.origins import normalize_origin
 from accounts.selectors import playground_account_for, playground_accounts_for
 from accounts.services.playground import playground_token_mint
 

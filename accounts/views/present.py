@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from accounts.models import UsageRecord
+from accounts.models.usage import UsageRecord
 from accounts.selectors.usage import (
     Breakdown,
     Measures,

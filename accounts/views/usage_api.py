@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 
 from accounts.auth import authenticate_http
 from accounts.exceptions import AdmissionDenied
-from accounts.models import Account
+from accounts.models.accounts import Account
 from accounts.selectors import (
     Scope,
     dashboard_account_for,

@@ -14,7 +14,9 @@ from django.db import connection
 from accounts import admission as admission_module
 from accounts.auth import principal_cache
 from accounts.limits import MemoryLimiter, RedisLimiter, reset_limiters
-from accounts.models import Account, ApiKey, Plan
+from accounts.models.accounts import Account
+from accounts.models.api_keys import ApiKey
+from accounts.models.plans import Plan
 from accounts.services.accounts import account_get_or_create, plan_get_or_create_default
 from accounts.services.api_keys import api_key_create
 

@@ -37,7 +37,8 @@ def setup(args: dict[str, Any]) -> None:
     """Create a plan, an account and ``keys`` keys; print their ids and raw keys."""
     import uuid
 
-    from accounts.models import Account, Plan
+    from accounts.models.accounts import Account
+    from accounts.models.plans import Plan
     from accounts.services.api_keys import api_key_create
 
     name = f"x-{uuid.uuid4().hex[:8]}"
@@ -107,7 +108,7 @@ async def watch(args: dict[str, Any]) -> None:
 
 async def revoke(args: dict[str, Any]) -> None:
     """Use the key (so this process caches it too), then revoke it on stdin's word."""
-    from accounts.models import ApiKey
+    from accounts.models.api_keys import ApiKey
     from accounts.services.api_keys import api_key_revoke
 
     await (await admit(scope(args["raw"]), endpoint="asr")).release()
@@ -161,7 +162,8 @@ def rollups(args: dict[str, Any]) -> None:
     """G6 on PostgreSQL: random records, recompute twice, compare with a direct GROUP BY."""
     from datetime import UTC, datetime, timedelta
 
-    from accounts.models import ApiKey, UsageRecord
+    from accounts.models.api_keys import ApiKey
+    from accounts.models.usage import UsageRecord
     from accounts.services.rollups import usage_rollup
     from tests.accounts.rollup_data import (
         expected_rollups,

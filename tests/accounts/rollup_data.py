@@ -11,7 +11,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from accounts import histogram
-from accounts.models import ApiKey, UsageRecord
+from accounts.models.api_keys import ApiKey
+from accounts.models.usage import UsageRecord
 from accounts.services.quota import period_of
 from accounts.services.rollups import MEASURES, floor_bucket
 
@@ -123,7 +124,7 @@ def stored_rollups(
     granularity: str, account_id: int | None = None
 ) -> dict[tuple, dict[str, int]]:
     """The rollup rows in the database, keyed like ``expected_rollups``."""
-    from accounts.models import UsageRollup
+    from accounts.models.rollups import UsageRollup
 
     rows = UsageRollup.objects.filter(granularity=granularity)
     if account_id is not None:

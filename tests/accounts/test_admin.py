@@ -9,7 +9,8 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from accounts.keys import hash_key
-from accounts.models import ApiKey, AuditLog
+from accounts.models.api_keys import ApiKey
+from accounts.models.audit import AuditLog
 
 from .conftest import dump_database
 

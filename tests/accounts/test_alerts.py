@@ -10,7 +10,11 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from accounts import tasks
-from accounts.models import Account, AuditLog, Plan, QuotaAlert, QuotaCounter
+from accounts.models.accounts import Account
+from accounts.models.alerts import QuotaAlert
+from accounts.models.audit import AuditLog
+from accounts.models.plans import Plan
+from accounts.models.quota import QuotaCounter
 from accounts.services.alerts import (
     MAX_DELIVERY_ATTEMPTS,
     alert_settings_update,

@@ -12,7 +12,10 @@ from django.core.management import CommandError, call_command
 from accounts.auth import authenticate_http
 from accounts.exceptions import AdmissionDenied
 from accounts.keys import hash_key
-from accounts.models import Account, ApiKey, AuditLog, Plan
+from accounts.models.accounts import Account
+from accounts.models.api_keys import ApiKey
+from accounts.models.audit import AuditLog
+from accounts.models.plans import Plan
 
 from .conftest import dump_database
 

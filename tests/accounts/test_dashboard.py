@@ -12,7 +12,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts.models import AuditLog, UsageRollup
+from accounts.models.audit import AuditLog
+from accounts.models.rollups import UsageRollup
 from tests.support.dashboard_seed import FIRST, LAST, PASSWORD, seed
 
 pytestmark = pytest.mark.django_db
@@ -317,7 +318,7 @@ def test_d10_member_creates_edits_and_revokes_a_key_with_audit(seeded) -> None:
     listing = client.get(reverse("dashboard:keys", args=["acme"])).content.decode()
     assert raw not in listing  # shown once
     from accounts.keys import hash_key
-    from accounts.models import ApiKey
+    from accounts.models.api_keys import ApiKey
 
     key = ApiKey.objects.get(key_hash=hash_key(raw))
     assert key.created_by == seeded.alice and key.allowed_origins == [
@@ -391,7 +392,7 @@ def test_rollups_carry_routes_codes_and_histograms(seeded) -> None:
 
 
 def test_alert_settings_page_saves_thresholds_and_refuses_bad_input(seeded) -> None:
-    from accounts.models import QuotaAlertSettings
+    from accounts.models.alerts import QuotaAlertSettings
 
     client = login(seeded.alice)
     url = reverse("dashboard:alerts", args=["acme"])

@@ -17,7 +17,9 @@ from accounts.admission import Admission, admit
 from accounts.auth import PrincipalCache
 from accounts.exceptions import AdmissionDenied
 from accounts.limits import get_limiter
-from accounts.models import Account, ApiKey, QuotaCounter
+from accounts.models.accounts import Account
+from accounts.models.api_keys import ApiKey
+from accounts.models.quota import QuotaCounter
 from accounts.services.accounts import account_update
 from accounts.services.api_keys import api_key_create, api_key_revoke, api_key_update
 from accounts.services.quota import period_of

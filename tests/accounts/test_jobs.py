@@ -13,7 +13,9 @@ from django.utils import timezone
 
 from accounts import checks, tasks
 from accounts.limits import get_limiter
-from accounts.models import QuotaCounter, UsageRecord, UsageRollup
+from accounts.models.quota import QuotaCounter
+from accounts.models.rollups import UsageRollup
+from accounts.models.usage import UsageRecord
 from accounts.scheduler import seconds_until_next, start_embedded_scheduler
 from accounts.services.quota import period_of, period_start, quota_reconcile
 from accounts.services.rollups import usage_rollup

@@ -17,7 +17,9 @@ from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
 from accounts.limits import get_limiter
 from accounts.metering import UsageCounters, UsageMeter, stream_tick
-from accounts.models import ApiKey, QuotaCounter, UsageRecord
+from accounts.models.api_keys import ApiKey
+from accounts.models.quota import QuotaCounter
+from accounts.models.usage import UsageRecord
 from accounts.services.usage import usage_reap_abandoned
 
 from .conftest import bearer_scope

@@ -7,7 +7,7 @@ import pytest
 from accounts import histogram
 from accounts.admission import admit
 from accounts.metering import UsageMeter
-from accounts.models import UsageRecord
+from accounts.models.usage import UsageRecord
 from accounts.services.rollups import usage_rollup
 
 from .conftest import bearer_scope
@@ -59,7 +59,7 @@ async def test_asr_item_latencies_are_binned_checkpointed_and_rolled_up(keyed) -
     from channels.db import database_sync_to_async
 
     await database_sync_to_async(usage_rollup)(granularity="hour")
-    from accounts.models import UsageRollup
+    from accounts.models.rollups import UsageRollup
 
     row = await UsageRollup.objects.aget(
         granularity="hour", api_key_id=record.api_key_id

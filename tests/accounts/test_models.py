@@ -9,7 +9,11 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
 
-from accounts.models import ApiKey, KeyStatus, Plan, UsageRecord, normalize_origin
+from accounts.models.api_keys import ApiKey
+from accounts.models.choices import KeyStatus
+from accounts.models.plans import Plan
+from accounts.models.usage import UsageRecord
+from accounts.origins import normalize_origin
 
 
 def test_apikey_status_order_revoked_then_expired_then_active() -> None:

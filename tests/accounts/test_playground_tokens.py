@@ -103,7 +103,8 @@ class Playground:
 
     @property
     def key(self) -> Any:
-        from accounts.models import ApiKey, KeyKind
+        from accounts.models.api_keys import ApiKey
+        from accounts.models.choices import KeyKind
 
         return ApiKey.objects.get(account=self.account, kind=KeyKind.PLAYGROUND)
 
@@ -111,7 +112,8 @@ class Playground:
 def make_playground(plan: dict[str, Any] | None = None, **mint: Any) -> Playground:
     from django.contrib.auth.models import User
 
-    from accounts.models import Account, Plan
+    from accounts.models.accounts import Account
+    from accounts.models.plans import Plan
     from accounts.services.playground import playground_token_mint
 
     name = f"pg-{uuid.uuid4().hex[:8]}"
@@ -307,7 +309,7 @@ async def connect(
 async def test_tts_with_a_token_is_metered_to_the_playground_key(
     embedded_worker: object, playground: Playground, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from accounts.models import UsageRecord
+    from accounts.models.usage import UsageRecord
 
     caplog.set_level(logging.DEBUG)
     comm = await connect(playground.token)

@@ -10,7 +10,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from accounts.models import Account, ApiKey, AuditLog, KeyKind
+from accounts.models.accounts import Account
+from accounts.models.api_keys import ApiKey
+from accounts.models.audit import AuditLog
+from accounts.models.choices import KeyKind
 from accounts.services.accounts import account_get_or_create, plan_get_or_create_default
 from accounts.services.api_keys import api_key_create
 from accounts.tokens import token_parse

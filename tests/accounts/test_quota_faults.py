@@ -20,7 +20,7 @@ from django.utils import timezone
 from accounts.admission import admit
 from accounts.limits import get_limiter
 from accounts.metering import UsageMeter
-from accounts.models import UsageRollup
+from accounts.models.rollups import UsageRollup
 from accounts.services.quota import period_of, quota_reconcile
 from accounts.services.rollups import floor_bucket
 from tests.accounts.conftest import bearer_scope as scope

@@ -9,7 +9,11 @@ from django.db import connection
 
 from accounts.exceptions import KeyAlreadyRevoked
 from accounts.keys import hash_key, parse_key
-from accounts.models import Account, ApiKey, AuditAction, AuditLog, Plan
+from accounts.models.accounts import Account
+from accounts.models.api_keys import ApiKey
+from accounts.models.audit import AuditLog
+from accounts.models.choices import AuditAction
+from accounts.models.plans import Plan
 from accounts.services.accounts import (
     account_get_or_create,
     account_update,

@@ -19,7 +19,9 @@ from django.db import connection, connections
 from django.db.models import Sum
 from django.utils import timezone
 
-from accounts.models import QuotaCounter, UsageRecord, UsageRollup
+from accounts.models.quota import QuotaCounter
+from accounts.models.rollups import UsageRollup
+from accounts.models.usage import UsageRecord
 from accounts.services.quota import period_of
 from accounts.services.rollups import usage_rollup
 from accounts.services.usage import (

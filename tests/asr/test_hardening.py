@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from channels.testing import WebsocketCommunicator
 
-from accounts.models import UsageRecord
+from accounts.models.usage import UsageRecord
 from asr.engines.fake import FakeAsr
 from asr.messages import AsrFinal
 from tests.asr.conftest import Realtime, b64, bearer, silence

@@ -169,7 +169,7 @@ async def test_asr_t_a3_account_concurrency_is_1008(
 ) -> None:
     from channels.db import database_sync_to_async
 
-    from accounts.models import Plan
+    from accounts.models.plans import Plan
 
     await database_sync_to_async(Plan.objects.update)(max_concurrent_streams=1)
     from accounts.auth import principal_cache
@@ -314,7 +314,7 @@ async def test_asr_lm5_key_revoked_mid_session_is_invalid_api_key_1008(
 ) -> None:
     from channels.db import database_sync_to_async
 
-    from accounts.models import ApiKey
+    from accounts.models.api_keys import ApiKey
     from accounts.services.api_keys import api_key_revoke
 
     rt = await connect(key=api_key)

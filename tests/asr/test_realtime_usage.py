@@ -19,13 +19,10 @@ from channels.layers import get_channel_layer
 from django.db import DatabaseError
 
 from accounts.limits import get_limiter
-from accounts.models import (
-    ApiKey,
-    Plan,
-    QuotaCounter,
-    UsageRecord,
-    default_allowed_endpoints,
-)
+from accounts.models.api_keys import ApiKey
+from accounts.models.plans import Plan, default_allowed_endpoints
+from accounts.models.quota import QuotaCounter
+from accounts.models.usage import UsageRecord
 from tests.asr.conftest import Realtime, b64, connect, silence
 from veena_site.runtime import WorkerRuntime
 

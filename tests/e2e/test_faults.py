@@ -103,7 +103,7 @@ async def seconds_until_no_lease(account_id: int, limit_s: float) -> float:
 
 @database_sync_to_async
 def record_of(account_id: int) -> Any:
-    from accounts.models import UsageRecord
+    from accounts.models.usage import UsageRecord
 
     return UsageRecord.objects.get(account_id=account_id)
 
@@ -111,7 +111,7 @@ def record_of(account_id: int) -> Any:
 @pytest.fixture
 def account_key(api_key: str) -> tuple[int, str]:
     from accounts.keys import hash_key
-    from accounts.models import ApiKey
+    from accounts.models.api_keys import ApiKey
 
     return ApiKey.objects.get(key_hash=hash_key(api_key)).account_id, api_key
 

@@ -163,7 +163,7 @@ def open_playground(context: Any, base: str) -> Any:
 def finished_records(member: Member, endpoint: str) -> list[Any]:
     """The account's usage records of ``endpoint``, once the gateway has finalized them
     (it does on seeing the close, a moment after the page is done)."""
-    from accounts.models import UsageRecord
+    from accounts.models.usage import UsageRecord
 
     records = UsageRecord.objects.filter(account=member.account, endpoint=endpoint)
     deadline = time.monotonic() + 15
@@ -181,7 +181,7 @@ def dataset(page: Any, element_id: str) -> dict[str, str]:
 def test_tts_plays_the_samples_of_the_complete_metrics_and_usage_says_playground(
     engine_gateway: str, member: Member, browser_context: Any, tmp_path: Path
 ) -> None:
-    from accounts.models import KeyKind
+    from accounts.models.choices import KeyKind
     from accounts.services.rollups import usage_rollup
 
     page = open_playground(browser_context, engine_gateway)
@@ -255,7 +255,7 @@ def watch_partials(page: Any) -> None:
 def test_microphone_with_server_vad_is_transcribed_turn_after_turn(
     engine_gateway: str, member: Member, browser_context: Any, speech: Speech
 ) -> None:
-    from accounts.models import KeyKind
+    from accounts.models.choices import KeyKind
 
     page = open_playground(browser_context, engine_gateway)
     watch_partials(page)

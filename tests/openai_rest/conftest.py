@@ -33,7 +33,7 @@ PLANS = {
     "rest-quota": BASE | {"monthly_tts_characters": 10, "monthly_asr_seconds": 1},
 }
 SETUP = """
-from accounts.models import Plan
+from accounts.models.plans import Plan
 import json
 for name, fields in json.loads({plans!r}).items():
     Plan.objects.update_or_create(name=name, defaults=fields)
@@ -67,7 +67,7 @@ class RestGateway:
     def started_records(self) -> int:
         """Usage records still ``started`` (none may be, once calls have returned)."""
         code = (
-            "from accounts.models import UsageRecord; "
+            "from accounts.models.usage import UsageRecord; "
             "print(UsageRecord.objects.filter(status='started').count())"
         )
         done = self.manage_py("shell", "-c", code)
@@ -76,7 +76,7 @@ class RestGateway:
     def records(self) -> list[tuple[str, str, str]]:
         """(endpoint, status, error_code) of every usage record, oldest first."""
         code = (
-            "from accounts.models import UsageRecord; import json; print(json.dumps("
+            "from accounts.models.usage import UsageRecord; import json; print(json.dumps("
             "list(UsageRecord.objects.order_by('started_at').values_list("
             "'endpoint', 'status', 'error_code'))))"
         )

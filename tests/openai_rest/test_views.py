@@ -216,7 +216,7 @@ async def test_speech_sse_of_a_revoked_key_ends_with_an_error_event(
 ) -> None:
     from channels.db import database_sync_to_async
 
-    from accounts.models import ApiKey
+    from accounts.models.api_keys import ApiKey
     from accounts.services.api_keys import api_key_revoke
 
     api_key, raw = await keyed()

@@ -17,7 +17,11 @@ from django.test import override_settings
 from django.utils import timezone
 
 from accounts import histogram
-from accounts.models import Account, ApiKey, Plan, QuotaCounter, UsageRecord
+from accounts.models.accounts import Account
+from accounts.models.api_keys import ApiKey
+from accounts.models.plans import Plan
+from accounts.models.quota import QuotaCounter
+from accounts.models.usage import UsageRecord
 from accounts.services.api_keys import api_key_create
 from accounts.services.quota import period_of
 from accounts.services.rollups import usage_rollup

@@ -33,7 +33,7 @@ def active_streams(endpoint: str) -> float:
 @database_sync_to_async
 def started_records() -> int:
     """Usage records still ``started``."""
-    from accounts.models import UsageRecord
+    from accounts.models.usage import UsageRecord
 
     return UsageRecord.objects.filter(status="started").count()
 

@@ -168,7 +168,7 @@ def slow_fake(embedded_worker: WorkerRuntime) -> WorkerRuntime:
 @database_sync_to_async
 def usage_records(account_id: int) -> list[Any]:
     """The account's usage records, oldest first."""
-    from accounts.models import UsageRecord
+    from accounts.models.usage import UsageRecord
 
     return list(
         UsageRecord.objects.filter(account_id=account_id).order_by("started_at")
@@ -178,7 +178,7 @@ def usage_records(account_id: int) -> list[Any]:
 @database_sync_to_async
 def chars_used(account_id: int) -> int:
     """QuotaCounter.used of ``tts_characters`` (accounts Q3), all periods."""
-    from accounts.models import QuotaCounter
+    from accounts.models.quota import QuotaCounter
 
     rows = QuotaCounter.objects.filter(account_id=account_id, metric="tts_characters")
     return sum(rows.values_list("used", flat=True))
@@ -187,7 +187,7 @@ def chars_used(account_id: int) -> int:
 @database_sync_to_async
 def open_records() -> int:
     """Records still ``started`` (Z3: none after every exit path)."""
-    from accounts.models import UsageRecord
+    from accounts.models.usage import UsageRecord
 
     return UsageRecord.objects.filter(status="started").count()
 

@@ -26,7 +26,8 @@ def setup(args: dict[str, Any]) -> None:
     """A plan with ``args`` as its values, an account and a key; print their ids."""
     import uuid
 
-    from accounts.models import Account, Plan
+    from accounts.models.accounts import Account
+    from accounts.models.plans import Plan
     from accounts.services.api_keys import api_key_create
 
     name = f"tts-{uuid.uuid4().hex[:8]}"
@@ -49,7 +50,7 @@ def setup(args: dict[str, Any]) -> None:
 
 async def revoke(args: dict[str, Any]) -> None:
     """Revoke the key on stdin's word; print when the revocation committed."""
-    from accounts.models import ApiKey
+    from accounts.models.api_keys import ApiKey
     from accounts.services.api_keys import api_key_revoke
 
     api_key = await ApiKey.objects.aget(pk=args["key_id"])

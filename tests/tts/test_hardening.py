@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from channels.testing import WebsocketCommunicator
 
-from accounts.models import UsageRecord
+from accounts.models.usage import UsageRecord
 from tests.conftest import KeyMaker
 from tests.support.leaks import (
     active_streams,

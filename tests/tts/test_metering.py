@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from accounts.models import UsageRecord
+from accounts.models.usage import UsageRecord
 from tests.conftest import KeyMaker
 from tests.tts.conftest import (
     Opener,

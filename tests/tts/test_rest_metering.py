@@ -10,7 +10,8 @@ import time
 import pytest
 from channels.db import database_sync_to_async
 
-from accounts.models import ApiKey, UsageRecord
+from accounts.models.api_keys import ApiKey
+from accounts.models.usage import UsageRecord
 from accounts.services.api_keys import api_key_revoke
 from tests.conftest import KeyMaker
 from tests.tts.conftest import (

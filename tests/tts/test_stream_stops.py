@@ -13,7 +13,8 @@ from channels.db import database_sync_to_async
 
 from accounts.admission import Admission
 from accounts.limits import get_limiter
-from accounts.models import ApiKey, UsageRecord
+from accounts.models.api_keys import ApiKey
+from accounts.models.usage import UsageRecord
 from accounts.services.api_keys import api_key_revoke
 from gateway.timers import Ticker
 from tests.conftest import KeyMaker

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import Plan
+from accounts.models.plans import Plan
 from accounts.services.accounts import account_get_or_create
 from accounts.services.api_keys import api_key_create
 

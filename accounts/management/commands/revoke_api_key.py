@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.exceptions import KeyAlreadyRevoked
-from accounts.models import ApiKey
+from accounts.models.api_keys import ApiKey
 from accounts.services.api_keys import api_key_revoke
 
 ACTOR_LABEL = "manage.py revoke_api_key"

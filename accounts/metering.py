@@ -79,26 +79,25 @@ import logging
 import time
 import uuid
 from datetime import datetime
-from fractions import Fraction
-from typing import Literal
+from typing import NotRequired, TypedDict, Unpack
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
 from django.utils import timezone
 
-from accounts import histogram
-from accounts.admission import Admission, quota_limit, reserve_quota
+from accounts.admission import Admission
 from accounts.exceptions import AdmissionDenied, DenialReason
-from accounts.limits import get_limiter, in_store
-from accounts.limits.base import holder_of
 from accounts.models.choices import QuotaMetric, Route
+from accounts.reservations import QuotaReservations
 from accounts.services.api_keys import anonymous_api_key
 from accounts.services.quota import period_of
 from accounts.services.usage import (
     NewRecord,
+    RecordEnd,
     TerminalStatus,
     UsageCounters,
+    default_route,
     this_instance,
     usage_checkpoint,
     usage_counters,
@@ -106,12 +105,21 @@ from accounts.services.usage import (
     usage_open,
     usage_record_finished,
 )
+from accounts.usage_tally import MeteredEndpoint, UsageTally
 
 __all__ = ["Route", "UsageCounters", "UsageMeter", "stream_tick"]
 
 logger = logging.getLogger(__name__)
 
-MeteredEndpoint = Literal["tts", "asr"]
+
+class MeterFields(TypedDict):
+    """What names a meter's record, whoever opens it."""
+
+    endpoint: MeteredEndpoint
+    request_id: str
+    model: str
+    started_at: NotRequired[datetime | None]
+    route: NotRequired[str | None]
 
 
 def route_of(endpoint: str, admission: Admission | None) -> str:
@@ -120,51 +128,41 @@ def route_of(endpoint: str, admission: Admission | None) -> str:
     A meter with no admission (auth off, tts W7) cannot tell, and says ``tts_ws`` unless
     its opener names the route.
     """
-    if endpoint == "asr":
-        return Route.REALTIME
-    if admission is not None and admission.transport == "http":
+    if endpoint == "tts" and admission is not None and admission.transport == "http":
         return Route.TTS_REST
-    return Route.TTS_WS
+    return default_route(endpoint)
 
 
-class UsageMeter:
-    """The usage of one TTS request or one ASR stream, and its quota reservations."""
+class UsageMeter(UsageTally):
+    """The usage of one TTS request or one ASR stream, and its quota reservations.
+
+    The counting itself is ``UsageTally``'s (``add``, ``add_audio``, ``counters``); the
+    quota held in the store is ``QuotaReservations``'; this class writes the record.
+    """
 
     def __init__(
         self,
         *,
         admission: Admission | None,
-        endpoint: MeteredEndpoint,
-        request_id: str,
-        model: str,
         stream_id: uuid.UUID,
-        started_at: datetime | None = None,
-        route: str | None = None,
+        **fields: Unpack[MeterFields],
     ) -> None:
-        assert endpoint in ("tts", "asr"), endpoint
+        endpoint = fields["endpoint"]
+        super().__init__(endpoint=endpoint, record_id=uuid.uuid4())
         self.admission = admission
-        self.endpoint: MeteredEndpoint = endpoint
-        self.route = route or route_of(endpoint, admission)
-        self.request_id = request_id
-        self.model = model
+        self.route = fields.get("route") or route_of(endpoint, admission)
+        self.request_id = fields["request_id"]
+        self.model = fields["model"]
         self.stream_id = stream_id
-        self.record_id = uuid.uuid4()
-        self.started_at = started_at or timezone.now()
+        self.started_at = fields.get("started_at") or timezone.now()
         self.period = period_of(self.started_at)
-        self._counts: dict[str, int] = {
-            name: 0
-            for name in UsageCounters.__dataclass_fields__
-            if name != "asr_latency_hist"
-        }
-        self._asr_hist = histogram.empty()
-        self._audio = Fraction(0)
-        self._reserved: dict[str, int] = {
-            QuotaMetric.TTS_CHARACTERS: 0,
-            QuotaMetric.ASR_AUDIO_MS: 0,
-        }
+        self.quota = QuotaReservations(
+            admission=admission,
+            period=self.period,
+            stream_id=stream_id,
+            record_id=self.record_id,
+        )
         self._persisted = UsageCounters()
-        # Per metric, what the store's reservations entry of this record says it holds.
-        self._outstanding: dict[str, int] = dict.fromkeys(self._reserved, 0)
         self._lock = asyncio.Lock()
         self._open_task: asyncio.Task[None] | None = None
         self._finish_task: asyncio.Task[bool] | None = None
@@ -173,180 +171,58 @@ class UsageMeter:
 
     @classmethod
     def for_admission(
-        cls,
-        admission: Admission,
-        *,
-        endpoint: MeteredEndpoint,
-        request_id: str,
-        model: str,
-        started_at: datetime | None = None,
-        route: str | None = None,
+        cls, admission: Admission, **fields: Unpack[MeterFields]
     ) -> UsageMeter:
         """A meter for a request or stream of an admitted connection."""
-        return cls(
-            admission=admission,
-            endpoint=endpoint,
-            request_id=request_id,
-            model=model,
-            stream_id=admission.stream_id,
-            started_at=started_at,
-            route=route,
-        )
+        return cls(admission=admission, stream_id=admission.stream_id, **fields)
 
     @classmethod
     def anonymous(
-        cls,
-        *,
-        endpoint: MeteredEndpoint,
-        request_id: str,
-        model: str,
-        stream_id: uuid.UUID | None = None,
-        started_at: datetime | None = None,
-        route: str | None = None,
+        cls, *, stream_id: uuid.UUID | None = None, **fields: Unpack[MeterFields]
     ) -> UsageMeter:
         """A meter for the built-in ``anonymous`` key when auth is off (tts W7); no limits."""
-        return cls(
-            admission=None,
-            endpoint=endpoint,
-            request_id=request_id,
-            model=model,
-            stream_id=stream_id or uuid.uuid4(),
-            started_at=started_at,
-            route=route,
-        )
+        return cls(admission=None, stream_id=stream_id or uuid.uuid4(), **fields)
 
     @classmethod
     def for_stream(
         cls,
         admission: Admission | None,
         *,
-        endpoint: MeteredEndpoint,
-        request_id: str,
-        model: str,
         stream_id: uuid.UUID,
-        started_at: datetime | None = None,
-        route: str | None = None,
+        **fields: Unpack[MeterFields],
     ) -> UsageMeter:
         """``for_admission`` when admitted, else ``anonymous`` on ``stream_id`` (W7)."""
         if admission is not None:
-            return cls.for_admission(
-                admission,
-                endpoint=endpoint,
-                request_id=request_id,
-                model=model,
-                started_at=started_at,
-                route=route,
-            )
-        return cls.anonymous(
-            endpoint=endpoint,
-            request_id=request_id,
-            model=model,
-            stream_id=stream_id,
-            started_at=started_at,
-            route=route,
-        )
-
-    # Counters.
-
-    @property
-    def counters(self) -> UsageCounters:
-        """The counters so far (U4)."""
-        audio_field = (
-            "tts_audio_out_ms" if self.endpoint == "tts" else "asr_audio_in_ms"
-        )
-        counts = dict(self._counts)
-        counts[audio_field] += int(self._audio)
-        hist = tuple(self._asr_hist) if any(self._asr_hist) else ()
-        return UsageCounters(**counts, asr_latency_hist=hist)
-
-    @property
-    def finished(self) -> bool:
-        """True once ``finish()`` has been called."""
-        return self._finish_task is not None
-
-    def add(
-        self,
-        *,
-        tts_chars_in: int = 0,
-        tts_audio_out_ms: int = 0,
-        asr_audio_in_ms: int = 0,
-        asr_chars_out: int = 0,
-        asr_items: int = 0,
-        asr_latency_ms: int | None = None,
-    ) -> None:
-        """Add to the counters in memory; ``asr_latency_ms`` is one item's latency."""
-        if self.finished:
-            logger.debug("usage record %s: add() after finish ignored", self.record_id)
-            return
-        for name, value in (
-            ("tts_chars_in", tts_chars_in),
-            ("tts_audio_out_ms", tts_audio_out_ms),
-            ("asr_audio_in_ms", asr_audio_in_ms),
-            ("asr_chars_out", asr_chars_out),
-            ("asr_items", asr_items),
-        ):
-            assert value >= 0, (name, value)
-            self._counts[name] += value
-        if asr_latency_ms is not None:
-            latency = max(0, int(asr_latency_ms))
-            self._counts["asr_latency_ms_sum"] += latency
-            self._counts["asr_latency_ms_max"] = max(
-                self._counts["asr_latency_ms_max"], latency
-            )
-            histogram.observe(self._asr_hist, latency)
-
-    def add_audio(self, samples: int, sample_rate: int) -> None:
-        """Count PCM samples as audio milliseconds, floored on the running total (Q1)."""
-        assert samples >= 0 and sample_rate > 0, (samples, sample_rate)
-        if not self.finished:
-            self._audio += Fraction(samples * 1000, sample_rate)
+            return cls.for_admission(admission, **fields)
+        return cls.anonymous(stream_id=stream_id, **fields)
 
     # Quota.
 
     @property
+    def holder(self) -> str:
+        """This record's name in the account's reservations (Q11)."""
+        return self.quota.holder
+
+    @property
     def reserved_tts_chars(self) -> int:
         """TTS characters reserved so far."""
-        return self._reserved[QuotaMetric.TTS_CHARACTERS]
+        return self.quota.reserved[QuotaMetric.TTS_CHARACTERS]
 
     @property
     def reserved_asr_ms(self) -> int:
         """ASR audio milliseconds granted so far."""
-        return self._reserved[QuotaMetric.ASR_AUDIO_MS]
+        return self.quota.reserved[QuotaMetric.ASR_AUDIO_MS]
 
     @property
     def asr_ms_available(self) -> int:
         """Granted ASR milliseconds not yet metered: audio that may still be accepted."""
         return self.reserved_asr_ms - self.counters.asr_audio_in_ms
 
-    async def _reserve(self, metric: str, amount: int, *, partial: bool) -> int:
-        if self.admission is None:
-            grant = amount
-        else:
-            principal = self.admission.principal
-            reserved = await reserve_quota(
-                account_id=principal.account_id,
-                metric=metric,
-                period=self.period,
-                amount=amount,
-                limit=quota_limit(principal, metric),
-                partial=partial,
-                holder=self.holder,
-            )
-            grant = reserved.granted
-            self._outstanding[metric] += grant
-        self._reserved[metric] += grant
-        return grant
-
-    @property
-    def holder(self) -> str:
-        """This record's name in the account's reservations (Q11)."""
-        stream_id = self.admission.stream_id if self.admission else self.stream_id
-        return holder_of(stream_id, self.record_id)
-
     async def reserve_tts_chars(self, n: int) -> None:
         """Reserve ``n`` characters all-or-nothing (Q7), or raise ``quota_exceeded``."""
         assert n >= 0 and not self.finished
-        if n and await self._reserve(QuotaMetric.TTS_CHARACTERS, n, partial=False) < n:
+        metric = QuotaMetric.TTS_CHARACTERS
+        if n and await self.quota.reserve(metric, n, partial=False) < n:
             raise AdmissionDenied("quota_exceeded")
 
     async def reserve_asr_ms(self, ms: int | None = None) -> int:
@@ -354,7 +230,7 @@ class UsageMeter:
         assert not self.finished
         amount = settings.ASR_QUOTA_CHUNK_MS if ms is None else ms
         assert amount > 0, amount
-        return await self._reserve(QuotaMetric.ASR_AUDIO_MS, amount, partial=True)
+        return await self.quota.reserve(QuotaMetric.ASR_AUDIO_MS, amount, partial=True)
 
     # The record.
 
@@ -432,7 +308,7 @@ class UsageMeter:
                 raise AdmissionDenied("usage_unavailable")
             self._persisted = counters
             self._last_ok = time.monotonic()
-            await self._settle_quota(counters, final=False)
+            await self.quota.settle(counters, final=False)
 
     async def tick(self) -> DenialReason | None:
         """Checkpoint when ``USAGE_CHECKPOINT_SECONDS`` have passed; the stop reason, if any."""
@@ -459,27 +335,13 @@ class UsageMeter:
         """
         owner = self._finish_task is None
         if self._finish_task is None:
-            self._finish_task = asyncio.ensure_future(
-                self._finish(
-                    status=status,
-                    error_code=error_code,
-                    close_code=close_code,
-                    ttfb_ms=ttfb_ms,
-                    rtf=rtf,
-                )
-            )
+            self.finished = True
+            end = RecordEnd(status, error_code, close_code, ttfb_ms, rtf)
+            self._finish_task = asyncio.ensure_future(self._finish(end))
         done = await asyncio.shield(self._finish_task)
         return done and owner
 
-    async def _finish(
-        self,
-        *,
-        status: TerminalStatus,
-        error_code: str,
-        close_code: int | None,
-        ttfb_ms: int | None,
-        rtf: float | None,
-    ) -> bool:
+    async def _finish(self, end: RecordEnd) -> bool:
         if self._open_task is not None:
             await asyncio.wait([self._open_task])
         async with self._lock:
@@ -488,13 +350,7 @@ class UsageMeter:
             try:
                 if self.opened:
                     done = await database_sync_to_async(usage_finish)(
-                        record_id=self.record_id,
-                        counters=counters,
-                        status=status,
-                        error_code=error_code,
-                        close_code=close_code,
-                        ttfb_ms=ttfb_ms,
-                        rtf=rtf,
+                        record_id=self.record_id, counters=counters, end=end
                     )
                     if not done:  # reaped meanwhile: it keeps its last checkpoint
                         stored = await database_sync_to_async(usage_counters)(
@@ -503,55 +359,18 @@ class UsageMeter:
                         accounted = stored or self._persisted
                 elif counters != UsageCounters():
                     done = await database_sync_to_async(usage_record_finished)(
-                        record=await self._record(),
-                        counters=counters,
-                        status=status,
-                        error_code=error_code,
-                        close_code=close_code,
-                        ttfb_ms=ttfb_ms,
-                        rtf=rtf,
+                        record=await self._record(), counters=counters, end=end
                     )
                 if done:
                     accounted = counters
             except Exception:  # boundary: one record; the reaper ends it (U10)
                 logger.exception("usage record %s not finalized", self.record_id)
-            await self._settle_quota(accounted, final=True)
+            await self.quota.settle(accounted, final=True)
         if done:
-            logger.info("usage record %s %s %s", self.record_id, self.endpoint, status)
+            logger.info(
+                "usage record %s %s %s", self.record_id, self.endpoint, end.status
+            )
         return done
-
-    async def _settle_quota(self, accounted: UsageCounters, *, final: bool) -> None:
-        """Q9, Q11: after a database write of ``accounted``, tell the store what the
-        reservations still hold; at the end, move the mirror from reserved to metered.
-
-        A settlement that fails leaves the store holding too much, never too little;
-        reconciliation corrects it once this stream's lease is gone.
-        """
-        if self.admission is None:
-            return
-        limiter = get_limiter()
-        used = accounted.quota()
-        for metric, reserved in self._reserved.items():
-            outstanding = 0 if final else max(0, reserved - used[metric])
-            delta = used[metric] - reserved if final else 0
-            if outstanding == self._outstanding[metric] and not delta:
-                continue
-            try:
-                await in_store(
-                    limiter.settle_quota,
-                    account_id=self.admission.principal.account_id,
-                    metric=metric,
-                    period=self.period,
-                    holder=self.holder,
-                    outstanding=outstanding,
-                    delta=delta,
-                )
-            except AdmissionDenied:
-                logger.warning(
-                    "usage record %s: quota mirror not settled", self.record_id
-                )
-                continue
-            self._outstanding[metric] = outstanding
 
 
 async def stream_tick(

@@ -180,32 +180,39 @@ def usage_checkpoint(
         )
 
 
+@dataclass(frozen=True)
+class RecordEnd:
+    """How a record ends (U8, U9): its terminal status and what the stream reported."""
+
+    status: TerminalStatus
+    error_code: str = ""
+    close_code: int | None = None
+    ttfb_ms: int | None = None
+    rtf: float | None = None
+
+
 def usage_finish(
     *,
     record_id: UUID,
     counters: UsageCounters,
-    status: TerminalStatus,
-    error_code: str = "",
-    close_code: int | None = None,
-    ttfb_ms: int | None = None,
-    rtf: float | None = None,
+    end: RecordEnd,
     now: datetime | None = None,
 ) -> bool:
     """Finalize a started record once (U8); a second call returns False."""
-    assert status in TERMINAL_STATUSES, status
+    assert end.status in TERMINAL_STATUSES, end.status
     now = now or timezone.now()
     with transaction.atomic():
         return _update_started(
             record_id,
             counters,
             now,
-            status=status,
+            status=end.status,
             ended_at=now,
             last_checkpoint_at=now,
-            error_code=error_code[:40],
-            close_code=close_code,
-            ttfb_ms=ttfb_ms,
-            rtf=rtf,
+            error_code=end.error_code[:40],
+            close_code=end.close_code,
+            ttfb_ms=end.ttfb_ms,
+            rtf=end.rtf,
         )
 
 
@@ -213,11 +220,7 @@ def usage_record_finished(
     *,
     record: NewRecord,
     counters: UsageCounters,
-    status: TerminalStatus,
-    error_code: str = "",
-    close_code: int | None = None,
-    ttfb_ms: int | None = None,
-    rtf: float | None = None,
+    end: RecordEnd,
     now: datetime | None = None,
 ) -> bool:
     """Create and finalize a record in one transaction: usage that was never opened."""
@@ -226,16 +229,7 @@ def usage_record_finished(
         if UsageRecord.objects.filter(pk=record.id).exists():
             return False
         _create(record, UsageCounters(), now)
-        return usage_finish(
-            record_id=record.id,
-            counters=counters,
-            status=status,
-            error_code=error_code,
-            close_code=close_code,
-            ttfb_ms=ttfb_ms,
-            rtf=rtf,
-            now=now,
-        )
+        return usage_finish(record_id=record.id, counters=counters, end=end, now=now)
 
 
 def usage_counters(*, record_id: UUID) -> UsageCounters | None:

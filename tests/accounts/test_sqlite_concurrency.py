@@ -26,6 +26,7 @@ from accounts.services.quota import period_of
 from accounts.services.rollups import usage_rollup
 from accounts.services.usage import (
     NewRecord,
+    RecordEnd,
     UsageCounters,
     usage_checkpoint,
     usage_finish,
@@ -68,7 +69,7 @@ def write_records(make_key: Any, errors: list[str], writer: int) -> None:
             usage_finish(
                 record_id=record.id,
                 counters=UsageCounters(tts_chars_in=10, tts_audio_out_ms=500),
-                status="completed",
+                end=RecordEnd(status="completed"),
             )
     except Exception as exc:  # collected: the assertion names every failure
         errors.append(f"writer {writer}: {type(exc).__name__}: {exc}")

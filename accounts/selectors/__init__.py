@@ -7,8 +7,10 @@ account that exists and for one that does not alike, so the answer reveals nothi
 later read takes the resolved scope (STYLE 39), and a filter that names a key of another
 account is refused with 403 rather than dropped.
 
-The submodules read what a scope may see: ``usage`` (rollups), ``records`` (the recent
-requests table), ``quota`` (quota bars and forecasts) and ``openai_usage`` (the usage API).
+The submodules read what a scope may see: ``usage`` (the usage page, from rollups:
+which rows in ``sources``, their buckets in ``bucketing``, their sums in ``measures``),
+``export`` (the CSV), ``records`` (the recent requests table), ``quota`` (quota bars and
+forecasts) and ``openai_usage`` (the usage API).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The CSV export: the chart's buckets, split by key, route and model, streamed.
 
-It reads the same rollup rows as the usage page (``usage.filtered_rows``), bucketed the
-same way (``usage.bucketed``: in SQL wherever the zone allows), and lists every bucket (a
-bucket with no usage as one row of zeros), so its columns add up to the page's totals
-exactly. Rows come from the database in bucket order and are written a bucket at a time,
+It reads the same rollup rows as the usage page (``sources.filtered_rows``), bucketed
+the same way (``bucketing.bucketed``: in SQL wherever the zone allows), and lists every
+bucket (a bucket with no usage as one row of zeros), so its columns add up to the page's
+totals exactly. Rows come from the database in bucket order and are written a bucket at a time,
 as tuples: no object per row, and memory bounded by one bucket.
 """
 
@@ -23,12 +23,8 @@ from django.utils.dateparse import parse_datetime
 from accounts import buckets as bk
 from accounts.models.api_keys import ApiKey
 from accounts.selectors import Scope
-from accounts.selectors.usage import (
-    UsageFilter,
-    bucketed,
-    filtered_rows,
-    source_granularity,
-)
+from accounts.selectors.bucketing import bucketed
+from accounts.selectors.sources import UsageFilter, filtered_rows, source_granularity
 
 HEADER = (
     "bucket_start",

@@ -24,7 +24,7 @@ from django.db.models.functions import Cast
 from accounts import buckets as bk
 from accounts.models.choices import Endpoint, Granularity
 from accounts.selectors import Scope, scope_keys
-from accounts.selectors.usage import rollup_rows
+from accounts.selectors.sources import rollup_rows
 
 Kind = Literal["audio_speeches", "audio_transcriptions"]
 WIDTHS = {"1h": timedelta(hours=1), "1d": timedelta(days=1)}

@@ -16,7 +16,7 @@ from django.db.models import Q, QuerySet
 
 from accounts.models.usage import UsageRecord
 from accounts.selectors import Scope
-from accounts.selectors.usage import narrowed
+from accounts.selectors.sources import narrowed
 
 PAGE_SIZE = 50
 

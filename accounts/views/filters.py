@@ -12,7 +12,7 @@ from accounts import buckets as bk
 from accounts.forms import TZ_COOKIE, UsageFilterForm
 from accounts.models.choices import Route, UsageStatus
 from accounts.selectors import Scope, scope_keys
-from accounts.selectors.usage import UsageFilter
+from accounts.selectors.sources import UsageFilter
 
 
 def query_with_zone(request: HttpRequest) -> QueryDict:

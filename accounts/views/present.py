@@ -12,13 +12,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from accounts.models.usage import UsageRecord
-from accounts.selectors.usage import (
-    Breakdown,
-    Measures,
-    UsageReport,
-    errors_of,
-    latency_of,
-)
+from accounts.selectors.measures import Measures, errors_of, latency_of
+from accounts.selectors.usage import Breakdown, UsageReport
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,7 @@ def test_quota_forecast_projects_the_month_to_date_rate_to_the_month_end() -> No
 
 
 def test_day_shift_moves_hours_onto_their_local_day_or_gives_up() -> None:
-    from accounts.selectors.usage import day_shift
+    from accounts.selectors.bucketing import day_shift
 
     def days(name: str, first: date, last: date) -> list[bk.Bucket]:
         return bk.buckets(

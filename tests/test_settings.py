@@ -104,7 +104,7 @@ def test_the_secret_key_file_is_created_0600_without_a_chmod(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No moment in which the new file has the umask's wider mode."""
-    from veena_site.settings import embedded_secret_key
+    from veena_site.conf.secret_key import embedded_secret_key
 
     def no_chmod(*args: object, **kwargs: object) -> None:
         raise AssertionError("the mode must be right from the start")

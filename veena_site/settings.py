@@ -3,13 +3,14 @@
 With no environment set this is the embedded default: SQLite in ``var/``, the in-process channel
 layer, the CPU engines and the worker running inside the gateway process. ``REDIS_URL`` switches to
 channels-redis, Redis-backed liveness and Celery on Redis; ``DATABASE_URL`` to PostgreSQL.
+
+Django's own settings, the backbone and the limits of each endpoint are here; two whole
+areas are modules of ``veena_site/conf/`` imported below: ``engines`` (the worker side) and
+``accounts``.
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,35 +18,17 @@ import environ
 
 from gateway.redis_layer import redis_host
 
+# Whole areas, each in its own module that reads its own variables (veena_site/conf):
+from veena_site.conf.accounts import *  # noqa: F403  keys, limits, metering, periodic jobs
+from veena_site.conf.engines import *  # noqa: F403  the worker's engines, slots, decoding
+from veena_site.conf.environment import PRODUCTION, env
+from veena_site.conf.secret_key import embedded_secret_key
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-env = environ.Env()
 
 DATA_DIR = Path(env("DATA_DIR", default=str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
-
-def embedded_secret_key(data_dir: Path) -> str:
-    """Return the dev secret kept in ``data_dir``, creating it on first start.
-
-    The file is created 0600 in the same call that creates it (no window in which another
-    user could read it); a process that loses the race to create it reads the winner's.
-    """
-    path = data_dir / "secret_key"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        for _ in range(50):  # the creator may still be writing it
-            if key := path.read_text().strip():
-                return key
-            time.sleep(0.02)
-        raise environ.ImproperlyConfigured(f"{path} is empty") from None
-    key = secrets.token_urlsafe(50)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(key)
-    return key
-
-
-PRODUCTION = env.bool("PRODUCTION", default=False)
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env("SECRET_KEY", default="")
 if not SECRET_KEY:
@@ -141,6 +124,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Channel layer: in-process without Redis (embedded default), channels-redis core layer with it.
 REDIS_URL = env("REDIS_URL", default="")
+# Prefix of every Redis key of the limits store and the cache.
+REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="veena:")
 CHANNEL_CAPACITY = env.int("CHANNEL_CAPACITY", default=100)
 WORKER_CHANNEL_CAPACITY = env.int("WORKER_CHANNEL_CAPACITY", default=500)
 CHANNEL_EXPIRY_S = env.int("CHANNEL_EXPIRY_S", default=60)
@@ -187,27 +172,13 @@ CELERY_TASK_IGNORE_RESULT = True
 # Keep retrying the broker, at start-up too: a Redis restart must not end the Celery worker.
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+# CELERY_BEAT_SCHEDULE: the accounts jobs, veena_site/conf/accounts.py.
+CELERY_TIMEZONE = "UTC"
 
-# Engines and the worker.
-TTS_ENGINE = env("TTS_ENGINE", default="piper")
-ASR_ENGINE = env("ASR_ENGINE", default="faster_whisper")
+# The gateway↔worker backbone.
 WORKER_KINDS = env.list("WORKER_KINDS", default=["tts", "asr"])
-CPU_COUNT = os.cpu_count() or 1
-# tts Q1: Piper 8 per core; vllm-snac 4 until a measured run says otherwise (engines §5.7).
-TTS_WORKER_SLOTS = env.int(
-    "TTS_WORKER_SLOTS", default=4 if TTS_ENGINE == "vllm" else 8 * CPU_COUNT
-)
-ASR_WORKER_SLOTS = env.int("ASR_WORKER_SLOTS", default=16)
-ENGINE_THREADS = env.int("ENGINE_THREADS", default=CPU_COUNT)
-# Piper's ONNX sessions by intra-op threads (issue 13): empty = ENGINE_THREADS and 1, so a lone
-# stream uses every core and many streams one each; a 1-thread session is always added.
-TTS_PIPER_SESSION_THREADS = [
-    int(n) for n in env.list("TTS_PIPER_SESSION_THREADS", default=[])
-]
-TTS_PIPER_SPINNING = env.bool("TTS_PIPER_SPINNING", default=False)
-TTS_PIPER_WAIT_FOR_CORES = env.bool("TTS_PIPER_WAIT_FOR_CORES", default=True)
-TTS_PIPER_SHARE_HOLD_S = env.float("TTS_PIPER_SHARE_HOLD_S", default=1.0)
+# Kinds this gateway serves; /readyz needs a live worker for each of them.
+GATEWAY_KINDS = env.list("GATEWAY_KINDS", default=["tts", "asr"])
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
 WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
 # Where a job's first message goes (gateway.placement): "least_loaded" sends it to the live
@@ -219,28 +190,40 @@ WORKER_PLACEMENT = env("WORKER_PLACEMENT", default="least_loaded")
 JOB_KEEPALIVE_S = env.float("JOB_KEEPALIVE_S", default=1.0)
 JOB_KEEPALIVE_TIMEOUT_S = env.float("JOB_KEEPALIVE_TIMEOUT_S", default=5.0)
 
-# Limits of the TTS and realtime sockets (specs/tts-ws.md §14, specs/realtime-asr.md §2.2).
-TTS_AUTH_REQUIRED = env.bool("TTS_AUTH_REQUIRED", default=True)
+# Both sockets (specs/tts-ws.md §14, specs/realtime-asr.md §2.2).
 # ?api_key= ends up in proxy logs and browser history: off in production unless asked for.
 ALLOW_QUERY_API_KEY = env.bool("ALLOW_QUERY_API_KEY", default=not PRODUCTION)
+# Per-stream bounds (issue 9): control events; unsent audio and ASR audio below.
+WS_CONTROL_RATE = env.float("WS_CONTROL_RATE", default=10.0)
+WS_CONTROL_BURST = env.int("WS_CONTROL_BURST", default=20)
+
+# The TTS socket and POST /v1/tts (specs/tts-ws.md §14).
+TTS_AUTH_REQUIRED = env.bool("TTS_AUTH_REQUIRED", default=True)
 TTS_REQUEST_TIMEOUT_S = env.float("TTS_REQUEST_TIMEOUT_S", default=30.0)
+# Idle limit of a keep-alive TTS stream between requests (accounts §12, tts K5).
+WS_IDLE_TIMEOUT_SECONDS = env.float("WS_IDLE_TIMEOUT_SECONDS", default=30.0)
+TTS_INPUT_IDLE_S = env.float("TTS_INPUT_IDLE_S", default=30.0)
+TTS_MAX_BUFFER_DELAY_MS = env.int("TTS_MAX_BUFFER_DELAY_MS", default=3000)
 TTS_MAX_TEXT_CHARS = env.int("TTS_MAX_TEXT_CHARS", default=50_000)
 TTS_MAX_MESSAGE_BYTES = env.int("TTS_MAX_MESSAGE_BYTES", default=1024 * 1024)
+TTS_SEGMENT_MIN_CHARS = env.int("TTS_SEGMENT_MIN_CHARS", default=20)
+TTS_SEGMENT_MAX_CHARS = env.int("TTS_SEGMENT_MAX_CHARS", default=200)
 TTS_PROGRESS_EVERY = env.int("TTS_PROGRESS_EVERY", default=10)
 TTS_WS_MAX_FRAME_MS = env.int("TTS_WS_MAX_FRAME_MS", default=200)
 TTS_CHUNK_WINDOW = env.int("TTS_CHUNK_WINDOW", default=32)
+TTS_SEND_BUFFER_BYTES = env.int("TTS_SEND_BUFFER_BYTES", default=256 * 1024)
+TTS_CLIENT_STALL_S = env.float("TTS_CLIENT_STALL_S", default=5.0)
 TTS_ADMISSION_WAIT_MS = env.int("TTS_ADMISSION_WAIT_MS", default=1000)
 TTS_WORKER_ANSWER_MS = env.int("TTS_WORKER_ANSWER_MS", default=500)
 TTS_OVERLOAD_RETRY_MS = env.int("TTS_OVERLOAD_RETRY_MS", default=1000)
 TTS_WORKER_STALL_S = env.float("TTS_WORKER_STALL_S", default=3.0)
-ASR_MAX_MESSAGE_BYTES = env.int("ASR_MAX_MESSAGE_BYTES", default=16 * 1024 * 1024)
-ASR_IDLE_TIMEOUT_S = env.float("ASR_IDLE_TIMEOUT_S", default=300.0)
-ASR_MAX_SESSION_S = env.int("ASR_MAX_SESSION_S", default=1800)
-ASR_MAX_BUFFER_S = env.int("ASR_MAX_BUFFER_S", default=60)
-ASR_MIN_COMMIT_MS = env.int("ASR_MIN_COMMIT_MS", default=100)
-ASR_WORKER_ANSWER_MS = env.int("ASR_WORKER_ANSWER_MS", default=500)
-ASR_ADMISSION_WAIT_MS = env.int("ASR_ADMISSION_WAIT_MS", default=1000)
-ASR_WORKER_STALL_S = env.float("ASR_WORKER_STALL_S", default=3.0)
+TTS_CANCEL_DEADLINE_MS = env.int("TTS_CANCEL_DEADLINE_MS", default=200)
+TTS_DRAIN_S = env.float("TTS_DRAIN_S", default=30.0)
+TTS_REST_TIMEOUT_S = env.float("TTS_REST_TIMEOUT_S", default=300.0)
+# {"<engine>": {"<alias>": "<voice id>"}} merged over the S3 tables.
+TTS_SPEAKER_ALIASES = env.json("TTS_SPEAKER_ALIASES", default={})
+
+# The realtime ASR socket (specs/realtime-asr.md §2.2).
 ASR_MODEL = env("ASR_MODEL", default="whisper-tiny.en")
 ASR_MODEL_ALIASES = env.list(
     "ASR_MODEL_ALIASES",
@@ -251,23 +234,42 @@ ASR_MODEL_ALIASES = env.list(
         "gpt-realtime-whisper",
     ],
 )
-# Daphne's own caps; the realtime socket must carry 16 MiB messages (realtime AR-4).
-WEBSOCKET_MAX_MESSAGE_BYTES = max(ASR_MAX_MESSAGE_BYTES, TTS_MAX_MESSAGE_BYTES)
-# Per-stream bounds (issue 9): control events, unsent audio, early and unfinished ASR audio.
-WS_CONTROL_RATE = env.float("WS_CONTROL_RATE", default=10.0)
-WS_CONTROL_BURST = env.int("WS_CONTROL_BURST", default=20)
-TTS_SEND_BUFFER_BYTES = env.int("TTS_SEND_BUFFER_BYTES", default=256 * 1024)
-TTS_CLIENT_STALL_S = env.float("TTS_CLIENT_STALL_S", default=5.0)
+ASR_DIALECT = env("ASR_DIALECT", default="auto")
+ASR_DEFAULT_TURN_DETECTION = env.json("ASR_DEFAULT_TURN_DETECTION", default=None)
+ASR_TRIM_NONSPEECH = env.bool("ASR_TRIM_NONSPEECH", default=True)
+ASR_PRECOMMIT_DELTAS = env.bool("ASR_PRECOMMIT_DELTAS", default=True)
+ASR_MAX_MESSAGE_BYTES = env.int("ASR_MAX_MESSAGE_BYTES", default=16 * 1024 * 1024)
+ASR_IDLE_TIMEOUT_S = env.float("ASR_IDLE_TIMEOUT_S", default=300.0)
+ASR_MAX_SESSION_S = env.int("ASR_MAX_SESSION_S", default=1800)
+ASR_MAX_BUFFER_S = env.int("ASR_MAX_BUFFER_S", default=60)
+ASR_MIN_COMMIT_MS = env.int("ASR_MIN_COMMIT_MS", default=100)
 ASR_MAX_EARLY_BYTES = env.int("ASR_MAX_EARLY_BYTES", default=4 * 1024 * 1024)
 ASR_MAX_PENDING_S = env.int("ASR_MAX_PENDING_S", default=300)
 ASR_MAX_PROMPT_CHARS = env.int("ASR_MAX_PROMPT_CHARS", default=2000)
+ASR_WORKER_ANSWER_MS = env.int("ASR_WORKER_ANSWER_MS", default=500)
+ASR_ADMISSION_WAIT_MS = env.int("ASR_ADMISSION_WAIT_MS", default=1000)
+ASR_WORKER_STALL_S = env.float("ASR_WORKER_STALL_S", default=3.0)
+
+# OpenAI-compatible REST (openai_rest): model aliases of the TTS engine, OpenAI voice names
+# mapped to our speakers (unmapped ones speak with the default speaker), and the caps.
+OPENAI_TTS_MODEL_ALIASES = env.list(
+    "OPENAI_TTS_MODEL_ALIASES", default=["tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
+)
+OPENAI_TTS_VOICES = env.json("OPENAI_TTS_VOICES", default={})
+OPENAI_SPEECH_MAX_INPUT_CHARS = env.int("OPENAI_SPEECH_MAX_INPUT_CHARS", default=4096)
+OPENAI_TRANSCRIBE_MAX_BYTES = env.int(
+    "OPENAI_TRANSCRIBE_MAX_BYTES", default=25 * 1024 * 1024
+)
+OPENAI_TRANSCRIBE_MAX_SECONDS = env.float(
+    "OPENAI_TRANSCRIBE_MAX_SECONDS", default=1500.0
+)
+OPENAI_TRANSCRIBE_TIMEOUT_S = env.float("OPENAI_TRANSCRIBE_TIMEOUT_S", default=600.0)
+
+# The server. Daphne's own caps; the realtime socket must carry 16 MiB messages (realtime AR-4).
+WEBSOCKET_MAX_MESSAGE_BYTES = max(ASR_MAX_MESSAGE_BYTES, TTS_MAX_MESSAGE_BYTES)
 # Both set: the gateway serves https/wss itself (veena_site/endpoints.py); neither: plain http/ws.
 TLS_CERT_FILE = env("TLS_CERT_FILE", default="")
 TLS_KEY_FILE = env("TLS_KEY_FILE", default="")
-
-# Accounts (specs/accounts.md §12).
-API_KEY_PREFIX = env("API_KEY_PREFIX", default="vk_live_")
-DEFAULT_PLAN_NAME = env("DEFAULT_PLAN_NAME", default="default")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -281,6 +283,32 @@ STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(
     exist_ok=True
 )  # whitenoise also serves collectstatic output from here
+# Served from each app's static/ without collectstatic (whitenoise finders).
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+CACHES: dict[str, dict[str, Any]] = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": f"{REDIS_KEY_PREFIX}cache",
+    }
+    if REDIS_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
+# Dashboard (specs/accounts.md §10): sign-in, password reset by email, quota alerts.
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "dashboard:index"
+LOGOUT_REDIRECT_URL = "dashboard:login"
+EMAIL_BACKEND = env(
+    "EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_HOST = env("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="veena@localhost")
 
 LOG_FORMAT = env("LOG_FORMAT", default="json" if PRODUCTION else "text")
 LOG_LEVEL = env("LOG_LEVEL", default="INFO")
@@ -311,168 +339,3 @@ LOGGING = {
         "faster_whisper": {"level": "WARNING"},
     },
 }
-ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=1.0)
-ASR_UNFIXED_WORDS = env.int("ASR_UNFIXED_WORDS", default=3)
-# Issue 13: a commit whose audio after the last chunk decode is silence (below ASR_SILENCE_DBFS)
-# completes with that decode instead of a second full decode; a chunk decode also starts once
-# ASR_PAUSE_DECODE_S of silence follows speech the last decode did not cover (0: never).
-ASR_FINAL_REUSE = env.bool("ASR_FINAL_REUSE", default=True)
-ASR_SILENCE_DBFS = env.float("ASR_SILENCE_DBFS", default=-50.0)
-ASR_PAUSE_DECODE_S = env.float("ASR_PAUSE_DECODE_S", default=0.2)
-# A shorter re-decode cadence while no other decode of the worker runs (CPU to spare).
-ASR_CHUNK_MIN_S = env.float("ASR_CHUNK_MIN_S", default=1.0)
-# Kinds this gateway serves; /readyz needs a live worker for each of them.
-GATEWAY_KINDS = env.list("GATEWAY_KINDS", default=["tts", "asr"])
-# Test-only knob: seconds the fake TTS engine waits per 100 ms chunk.
-FAKE_TTS_CHUNK_DELAY_S = env.float("FAKE_TTS_CHUNK_DELAY_S", default=0.0)
-USAGE_STALE_SECONDS = env.int("USAGE_STALE_SECONDS", default=15)
-ROLLUP_LOOKBACK_HOURS = env.int("ROLLUP_LOOKBACK_HOURS", default=3)
-# Realtime ASR settings named by specs/realtime-asr.md §2.2 that were still missing.
-ASR_DIALECT = env("ASR_DIALECT", default="auto")
-ASR_DEFAULT_TURN_DETECTION = env.json("ASR_DEFAULT_TURN_DETECTION", default=None)
-ASR_TRIM_NONSPEECH = env.bool("ASR_TRIM_NONSPEECH", default=True)
-ASR_PRECOMMIT_DELTAS = env.bool("ASR_PRECOMMIT_DELTAS", default=True)
-ASR_UNFIXED_CHUNKS = env.int("ASR_UNFIXED_CHUNKS", default=2)
-ASR_WINDOW_S = env.float("ASR_WINDOW_S", default=28.0)
-# ASR_ENGINE=vllm: Whisper on vLLM (shared/specs/engines.md §3-4). Unset ASR_VLLM_MODEL: the
-# bundled tiny.en, converted once into DATA_DIR/models (prepare_whisper_hf).
-ASR_VLLM_MODEL = env("ASR_VLLM_MODEL", default="")
-ASR_VLLM_DTYPE = env("ASR_VLLM_DTYPE", default="auto")
-ASR_VLLM_MAX_NUM_SEQS = env.int("ASR_VLLM_MAX_NUM_SEQS", default=16)
-ASR_VLLM_KV_CACHE_GIB = env.float("ASR_VLLM_KV_CACHE_GIB", default=1.0)
-ASR_VLLM_MAX_MODEL_LEN = env.int("ASR_VLLM_MAX_MODEL_LEN", default=None)
-ASR_VLLM_MAX_NUM_BATCHED_TOKENS = env.int(
-    "ASR_VLLM_MAX_NUM_BATCHED_TOKENS", default=None
-)
-ASR_VLLM_ENFORCE_EAGER = env.bool("ASR_VLLM_ENFORCE_EAGER", default=True)
-ASR_VLLM_PRIORITY = env.bool("ASR_VLLM_PRIORITY", default=True)
-ASR_VLLM_ENGINE_ARGS = env.json("ASR_VLLM_ENGINE_ARGS", default={})
-# TTS settings of specs/tts-ws.md §14 not listed above.
-TTS_DRAIN_S = env.float("TTS_DRAIN_S", default=30.0)
-TTS_SEGMENT_MIN_CHARS = env.int("TTS_SEGMENT_MIN_CHARS", default=20)
-TTS_SEGMENT_MAX_CHARS = env.int("TTS_SEGMENT_MAX_CHARS", default=200)
-# Unset: the engine's default (piper 0, vllm-snac 80).
-TTS_SEGMENT_PAUSE_MS = env.int("TTS_SEGMENT_PAUSE_MS", default=None)
-TTS_MAX_BUFFER_DELAY_MS = env.int("TTS_MAX_BUFFER_DELAY_MS", default=3000)
-TTS_INPUT_IDLE_S = env.float("TTS_INPUT_IDLE_S", default=30.0)
-TTS_CANCEL_DEADLINE_MS = env.int("TTS_CANCEL_DEADLINE_MS", default=200)
-TTS_REST_TIMEOUT_S = env.float("TTS_REST_TIMEOUT_S", default=300.0)
-# {"<engine>": {"<alias>": "<voice id>"}} merged over the S3 tables.
-TTS_SPEAKER_ALIASES = env.json("TTS_SPEAKER_ALIASES", default={})
-# OpenAI-compatible REST (openai_rest): model aliases of the TTS engine, OpenAI voice names
-# mapped to our speakers (unmapped ones speak with the default speaker), and the caps.
-OPENAI_TTS_MODEL_ALIASES = env.list(
-    "OPENAI_TTS_MODEL_ALIASES", default=["tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
-)
-OPENAI_TTS_VOICES = env.json("OPENAI_TTS_VOICES", default={})
-OPENAI_SPEECH_MAX_INPUT_CHARS = env.int("OPENAI_SPEECH_MAX_INPUT_CHARS", default=4096)
-OPENAI_TRANSCRIBE_MAX_BYTES = env.int(
-    "OPENAI_TRANSCRIBE_MAX_BYTES", default=25 * 1024 * 1024
-)
-OPENAI_TRANSCRIBE_MAX_SECONDS = env.float(
-    "OPENAI_TRANSCRIBE_MAX_SECONDS", default=1500.0
-)
-OPENAI_TRANSCRIBE_TIMEOUT_S = env.float("OPENAI_TRANSCRIBE_TIMEOUT_S", default=600.0)
-
-# TTS_ENGINE=vllm: a Veena/Orpheus-style checkpoint on vLLM, decoded by SNAC (engines §5).
-# Both models are local directories; nothing is downloaded.
-TTS_VLLM_MODEL = env("TTS_VLLM_MODEL", default="")
-TTS_VLLM_RECIPE = env("TTS_VLLM_RECIPE", default="veena")  # veena | orpheus
-TTS_VLLM_VOICES = env.list("TTS_VLLM_VOICES", default=[])  # empty: the recipe's voices
-TTS_VLLM_DTYPE = env("TTS_VLLM_DTYPE", default="auto")
-TTS_VLLM_MAX_NUM_SEQS = env.int("TTS_VLLM_MAX_NUM_SEQS", default=TTS_WORKER_SLOTS)
-TTS_VLLM_MAX_MODEL_LEN = env.int("TTS_VLLM_MAX_MODEL_LEN", default=4096)
-TTS_VLLM_KV_CACHE_GIB = env.int("TTS_VLLM_KV_CACHE_GIB", default=4)
-# Unset: eager on CPU, CUDA graphs on a GPU.
-TTS_VLLM_ENFORCE_EAGER = env.bool("TTS_VLLM_ENFORCE_EAGER", default=None)
-# Sample only the next slot's audio ids (a constraint; the tiny test model needs it).
-TTS_VLLM_FORCE_SLOT_ORDER = env.bool("TTS_VLLM_FORCE_SLOT_ORDER", default=False)
-# VLLM_CPU_OMP_THREADS_BIND for the CPU build: "auto" gives vLLM's worker one core.
-TTS_VLLM_CPU_THREADS_BIND = env("TTS_VLLM_CPU_THREADS_BIND", default="auto")
-TTS_SNAC_MODEL = env("TTS_SNAC_MODEL", default="")
-# Random weights when the directory has only config.json: tests and benchmarks only.
-TTS_SNAC_RANDOM_INIT = env.bool("TTS_SNAC_RANDOM_INIT", default=False)
-TTS_SNAC_DEVICE = env("TTS_SNAC_DEVICE", default="auto")  # auto: cuda when available
-TTS_SNAC_NOISE = env.bool("TTS_SNAC_NOISE", default=True)
-TTS_SNAC_MAX_BATCH = env.int("TTS_SNAC_MAX_BATCH", default=64)
-TTS_SNAC_BATCH_TIMEOUT_MS = env.float("TTS_SNAC_BATCH_TIMEOUT_MS", default=2.0)
-# Most frames one window emits when the decoder lags; 0: 1 on CUDA (windows then never depend
-# on token timing, so seeded audio repeats exactly), 8 on CPU (fewer, longer decodes).
-TTS_SNAC_MAX_STEP = env.int("TTS_SNAC_MAX_STEP", default=0)
-TTS_SNAC_THREADS = env.int("TTS_SNAC_THREADS", default=max(1, CPU_COUNT - 1))
-
-# Accounts limits, metering and periodic jobs (specs/accounts.md §5, §6, §8, §12).
-from celery.schedules import crontab  # noqa: E402  (this section is appended)
-
-REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="veena:")
-API_KEY_CACHE_SECONDS = env.float("API_KEY_CACHE_SECONDS", default=30.0)
-# Embedded default: how often key versions are copied from the database into the in-process
-# limits store, so a revocation by another process stops its streams within a second.
-KEY_VERSION_SYNC_S = env.float("KEY_VERSION_SYNC_S", default=0.25)
-LEASE_TTL_SECONDS = env.float("LEASE_TTL_SECONDS", default=30.0)
-LEASE_RENEW_SECONDS = env.float("LEASE_RENEW_SECONDS", default=10.0)
-USAGE_CHECKPOINT_SECONDS = env.float("USAGE_CHECKPOINT_SECONDS", default=5.0)
-ASR_QUOTA_CHUNK_MS = env.int("ASR_QUOTA_CHUNK_MS", default=10_000)
-USAGE_RECORD_RETENTION_DAYS = env.int("USAGE_RECORD_RETENTION_DAYS", default=90)
-CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULE = {
-    "accounts.reap_abandoned_usage": {
-        "task": "accounts.reap_abandoned_usage",
-        "schedule": 30.0,
-    },
-    "accounts.sweep_leases": {"task": "accounts.sweep_leases", "schedule": 60.0},
-    "accounts.rollup_usage_hourly": {
-        "task": "accounts.rollup_usage_hourly",
-        "schedule": 300.0,
-    },
-    "accounts.rollup_usage_daily": {
-        "task": "accounts.rollup_usage_daily",
-        "schedule": 900.0,
-    },
-    "accounts.reconcile_quota_mirror": {
-        "task": "accounts.reconcile_quota_mirror",
-        "schedule": 300.0,
-    },
-    "accounts.purge_usage_records": {
-        "task": "accounts.purge_usage_records",
-        "schedule": crontab(hour=3, minute=17),
-    },
-}
-# Admin login throttling (accounts.login_throttle), counted in Django's cache.
-ADMIN_LOGIN_MAX_FAILURES = env.int("ADMIN_LOGIN_MAX_FAILURES", default=5)
-ADMIN_LOGIN_MAX_FAILURES_PER_IP = env.int("ADMIN_LOGIN_MAX_FAILURES_PER_IP", default=20)
-ADMIN_LOGIN_LOCKOUT_S = env.int("ADMIN_LOGIN_LOCKOUT_S", default=900)
-CACHES: dict[str, dict[str, Any]] = {
-    "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": REDIS_URL,
-        "KEY_PREFIX": f"{REDIS_KEY_PREFIX}cache",
-    }
-    if REDIS_URL
-    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-}
-# Idle limit of a keep-alive TTS stream between requests (accounts §12, tts K5).
-WS_IDLE_TIMEOUT_SECONDS = env.float("WS_IDLE_TIMEOUT_SECONDS", default=30.0)
-
-# Dashboard (specs/accounts.md §10): sign-in, password reset by email, quota alerts.
-LOGIN_URL = "dashboard:login"
-LOGIN_REDIRECT_URL = "dashboard:index"
-LOGOUT_REDIRECT_URL = "dashboard:login"
-EMAIL_BACKEND = env(
-    "EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend"
-)
-EMAIL_HOST = env("EMAIL_HOST", default="localhost")
-EMAIL_PORT = env.int("EMAIL_PORT", default=25)
-EMAIL_HOST_USER = env("EMAIL_HOST_USER", default="")
-EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", default="")
-EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
-DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="veena@localhost")
-# Served from each app's static/ without collectstatic (whitenoise finders).
-WHITENOISE_USE_FINDERS = True
-WHITENOISE_AUTOREFRESH = DEBUG
-CELERY_BEAT_SCHEDULE["accounts.check_quota_alerts"] = {
-    "task": "accounts.check_quota_alerts",
-    "schedule": 300.0,
-}
-# Playground (/playground/): how long a minted browser token admits connections (accounts.tokens).
-PLAYGROUND_TOKEN_TTL_SECONDS = env.int("PLAYGROUND_TOKEN_TTL_SECONDS", default=600)

@@ -1,0 +1,90 @@
+"""Settings of the worker side: which engines run, their slots and threads, how they decode.
+
+Read by ``veena_site.runtime``, ``tts.engines``, ``asr.engines`` and the worker-side jobs
+(``tts.jobs``, ``asr.jobs``); the gateway-side limits of each endpoint are in
+``veena_site/settings.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from veena_site.conf.environment import env
+
+TTS_ENGINE = env("TTS_ENGINE", default="piper")
+ASR_ENGINE = env("ASR_ENGINE", default="faster_whisper")
+CPU_COUNT = os.cpu_count() or 1
+# tts Q1: Piper 8 per core; vllm-snac 4 until a measured run says otherwise (engines §5.7).
+TTS_WORKER_SLOTS = env.int(
+    "TTS_WORKER_SLOTS", default=4 if TTS_ENGINE == "vllm" else 8 * CPU_COUNT
+)
+ASR_WORKER_SLOTS = env.int("ASR_WORKER_SLOTS", default=16)
+ENGINE_THREADS = env.int("ENGINE_THREADS", default=CPU_COUNT)
+# Test-only knob: seconds the fake TTS engine waits per 100 ms chunk.
+FAKE_TTS_CHUNK_DELAY_S = env.float("FAKE_TTS_CHUNK_DELAY_S", default=0.0)
+
+# Piper's ONNX sessions by intra-op threads (issue 13): empty = ENGINE_THREADS and 1, so a lone
+# stream uses every core and many streams one each; a 1-thread session is always added.
+TTS_PIPER_SESSION_THREADS = [
+    int(n) for n in env.list("TTS_PIPER_SESSION_THREADS", default=[])
+]
+TTS_PIPER_SPINNING = env.bool("TTS_PIPER_SPINNING", default=False)
+TTS_PIPER_WAIT_FOR_CORES = env.bool("TTS_PIPER_WAIT_FOR_CORES", default=True)
+TTS_PIPER_SHARE_HOLD_S = env.float("TTS_PIPER_SHARE_HOLD_S", default=1.0)
+# Unset: the engine's default (piper 0, vllm-snac 80).
+TTS_SEGMENT_PAUSE_MS = env.int("TTS_SEGMENT_PAUSE_MS", default=None)
+
+# TTS_ENGINE=vllm: a Veena/Orpheus-style checkpoint on vLLM, decoded by SNAC (engines §5).
+# Both models are local directories; nothing is downloaded.
+TTS_VLLM_MODEL = env("TTS_VLLM_MODEL", default="")
+TTS_VLLM_RECIPE = env("TTS_VLLM_RECIPE", default="veena")  # veena | orpheus
+TTS_VLLM_VOICES = env.list("TTS_VLLM_VOICES", default=[])  # empty: the recipe's voices
+TTS_VLLM_DTYPE = env("TTS_VLLM_DTYPE", default="auto")
+TTS_VLLM_MAX_NUM_SEQS = env.int("TTS_VLLM_MAX_NUM_SEQS", default=TTS_WORKER_SLOTS)
+TTS_VLLM_MAX_MODEL_LEN = env.int("TTS_VLLM_MAX_MODEL_LEN", default=4096)
+TTS_VLLM_KV_CACHE_GIB = env.int("TTS_VLLM_KV_CACHE_GIB", default=4)
+# Unset: eager on CPU, CUDA graphs on a GPU.
+TTS_VLLM_ENFORCE_EAGER = env.bool("TTS_VLLM_ENFORCE_EAGER", default=None)
+# Sample only the next slot's audio ids (a constraint; the tiny test model needs it).
+TTS_VLLM_FORCE_SLOT_ORDER = env.bool("TTS_VLLM_FORCE_SLOT_ORDER", default=False)
+# VLLM_CPU_OMP_THREADS_BIND for the CPU build: "auto" gives vLLM's worker one core.
+TTS_VLLM_CPU_THREADS_BIND = env("TTS_VLLM_CPU_THREADS_BIND", default="auto")
+TTS_SNAC_MODEL = env("TTS_SNAC_MODEL", default="")
+# Random weights when the directory has only config.json: tests and benchmarks only.
+TTS_SNAC_RANDOM_INIT = env.bool("TTS_SNAC_RANDOM_INIT", default=False)
+TTS_SNAC_DEVICE = env("TTS_SNAC_DEVICE", default="auto")  # auto: cuda when available
+TTS_SNAC_NOISE = env.bool("TTS_SNAC_NOISE", default=True)
+TTS_SNAC_MAX_BATCH = env.int("TTS_SNAC_MAX_BATCH", default=64)
+TTS_SNAC_BATCH_TIMEOUT_MS = env.float("TTS_SNAC_BATCH_TIMEOUT_MS", default=2.0)
+# Most frames one window emits when the decoder lags; 0: 1 on CUDA (windows then never depend
+# on token timing, so seeded audio repeats exactly), 8 on CPU (fewer, longer decodes).
+TTS_SNAC_MAX_STEP = env.int("TTS_SNAC_MAX_STEP", default=0)
+TTS_SNAC_THREADS = env.int("TTS_SNAC_THREADS", default=max(1, CPU_COUNT - 1))
+
+# How a streaming ASR job decodes (asr.jobs).
+ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=1.0)
+# A shorter re-decode cadence while no other decode of the worker runs (CPU to spare).
+ASR_CHUNK_MIN_S = env.float("ASR_CHUNK_MIN_S", default=1.0)
+ASR_WINDOW_S = env.float("ASR_WINDOW_S", default=28.0)
+ASR_UNFIXED_WORDS = env.int("ASR_UNFIXED_WORDS", default=3)
+ASR_UNFIXED_CHUNKS = env.int("ASR_UNFIXED_CHUNKS", default=2)
+# Issue 13: a commit whose audio after the last chunk decode is silence (below ASR_SILENCE_DBFS)
+# completes with that decode instead of a second full decode; a chunk decode also starts once
+# ASR_PAUSE_DECODE_S of silence follows speech the last decode did not cover (0: never).
+ASR_FINAL_REUSE = env.bool("ASR_FINAL_REUSE", default=True)
+ASR_SILENCE_DBFS = env.float("ASR_SILENCE_DBFS", default=-50.0)
+ASR_PAUSE_DECODE_S = env.float("ASR_PAUSE_DECODE_S", default=0.2)
+
+# ASR_ENGINE=vllm: Whisper on vLLM (shared/specs/engines.md §3-4). Unset ASR_VLLM_MODEL: the
+# bundled tiny.en, converted once into DATA_DIR/models (prepare_whisper_hf).
+ASR_VLLM_MODEL = env("ASR_VLLM_MODEL", default="")
+ASR_VLLM_DTYPE = env("ASR_VLLM_DTYPE", default="auto")
+ASR_VLLM_MAX_NUM_SEQS = env.int("ASR_VLLM_MAX_NUM_SEQS", default=16)
+ASR_VLLM_KV_CACHE_GIB = env.float("ASR_VLLM_KV_CACHE_GIB", default=1.0)
+ASR_VLLM_MAX_MODEL_LEN = env.int("ASR_VLLM_MAX_MODEL_LEN", default=None)
+ASR_VLLM_MAX_NUM_BATCHED_TOKENS = env.int(
+    "ASR_VLLM_MAX_NUM_BATCHED_TOKENS", default=None
+)
+ASR_VLLM_ENFORCE_EAGER = env.bool("ASR_VLLM_ENFORCE_EAGER", default=True)
+ASR_VLLM_PRIORITY = env.bool("ASR_VLLM_PRIORITY", default=True)
+ASR_VLLM_ENGINE_ARGS = env.json("ASR_VLLM_ENGINE_ARGS", default={})

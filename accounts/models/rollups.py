@@ -10,6 +10,19 @@ from accounts.models.accounts import Account
 from accounts.models.api_keys import ApiKey
 from accounts.models.choices import Endpoint, Granularity, Route
 
+# The columns that name one UsageRollup row, and one AccountRollup row (no key column).
+ROLLUP_KEY = (
+    "granularity",
+    "bucket_start",
+    "account",
+    "api_key",
+    "endpoint",
+    "route",
+    "model",
+    "error_code",
+)
+ACCOUNT_ROLLUP_KEY = tuple(name for name in ROLLUP_KEY if name != "api_key")
+
 
 class RollupMeasures(models.Model):
     """What a rollup row sums (accounts §7, G3), shared by the key and account rollups."""
@@ -62,17 +75,7 @@ class UsageRollup(RollupMeasures):
         constraints = [
             # Every key column is NOT NULL, so PostgreSQL cannot let duplicates in (G2).
             models.UniqueConstraint(
-                fields=[
-                    "granularity",
-                    "bucket_start",
-                    "account",
-                    "api_key",
-                    "endpoint",
-                    "route",
-                    "model",
-                    "error_code",
-                ],
-                name="acct_rollup_key_unique",
+                fields=list(ROLLUP_KEY), name="acct_rollup_key_unique"
             )
         ]
         indexes = [
@@ -97,16 +100,7 @@ class AccountRollup(RollupMeasures):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=[
-                    "granularity",
-                    "bucket_start",
-                    "account",
-                    "endpoint",
-                    "route",
-                    "model",
-                    "error_code",
-                ],
-                name="acct_account_rollup_unique",
+                fields=list(ACCOUNT_ROLLUP_KEY), name="acct_account_rollup_unique"
             )
         ]
         indexes = [

@@ -33,21 +33,17 @@ from django.utils import timezone
 
 from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, bin_range
 from accounts.models.choices import Granularity, UsageStatus
-from accounts.models.rollups import AccountRollup, RollupMeasures, UsageRollup
+from accounts.models.rollups import (
+    ACCOUNT_ROLLUP_KEY,
+    ROLLUP_KEY,
+    AccountRollup,
+    RollupMeasures,
+    UsageRollup,
+)
 from accounts.models.usage import UsageRecord
 
 logger = logging.getLogger(__name__)
 
-KEY_FIELDS = (
-    "granularity",
-    "bucket_start",
-    "account",
-    "api_key",
-    "endpoint",
-    "route",
-    "model",
-    "error_code",
-)
 GROUP_FIELDS = ("account_id", "api_key_id", "endpoint", "route", "model", "error_code")
 SUM_FIELDS = (
     "requests",
@@ -246,7 +242,7 @@ def _upsert(
         str(meta.get_field(names.get(alias, alias).removesuffix("_id")).column)  # type: ignore[union-attr]
         for _, _, alias in compiler.select
     ]
-    key_fields = [f for f in KEY_FIELDS if target is UsageRollup or f != "api_key"]
+    key_fields = ROLLUP_KEY if target is UsageRollup else ACCOUNT_ROLLUP_KEY
     keys = [str(meta.get_field(f).column) for f in key_fields]  # type: ignore[union-attr]
     update = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in keys)
     sql = (

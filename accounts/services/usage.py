@@ -126,16 +126,21 @@ def _create(record: NewRecord, counters: UsageCounters, now: datetime) -> UsageR
     return created
 
 
+def _create_once(record: NewRecord, counters: UsageCounters, now: datetime) -> bool:
+    """Create the record unless it exists (a replay); inside the caller's transaction."""
+    if UsageRecord.objects.filter(pk=record.id).exists():
+        return False
+    _create(record, counters, now)
+    return True
+
+
 def usage_open(
     *, record: NewRecord, counters: UsageCounters, now: datetime | None = None
 ) -> bool:
     """Commit the record with ``status=started`` (U2); False if it already exists."""
     now = now or timezone.now()
     with transaction.atomic():
-        if UsageRecord.objects.filter(pk=record.id).exists():
-            return False
-        _create(record, counters, now)
-    return True
+        return _create_once(record, counters, now)
 
 
 def _update_started(
@@ -226,10 +231,9 @@ def usage_record_finished(
     """Create and finalize a record in one transaction: usage that was never opened."""
     now = now or timezone.now()
     with transaction.atomic():
-        if UsageRecord.objects.filter(pk=record.id).exists():
-            return False
-        _create(record, UsageCounters(), now)
-        return usage_finish(record_id=record.id, counters=counters, end=end, now=now)
+        return _create_once(record, UsageCounters(), now) and usage_finish(
+            record_id=record.id, counters=counters, end=end, now=now
+        )
 
 
 def usage_counters(*, record_id: UUID) -> UsageCounters | None:

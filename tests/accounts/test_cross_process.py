@@ -75,6 +75,7 @@ def test_a6_e7_revocation_reaches_another_process_within_1s(gateway) -> None:
     revoker = gateway("revoke", {"raw": key["raw"], "key_id": key["id"]})
     watcher.until("ready")
     revoker.until("ready")
+    watcher.send()
     revoker.send()
     revoked = revoker.until("revoked")
     stopped = watcher.until("stream_stopped")

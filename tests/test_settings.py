@@ -143,7 +143,7 @@ def test_postgres_and_redis_when_set(
     got = probe(tmp_path, REDIS_URL=redis_url, DATABASE_URL=postgres_url)
     assert got == {
         "db": "django.db.backends.postgresql",
-        "layer": "channels_redis.core.RedisChannelLayer",
+        "layer": "gateway.process_layer.ProcessChannelLayer",
         "broker": redis_url,
         "eager": False,
     }

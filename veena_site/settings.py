@@ -156,7 +156,7 @@ WORKER_CHANNEL_CAPACITIES = {
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "gateway.process_layer.ProcessChannelLayer",
             "CONFIG": {
                 "hosts": [
                     redis_host(REDIS_URL, socket_timeout_s=REDIS_SOCKET_TIMEOUT_S)

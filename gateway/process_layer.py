@@ -199,8 +199,10 @@ class ProcessChannelLayer(RedisChannelLayer):  # type: ignore[misc]
                 waiter.set_result(message)
                 return
         if len(inbox.messages) >= self.get_capacity(channel):
-            (inbox.messages.pop if front else inbox.messages.popleft)()
             logger.warning("channel %s full: its oldest message dropped", channel)
+            if front:
+                return  # the message given back is the oldest
+            inbox.messages.popleft()
         entry = (time.monotonic(), message)
         if front:
             inbox.messages.appendleft(entry)

@@ -20,7 +20,8 @@ receiver (between two pops, never by cancellation); when it fails (Redis down) e
 receive raises its error, as the plain layer's would, and the next receive starts a new one.
 Messages nobody takes are dropped after the layer's ``expiry``, and an inbox keeps at most its
 channel's capacity (the oldest go first, as channels-redis' ``BoundedQueue``). Channels without
-``!`` (the worker queues) keep channels-redis' own receive.
+``!`` (the worker queues) keep channels-redis' own receive. Commands wait for a free pooled
+connection rather than fail when all are busy.
 """
 
 from __future__ import annotations
@@ -33,18 +34,21 @@ import uuid
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer
+from redis import asyncio as aioredis
 
 logger = logging.getLogger(__name__)
 
 READER_WAIT_S = 1  # one BZPOPMIN of the reader: how soon it sees it is idle
 READER_IDLE_S = 5.0  # a reader with no receiver for this long ends
 READER_BATCH = 100  # messages taken per round trip after a blocking pop
+POOL_CONNECTIONS = 200  # per event loop; beyond them a command waits for a free one
+POOL_WAIT_S = 10.0  # then fails with redis.ConnectionError
 
 
 class _Inbox:
     """One process-specific channel's undelivered messages and waiting receives."""
 
-    __slots__ = ("messages", "waiters")
+    __slots__ = ("messages", "waiters", "dropped")
 
     def __init__(self) -> None:
         self.messages: collections.deque[tuple[float, dict[str, Any]]] = (
@@ -53,6 +57,7 @@ class _Inbox:
         self.waiters: collections.deque[asyncio.Future[dict[str, Any]]] = (
             collections.deque()
         )
+        self.dropped = 0
 
 
 class ProcessChannelLayer(RedisChannelLayer):  # type: ignore[misc]
@@ -79,6 +84,18 @@ class ProcessChannelLayer(RedisChannelLayer):  # type: ignore[misc]
                 if pattern.match(local):
                     return int(capacity)
         return int(super().get_capacity(channel))
+
+    def create_pool(self, index: int) -> Any:
+        """A pool whose callers wait for a free connection: redis-py 8's default pool holds
+        100 and raises ``MaxConnectionsError`` at once beyond them, which under load failed a
+        gateway's sends (and the streams they belonged to)."""
+        host = dict(self.hosts[index])
+        if "address" not in host:  # Sentinel and other entries: channels-redis' pool
+            return super().create_pool(index)
+        address = host.pop("address")
+        host.setdefault("max_connections", POOL_CONNECTIONS)
+        host.setdefault("timeout", POOL_WAIT_S)
+        return aioredis.BlockingConnectionPool.from_url(address, **host)
 
     def buffered_channels(self) -> int:
         """How many process-specific channels hold messages or receives (tests, metrics)."""
@@ -199,7 +216,9 @@ class ProcessChannelLayer(RedisChannelLayer):  # type: ignore[misc]
                 waiter.set_result(message)
                 return
         if len(inbox.messages) >= self.get_capacity(channel):
-            logger.warning("channel %s full: its oldest message dropped", channel)
+            if not inbox.dropped:  # once per inbox: a consumer that stopped reading
+                logger.warning("channel %s full: its oldest messages dropped", channel)
+            inbox.dropped += 1
             if front:
                 return  # the message given back is the oldest
             inbox.messages.popleft()

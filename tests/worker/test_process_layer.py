@@ -132,6 +132,31 @@ async def test_the_plain_layer_starves_a_second_prefix(redis_url: str) -> None:
         await plain.flush()
 
 
+async def test_sends_wait_for_a_free_connection(redis_url: str) -> None:
+    """Beyond the pool's connections a command waits; redis-py's default pool raised
+    ``MaxConnectionsError`` (a gateway's sends failed under load)."""
+    entry = {**redis_host(redis_url, socket_timeout_s=30), "max_connections": 2}
+    layers = [
+        cls(hosts=[entry], prefix=f"t-{uuid.uuid4().hex[:8]}")
+        for cls in (ProcessChannelLayer, RedisChannelLayer)
+    ]
+    try:
+        for target in layers:
+            channel = await target.new_channel()
+            sends = [target.send(channel, {"type": "t.n", "n": n}) for n in range(30)]
+            results = await asyncio.gather(*sends, return_exceptions=True)
+            failed = [r for r in results if isinstance(r, redis.MaxConnectionsError)]
+            if isinstance(target, ProcessChannelLayer):
+                assert results == [None] * 30
+            else:
+                assert failed, (
+                    "the plain layer's pool no longer raises: drop the override"
+                )
+    finally:
+        for target in layers:
+            await target.flush()
+
+
 async def test_capacity_patterns_match_the_prefix(redis_url: str) -> None:
     sized = make(ProcessChannelLayer, redis_url, channel_capacity={"worker.*": 7})
     assert sized.get_capacity(await sized.new_channel("worker.")) == 7

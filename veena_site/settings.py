@@ -21,6 +21,7 @@ from gateway.redis_layer import redis_host
 # Whole areas, each in its own module that reads its own variables (veena_site/conf):
 from veena_site.conf.accounts import *  # noqa: F403  keys, limits, metering, periodic jobs
 from veena_site.conf.engines import *  # noqa: F403  the worker's engines, slots, decoding
+from veena_site.conf.engines import ASR_WORKER_SLOTS, TTS_WORKER_SLOTS  # sizes the worker channel
 from veena_site.conf.environment import PRODUCTION, env
 from veena_site.conf.secret_key import embedded_secret_key
 
@@ -122,7 +123,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Channel layer: in-process without Redis (embedded default), channels-redis core layer with it.
+# Channel layer: in-process without Redis (embedded default), gateway.process_layer with it.
 REDIS_URL = env("REDIS_URL", default="")
 # Prefix of every Redis key of the limits store and the cache.
 REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="veena:")
@@ -141,7 +142,7 @@ WORKER_CHANNEL_CAPACITIES = {
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "gateway.process_layer.ProcessChannelLayer",
             "CONFIG": {
                 "hosts": [
                     redis_host(REDIS_URL, socket_timeout_s=REDIS_SOCKET_TIMEOUT_S)
@@ -179,6 +180,19 @@ CELERY_TIMEZONE = "UTC"
 WORKER_KINDS = env.list("WORKER_KINDS", default=["tts", "asr"])
 # Kinds this gateway serves; /readyz needs a live worker for each of them.
 GATEWAY_KINDS = env.list("GATEWAY_KINDS", default=["tts", "asr"])
+# Each worker's own channel ("worker.", veena_site.worker) takes every running job's acks,
+# keepalives, cancels and ASR audio: room for WORKER_CHANNEL_PER_JOB messages per slot. At the
+# shared default it filled at ~40 concurrent jobs; ProcessChannelLayer gives the prefix its
+# own capacity without starving it behind the consumers' channels.
+WORKER_CHANNEL_PER_JOB = 16
+WORKER_OWN_CHANNEL_CAPACITY = env.int(
+    "WORKER_OWN_CHANNEL_CAPACITY",
+    default=max(
+        WORKER_CHANNEL_CAPACITY,
+        WORKER_CHANNEL_PER_JOB * (TTS_WORKER_SLOTS + ASR_WORKER_SLOTS),
+    ),
+)
+WORKER_CHANNEL_CAPACITIES["worker.*"] = WORKER_OWN_CHANNEL_CAPACITY
 WORKER_HEARTBEAT_S = env.float("WORKER_HEARTBEAT_S", default=1.0)
 WORKER_TTL_S = env.float("WORKER_TTL_S", default=5.0)
 # Where a job's first message goes (gateway.placement): "least_loaded" sends it to the live

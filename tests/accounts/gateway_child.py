@@ -89,7 +89,8 @@ async def watch(args: dict[str, Any]) -> None:
     """Hold a stream and re-check it every 50 ms, connecting anew each time too (A6, E7)."""
     stream = await admit(scope(args["raw"]), endpoint="asr")
     say(ready=True)
-    await wait_for_stdin()  # "go": the revoker is ready too, so the deadline is the watch's own
+    # "go": the revoker is ready too, so the deadline is the watch's own
+    await wait_for_stdin()
     stream_stopped = connect_refused = None
     deadline = time.monotonic() + args.get("seconds", 10)
     while time.monotonic() < deadline and not (stream_stopped and connect_refused):

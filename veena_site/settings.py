@@ -21,7 +21,10 @@ from gateway.redis_layer import redis_host
 # Whole areas, each in its own module that reads its own variables (veena_site/conf):
 from veena_site.conf.accounts import *  # noqa: F403  keys, limits, metering, periodic jobs
 from veena_site.conf.engines import *  # noqa: F403  the worker's engines, slots, decoding
-from veena_site.conf.engines import ASR_WORKER_SLOTS, TTS_WORKER_SLOTS  # sizes the worker channel
+from veena_site.conf.engines import (  # sizes the worker channel
+    ASR_WORKER_SLOTS,
+    TTS_WORKER_SLOTS,
+)
 from veena_site.conf.environment import PRODUCTION, env
 from veena_site.conf.secret_key import embedded_secret_key
 

@@ -23,7 +23,7 @@ from django.conf import settings
 from gateway.jobclient import TIMER, Outcome, Phase, WorkerLink
 from gateway.receiving import receive_until
 from tts.errors import outcome_error
-from tts.messages import TtsAck, TtsChunk, TtsDone, TtsSubmit, ack_interval
+from tts.messages import ChunkOrder, TtsAck, TtsChunk, TtsDone, TtsSubmit
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class ChannelJob:
     async def _chunks(
         self, link: WorkerLink, deadline: float
     ) -> AsyncGenerator[TtsChunk, None]:
-        next_seq = 0
+        order = ChunkOrder(window=settings.TTS_CHUNK_WINDOW)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -164,14 +164,13 @@ class ChannelJob:
                 continue
             elif kind == TtsChunk.TYPE:
                 chunk = TtsChunk.from_message(message)
-                if chunk.seq != next_seq:
+                if not order.take(chunk.seq):
                     raise JobError("INTERNAL_ERROR", "Audio stream interrupted")
-                next_seq += 1
-                if next_seq % ack_interval(settings.TTS_CHUNK_WINDOW) == 0:
+                if order.ack_due:
                     await link.send(TtsAck(job_id=chunk.job_id, seq=chunk.seq))
                 yield chunk
             elif kind == TtsDone.TYPE:
-                if TtsDone.from_message(message).chunks != next_seq:
+                if not order.complete(TtsDone.from_message(message).chunks):
                     raise JobError("INTERNAL_ERROR", "Audio stream interrupted")
                 return
             elif kind == "gpu.job.failed":

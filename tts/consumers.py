@@ -31,7 +31,7 @@ from tts.errors import denial_fail, outcome_error
 from tts.events import Complete, Error, ServerEvent, server_message
 from tts.incremental import IncrementalInput
 from tts.messages import TtsAck
-from tts.protocol import ProtocolError, TtsRequest
+from tts.protocol import TtsRequest
 from tts.requests import RequestPlan, start_on_stream
 from tts.session import ActiveRequest, RequestState, StreamState, TtsSession
 from tts.usage import TICK_S, TtsUsage, UsageStatus
@@ -143,21 +143,12 @@ class TtsConsumer(WorkerClientConsumer):
 
     async def start(self, req: TtsRequest) -> None:
         """L1 steps 4–8: K4's token, the shared start, K2–K3, the record, the submission."""
-        request_id = self.session.request_id_for(req)
-        request_id_var.set(request_id)
-        try:
-            plan, active = await start_on_stream(
-                self.session, self.usage, req, request_id
-            )
-        except ProtocolError as exc:
-            keep = req.keep_alive
-            await self.fail(stream.refusal(exc, request_id=request_id, keep_alive=keep))
+        started = await start_on_stream(self.session, self.usage, req)
+        if isinstance(started, outputs.Fail):
+            await self.fail(started)
             return
-        except AdmissionDenied as denied:  # K4: a per-request RPM denial is not fatal
-            fatal = False if denied.reason == "rate_limited" else None
-            await self.fail(denial_fail(denied, request_id=request_id, fatal=fatal))
-            return
-        self.plan, self.input = plan, IncrementalInput(active)
+        plan, self.plan = started.plan, started.plan
+        self.input = IncrementalInput(started.active)
         self.timers.disarm("request", "idle")
         await self.release_link()  # L1 step 8: admission at a worker (Q2–Q4)
         link = self.new_link(

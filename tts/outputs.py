@@ -12,7 +12,7 @@ from typing import Literal
 
 from gateway.contracts import Message
 from tts.events import Error, ServerEvent
-from tts.protocol import End, Flush, TextInput, TtsRequest
+from tts.protocol import End, Flush, ProtocolError, TextInput, TtsRequest
 
 WorkerKind = Literal["text", "flush", "end", "clear", "ack"]
 
@@ -83,6 +83,18 @@ class Fail:
     usage_error: str | None = None
     retry_after_ms: int | None = None
     valid_speakers: list[str] | None = None
+
+
+def refusal(exc: ProtocolError, *, request_id: str, keep_alive: bool | None) -> Fail:
+    """A message or request that cannot be used, as its §6 error."""
+    return Fail(
+        exc.code,
+        exc.message,
+        close_code=exc.close_code,
+        request_id=request_id,
+        keep_alive=keep_alive,
+        **exc.extra,
+    )
 
 
 def error_event(error: Fail, request_id: str, *, fatal: bool) -> Error:

@@ -16,9 +16,13 @@ from typing import Any
 
 from django.conf import settings
 
+from accounts.exceptions import AdmissionDenied
 from gateway import metrics
+from gateway.logs import request_id_var
 from tts.engines import EngineInfo
+from tts.errors import denial_fail
 from tts.messages import TtsSubmit, sampling_of
+from tts.outputs import Fail, refusal
 from tts.prepare import engine_info, prepare_segments, resolve_voice
 from tts.protocol import ProtocolError, TtsRequest
 from tts.session import ActiveRequest, TtsSession
@@ -69,31 +73,48 @@ async def plan_request(req: TtsRequest, request_id: str) -> RequestPlan:
     return RequestPlan(req, request_id, voice, info, segments)
 
 
-async def start_on_stream(
-    session: TtsSession, usage: TtsUsage, req: TtsRequest, request_id: str
-) -> tuple[RequestPlan, ActiveRequest]:
-    """A stream's request: K4's token for each after the first, the shared start, K2–K3 (it
-    becomes the stream's active request), then its record (Q7).
+@dataclass(frozen=True)
+class Started:
+    """A stream's request that is active and metered, ready to submit."""
 
-    Raises ProtocolError before it is active, ``AdmissionDenied`` before or after.
-    """
-    if session.requests_started:
-        await usage.take_request_token()
-    plan = await plan_request(req, request_id)
-    active = session.begin(
-        req,
-        request_id=request_id,
-        voice=plan.voice,
-        engine=plan.info.wire_name,
-        segment_chars=(settings.TTS_SEGMENT_MIN_CHARS, settings.TTS_SEGMENT_MAX_CHARS),
-        chunk_window=settings.TTS_CHUNK_WINDOW,
-    )
-    active.text_chars = len(req.text)
-    active.add_segments(plan.spans)
-    logger.info("tts request %s: %d chars", request_id, len(req.text))
-    metrics.REQUESTS.labels("tts").inc()
-    await open_usage(usage, plan)
-    return plan, active
+    plan: RequestPlan
+    active: ActiveRequest
+
+
+async def start_on_stream(
+    session: TtsSession, usage: TtsUsage, req: TtsRequest
+) -> Started | Fail:
+    """A stream's request: its id (X1, K3), K4's token for each after the first, the shared
+    start, K2–K3 (it becomes the stream's active request), then its record (Q7); or the
+    error that refused it."""
+    request_id = session.request_id_for(req)
+    request_id_var.set(request_id)
+    try:
+        if session.requests_started:
+            await usage.take_request_token()
+        plan = await plan_request(req, request_id)
+        active = session.begin(
+            req,
+            request_id=request_id,
+            voice=plan.voice,
+            engine=plan.info.wire_name,
+            segment_chars=(
+                settings.TTS_SEGMENT_MIN_CHARS,
+                settings.TTS_SEGMENT_MAX_CHARS,
+            ),
+            chunk_window=settings.TTS_CHUNK_WINDOW,
+        )
+        active.text_chars = len(req.text)
+        active.add_segments(plan.spans)
+        logger.info("tts request %s: %d chars", request_id, len(req.text))
+        metrics.REQUESTS.labels("tts").inc()
+        await open_usage(usage, plan)  # Q7: may refuse it before any audio
+    except ProtocolError as exc:
+        return refusal(exc, request_id=request_id, keep_alive=req.keep_alive)
+    except AdmissionDenied as denied:  # K4: a per-request RPM denial is not fatal
+        fatal = False if denied.reason == "rate_limited" else None
+        return denial_fail(denied, request_id=request_id, fatal=fatal)
+    return Started(plan, active)
 
 
 async def open_usage(usage: TtsUsage, plan: RequestPlan) -> None:

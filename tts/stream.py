@@ -24,6 +24,7 @@ from tts.outputs import (
     Send,
     SentTimer,
     Start,
+    refusal,
 )
 from tts.protocol import (
     Cancel,
@@ -110,18 +111,6 @@ def bad_message(session: TtsSession, exc: ProtocolError) -> list[Out]:
         return [Send(ServerWarning("IGNORED_MESSAGE", message))]
     rid = exc.request_id or session.request_id_for()
     return [refusal(exc, request_id=rid, keep_alive=exc.keep_alive)]
-
-
-def refusal(exc: ProtocolError, *, request_id: str, keep_alive: bool | None) -> Fail:
-    """A message or request that cannot be used, as its §6 error."""
-    return Fail(
-        exc.code,
-        exc.message,
-        close_code=exc.close_code,
-        request_id=request_id,
-        keep_alive=keep_alive,
-        **exc.extra,
-    )
 
 
 def second_request(request_id: str | None) -> Send:

@@ -83,8 +83,7 @@ async def speech(request: HttpRequest) -> HttpResponseBase:
     try:
         return await _start(request, request_id, usage)
     except asyncio.CancelledError:  # the client went away before the body started
-        await usage.finish(status="cancelled")
-        await asyncio.shield(usage.release())
+        await usage.end(status="cancelled")
         raise
     except Exception:  # boundary: one request
         logger.exception("speech request %s failed", request_id)

@@ -31,6 +31,16 @@ SPOOL_BYTES = 8 * 1024 * 1024  # H3: bodies above this go to a temporary file
 LINK_REPLIES = ("gpu.job.accepted", "gpu.job.busy", "gpu.job.not_ready")
 
 
+def link_options() -> dict[str, Any]:
+    """A TTS job's ``WorkerLink`` options (Q3, Z4), for the consumer and the REST client."""
+    return {
+        "kind": "tts",
+        "answer_ms": settings.TTS_WORKER_ANSWER_MS,
+        "wait_ms": settings.TTS_ADMISSION_WAIT_MS,
+        "stall_s": settings.TTS_WORKER_STALL_S,
+    }
+
+
 class JobError(Exception):
     """The job ended without audio: a §6 code and its fixed message."""
 
@@ -93,12 +103,7 @@ class ChannelJob:
         or TimeoutError past ``timeout_s``. Closing the iterator early stops the job."""
         self.channel = await self.layer.new_channel("tts-rest.")
         link = self.link = WorkerLink(
-            layer=self.layer,
-            own_channel=self.channel,
-            kind="tts",
-            answer_ms=settings.TTS_WORKER_ANSWER_MS,
-            wait_ms=settings.TTS_ADMISSION_WAIT_MS,
-            stall_s=settings.TTS_WORKER_STALL_S,
+            layer=self.layer, own_channel=self.channel, **link_options()
         )
         deadline = time.monotonic() + timeout_s
         try:

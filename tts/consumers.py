@@ -27,6 +27,7 @@ from gateway.jobclient import Outcome, Phase
 from gateway.logs import request_id_var
 from gateway.timers import NamedTimers, Ticker
 from tts import forwarding, outputs, stream
+from tts.client import link_options
 from tts.errors import denial_fail, outcome_error
 from tts.events import Complete, Error, ServerEvent, server_message
 from tts.incremental import IncrementalInput
@@ -151,12 +152,7 @@ class TtsConsumer(WorkerClientConsumer):
         self.input = IncrementalInput(started.active)
         self.timers.disarm("request", "idle")
         await self.release_link()  # L1 step 8: admission at a worker (Q2–Q4)
-        link = self.new_link(
-            kind="tts",
-            answer_ms=settings.TTS_WORKER_ANSWER_MS,
-            wait_ms=settings.TTS_ADMISSION_WAIT_MS,
-            stall_s=settings.TTS_WORKER_STALL_S,
-        )
+        link = self.new_link(**link_options())
         reply = self.channel_name
         outcome = await link.submit(lambda job, at: plan.submit(job, reply, at))
         await self.on_outcome(outcome)

@@ -152,8 +152,7 @@ async def synthesize(request: HttpRequest) -> HttpResponseBase:
     try:
         response = await metered_synthesis(request, request_id, usage)
     except asyncio.CancelledError:  # H5: the client went away; the job was withdrawn
-        await usage.finish(status="cancelled")
-        await asyncio.shield(usage.release())
+        await usage.end(status="cancelled")
         raise
     except Exception:  # boundary: one request (issue 9); the job was withdrawn
         logger.exception("tts rest request %s failed", request_id)

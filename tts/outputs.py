@@ -1,7 +1,8 @@
 """What the TTS stream's pure steps ask of the consumer: output records, done by its ``perform``.
 
-``tts.forwarding``, ``tts.incremental`` and the consumer's own handlers decide; only
-``TtsConsumer.perform`` touches the socket, the worker link, the timers and the usage meter.
+``tts.stream``, ``tts.forwarding``, ``tts.incremental`` and ``tts.requests`` decide and hold no
+consumer; the consumer does the I/O (socket, worker link, timers, usage meter): ``perform`` for
+these records, and its request start, acceptance and end around them.
 """
 
 from __future__ import annotations

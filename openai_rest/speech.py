@@ -45,9 +45,9 @@ from openai_rest.speech_request import (
 )
 from openai_rest.ticking import ticked
 from tts.client import ChannelJob, JobError
-from tts.messages import TtsChunk, TtsSubmit
-from tts.prepare import engine_info, job_submit, prepare_segments, resolve_voice
-from tts.protocol import ProtocolError, TtsRequest
+from tts.messages import TtsChunk
+from tts.protocol import ProtocolError
+from tts.requests import RequestPlan, open_usage, plan_request
 from tts.usage import TtsUsage, UsageStatus
 from tts.views import http_scope, rest_request_id
 
@@ -83,8 +83,7 @@ async def speech(request: HttpRequest) -> HttpResponseBase:
     try:
         return await _start(request, request_id, usage)
     except asyncio.CancelledError:  # the client went away before the body started
-        await usage.finish(status="cancelled")
-        await asyncio.shield(usage.release())
+        await usage.end(status="cancelled")
         raise
     except Exception:  # boundary: one request
         logger.exception("speech request %s failed", request_id)
@@ -100,24 +99,17 @@ async def _start(
         if settings.TTS_AUTH_REQUIRED:
             usage.admission = await admit(http_scope(request), endpoint="tts")
         req = parse_speech(_body(request))
-        tts_req = tts_request(req)
-        info = engine_info()
         try:
-            voice = resolve_voice(tts_req, info)
-            segments = await prepare_segments(tts_req)
+            plan = await plan_request(tts_request(req), request_id)
         except ProtocolError as exc:
             raise invalid(
                 exc.message, param="voice" if "speaker" in exc.message else "input"
             ) from None
-        if not segments:
-            raise invalid("'input' has no speakable content.", param="input")
         metrics.REQUESTS.labels("tts").inc()
-        await usage.open_request(
-            request_id=request_id, model=info.model_version, text_chars=len(req.input)
-        )
+        await open_usage(usage, plan)
         await usage.ready()  # committed before any audio exists
         job = ChannelJob(get_channel_layer(), on_accepted=usage.job_accepted)
-        chunks = ticked(usage, _chunks(job, tts_req, voice, segments, request_id))
+        chunks = ticked(usage, _chunks(job, plan))
         first = await anext(chunks)  # the first sentence; errors still get a status
     except OpenAiError as error:
         await usage.end(status="failed", error_code=error.code or "invalid_request")
@@ -144,7 +136,7 @@ async def _start(
     response["Cache-Control"] = "no-cache"
     response["x-request-id"] = request_id
     response["X-Sample-Rate"] = str(SPEECH_RATE)
-    response["X-Speaker"] = voice
+    response["X-Speaker"] = plan.voice
     return response
 
 
@@ -158,27 +150,9 @@ def _body(request: HttpRequest) -> bytes:
         ) from None
 
 
-async def _chunks(
-    job: ChannelJob,
-    req: TtsRequest,
-    voice: str,
-    segments: list[dict[str, Any]],
-    request_id: str,
-) -> AsyncGenerator[TtsChunk, None]:
+async def _chunks(job: ChannelJob, plan: RequestPlan) -> AsyncGenerator[TtsChunk, None]:
     """The job's chunks; closing this closes the job's iterator (which stops the job)."""
-
-    def build(job_id: str, reply: str, deadline: float) -> TtsSubmit:
-        return job_submit(
-            job_id=job_id,
-            reply_channel=reply,
-            deadline=deadline,
-            req=req,
-            request_id=request_id,
-            voice=voice,
-            segments=segments,
-        )
-
-    source = job.stream(build, timeout_s=settings.TTS_REST_TIMEOUT_S)
+    source = job.stream(plan.submit, timeout_s=settings.TTS_REST_TIMEOUT_S)
     try:
         async for chunk in source:
             yield chunk

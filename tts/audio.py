@@ -14,11 +14,14 @@ from gateway.pcm import Float32, StreamResampler, float_to_pcm16, lin2ulaw
 SAMPLE_RATES = (8000, 16000, 22050, 24000, 44100, 48000)
 FORMATS = ("wav", "pcm", "mulaw")
 AudioFormat = Literal["wav", "pcm", "mulaw"]
+DEFAULT_FORMAT: AudioFormat = "wav"
+DEFAULT_RATE = 16_000  # R1: the reference's sample_rate
+MULAW_RATE = 8000  # the only rate of ``mulaw``
 
 MAX_FRAME_MS = 200
 FADE_MS = 5.0
 _UNKNOWN_SIZE = 0xFFFFFFFF
-_WAV_HEADER_BYTES = 44
+WAV_HEADER_BYTES = 44
 
 
 def _wav_header(sample_rate: int, riff_size: int, data_size: int) -> bytes:
@@ -48,7 +51,7 @@ def wav_stream_header(sample_rate: int) -> bytes:
 
 def wav_file_header(sample_rate: int, data_bytes: int) -> bytes:
     """Return a WAV header with true sizes, for a complete (REST) response body."""
-    return _wav_header(sample_rate, _WAV_HEADER_BYTES - 8 + data_bytes, data_bytes)
+    return _wav_header(sample_rate, WAV_HEADER_BYTES - 8 + data_bytes, data_bytes)
 
 
 def encode_samples(pcm16: npt.NDArray[np.int16], fmt: AudioFormat) -> bytes:

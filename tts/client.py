@@ -23,12 +23,22 @@ from django.conf import settings
 from gateway.jobclient import TIMER, Outcome, Phase, WorkerLink
 from gateway.receiving import receive_until
 from tts.errors import outcome_error
-from tts.messages import TtsAck, TtsChunk, TtsDone, TtsSubmit, ack_interval
+from tts.messages import ChunkOrder, TtsAck, TtsChunk, TtsDone, TtsSubmit
 
 logger = logging.getLogger(__name__)
 
 SPOOL_BYTES = 8 * 1024 * 1024  # H3: bodies above this go to a temporary file
 LINK_REPLIES = ("gpu.job.accepted", "gpu.job.busy", "gpu.job.not_ready")
+
+
+def link_options() -> dict[str, Any]:
+    """A TTS job's ``WorkerLink`` options (Q3, Z4), for the consumer and the REST client."""
+    return {
+        "kind": "tts",
+        "answer_ms": settings.TTS_WORKER_ANSWER_MS,
+        "wait_ms": settings.TTS_ADMISSION_WAIT_MS,
+        "stall_s": settings.TTS_WORKER_STALL_S,
+    }
 
 
 class JobError(Exception):
@@ -93,12 +103,7 @@ class ChannelJob:
         or TimeoutError past ``timeout_s``. Closing the iterator early stops the job."""
         self.channel = await self.layer.new_channel("tts-rest.")
         link = self.link = WorkerLink(
-            layer=self.layer,
-            own_channel=self.channel,
-            kind="tts",
-            answer_ms=settings.TTS_WORKER_ANSWER_MS,
-            wait_ms=settings.TTS_ADMISSION_WAIT_MS,
-            stall_s=settings.TTS_WORKER_STALL_S,
+            layer=self.layer, own_channel=self.channel, **link_options()
         )
         deadline = time.monotonic() + timeout_s
         try:
@@ -148,7 +153,7 @@ class ChannelJob:
     async def _chunks(
         self, link: WorkerLink, deadline: float
     ) -> AsyncGenerator[TtsChunk, None]:
-        next_seq = 0
+        order = ChunkOrder(window=settings.TTS_CHUNK_WINDOW)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -164,14 +169,13 @@ class ChannelJob:
                 continue
             elif kind == TtsChunk.TYPE:
                 chunk = TtsChunk.from_message(message)
-                if chunk.seq != next_seq:
+                if not order.take(chunk.seq):
                     raise JobError("INTERNAL_ERROR", "Audio stream interrupted")
-                next_seq += 1
-                if next_seq % ack_interval(settings.TTS_CHUNK_WINDOW) == 0:
+                if order.ack_due:
                     await link.send(TtsAck(job_id=chunk.job_id, seq=chunk.seq))
                 yield chunk
             elif kind == TtsDone.TYPE:
-                if TtsDone.from_message(message).chunks != next_seq:
+                if not order.complete(TtsDone.from_message(message).chunks):
                     raise JobError("INTERNAL_ERROR", "Audio stream interrupted")
                 return
             elif kind == "gpu.job.failed":

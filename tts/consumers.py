@@ -1,54 +1,43 @@
 """The ``/v1/tts/ws`` consumer: thin I/O between the client, accounts and a worker job.
 
 Handlers never await a worker: replies (``gpu.*``) and timers (``timer.fire``, the usage tick
-included) arrive as separate dispatched messages (Q5). Incremental text input (§9.2) lives in
-``tts.incremental``, audio output in ``tts.forwarding``, metering in ``tts.usage``.
+included) arrive as separate dispatched messages (Q5). Decisions are pure steps that return
+output records (``tts.outputs``): client events and timers in ``tts.stream``, incremental input
+in ``tts.incremental``, audio output in ``tts.forwarding``, state in ``tts.session``.
+``perform`` does their I/O. A request starts as every TTS request does (``tts.requests``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import uuid
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
-from gateway import jsontext, metrics
+from gateway import metrics
 from gateway.budget import ControlBudget
 from gateway.consumers import CRASH_CLOSE_CODE, WorkerClientConsumer
 from gateway.contracts import JobFailed
-from gateway.jobclient import Outcome
+from gateway.daphne_compat import TRANSPORT_EXTENSION
+from gateway.jobclient import Outcome, Phase
 from gateway.logs import request_id_var
 from gateway.timers import NamedTimers, Ticker
-from tts.errors import denial_close_code, denial_error, outcome_error
-from tts.forwarding import AudioOutput
+from tts import forwarding, outputs, stream
+from tts.client import link_options
+from tts.errors import denial_fail, outcome_error
+from tts.events import Complete, Error, ServerEvent, server_message
 from tts.incremental import IncrementalInput
-from tts.protocol import (
-    CLOSE_CODES,
-    NON_FATAL_CODES,
-    Cancel,
-    Clear,
-    ClientEvent,
-    End,
-    Flush,
-    Ping,
-    ProtocolError,
-    TextInput,
-    TtsRequest,
-    error_event,
-    parse_client_event,
-    rate_limit_message,
-)
-from tts.requests import RequestFlow, idle_timeout_s
-from tts.session import ActiveRequest, StreamState, TtsSession
+from tts.messages import TtsAck
+from tts.protocol import TtsRequest
+from tts.requests import RequestPlan, start_on_stream
+from tts.session import ActiveRequest, RequestState, StreamState, TtsSession
 from tts.usage import TICK_S, TtsUsage, UsageStatus
 
 logger = logging.getLogger(__name__)
-
-
-CONTROL_EVENTS = (Ping, Cancel, Clear, Flush, End)
 
 
 class TtsConsumer(WorkerClientConsumer):
@@ -57,6 +46,8 @@ class TtsConsumer(WorkerClientConsumer):
     endpoint = "tts"
     released = False
     draining = False  # W12: the gateway is stopping; the active request may finish
+    plan: RequestPlan | None = None  # the current (or last) request's start
+    input: IncrementalInput | None = None  # its incremental input (§9.2)
 
     async def connect(self) -> None:
         """Accept first (W5), then admit; a denial is one error and a close (W6)."""
@@ -65,9 +56,6 @@ class TtsConsumer(WorkerClientConsumer):
         self.session = TtsSession()
         self.timers = NamedTimers(self.post_later)
         self.ticker = Ticker(self.post_now, "tick", TICK_S)
-        self.input = IncrementalInput(self)
-        self.output = AudioOutput(self)
-        self.flow = RequestFlow(self)
         self.usage = TtsUsage()
         self.control = ControlBudget.from_settings()
         request_id_var.set(self.session.stream_request_id)
@@ -76,7 +64,7 @@ class TtsConsumer(WorkerClientConsumer):
             if settings.TTS_AUTH_REQUIRED:
                 self.usage.admission = await admit(self.scope, endpoint="tts")
         except AdmissionDenied as denied:
-            await self.deny(denied)
+            await self.fail(denial_fail(denied))
             return
         self.ticker.start()  # accounts E6
         self.timers.arm("request", settings.TTS_REQUEST_TIMEOUT_S)
@@ -104,14 +92,7 @@ class TtsConsumer(WorkerClientConsumer):
 
         async def end_request() -> None:
             if busy:
-                await self.flow.end(
-                    status, error_code=error_code, close_code=close_code
-                )
-
-        async def finish_usage() -> None:
-            await self.usage.finish(
-                status=status, error_code=error_code, close_code=close_code
-            )
+                await self.end(status, error_code=error_code, close_code=close_code)
 
         await self.release_each(
             self.count_closed,
@@ -119,17 +100,19 @@ class TtsConsumer(WorkerClientConsumer):
             self.ticker.stop,
             end_request,
             self.release_link,
-            finish_usage,
+            partial(
+                self.usage.finish,
+                status=status,
+                error_code=error_code,
+                close_code=close_code,
+            ),
             self.usage.release,  # after the record, as accounts.metering says
         )
 
     async def send_internal_error(self) -> None:
         """The boundary's error event (§6 INTERNAL_ERROR, fatal)."""
-        session = self.session
-        rid = self.active.request_id if session.busy else session.request_id_for()
-        await self.send_json(
-            error_event("INTERNAL_ERROR", "Internal server error", rid, fatal=True)
-        )
+        rid = self.session.current_request_id()
+        await self.emit(Error("INTERNAL_ERROR", "Internal server error", rid))
 
     async def release_failed(self) -> None:
         """The boundary's release: the active request and the stream end as failed."""
@@ -138,91 +121,18 @@ class TtsConsumer(WorkerClientConsumer):
                 CRASH_CLOSE_CODE, status="failed", error_code="internal_error"
             )
 
+    def closed(self) -> bool:
+        """True once the stream has ended (or before it began)."""
+        return not hasattr(self, "session") or self.session.closed
+
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
     ) -> None:
-        """Parse one client message and apply it to the stream."""
+        """Apply one client message (``tts.stream.message`` parses it, once)."""
         if self.session.closed:
             return
-        limit = settings.TTS_MAX_MESSAGE_BYTES
-        if text_data is not None and len(text_data) * 4 > limit:
-            if jsontext.utf8_size(text_data) > limit:
-                await self.fail(
-                    "VALIDATION_ERROR", "Message too large", close_code=1009
-                )
-                return
-        self.on_client_message()
-        try:
-            event = parse_client_event(text_data, bytes_data)
-        except ProtocolError as exc:
-            await self.on_bad_message(exc)
-            return
-        await self.on_event(event)
-
-    def on_client_message(self) -> None:
-        """K5 and I6: any client message restarts the idle timers."""
-        active = self.session.active
-        if self.session.busy and active is not None and active.request.incremental:
-            self.timers.arm("input", settings.TTS_INPUT_IDLE_S)
-        elif not self.session.busy and self.session.requests_started:
-            self.timers.arm("idle", idle_timeout_s())
-
-    async def on_bad_message(self, exc: ProtocolError) -> None:
-        """R3/R8/K2: an unusable message fails the stream only when nothing is active."""
-        if self.session.busy and exc.event in ("request", "start"):
-            await self.reject_second_request(exc.request_id)
-        elif self.session.busy:
-            await self.warn(
-                "IGNORED_MESSAGE", "Message ignored while a request is active"
-            )
-        else:
-            await self.fail(
-                exc.code,
-                exc.message,
-                close_code=exc.close_code,
-                request_id=exc.request_id or self.session.request_id_for(),
-                keep_alive=exc.keep_alive,
-                **exc.extra,
-            )
-
-    async def on_event(self, event: ClientEvent) -> None:
-        """Apply one parsed client event; control events are rate-limited (issue 9)."""
-        if isinstance(event, CONTROL_EVENTS) and not self.control.take():
-            retry = self.control.retry_after_ms()
-            await self.fail(
-                "RATE_LIMIT_EXCEEDED",
-                rate_limit_message(retry),
-                retry_after_ms=retry,
-                fatal=True,
-            )
-            return
-        busy = self.session.busy
-        match event:
-            case Ping():
-                await self.send_json({"event": "pong"})
-            case Cancel(request_id=rid) if busy and rid in (
-                None,
-                self.active.request_id,
-            ):
-                await self.flow.complete(cancelled=True)
-            case Clear() if busy and self.active.request.incremental:
-                await self.input.clear()
-            case Clear() if busy:
-                await self.flow.complete(cancelled=True)
-            case Cancel(request_id=rid):
-                await self.warn("NOT_ACTIVE", "No such active request", rid)
-            case Clear():
-                await self.warn("NOT_ACTIVE", "No active request")
-            case TtsRequest() if busy:
-                await self.reject_second_request(event.request_id)
-            case TtsRequest():
-                await self.flow.start(event)
-            case TextInput() | Flush() | End() if (
-                busy and self.active.request.incremental
-            ):
-                await self.input.on_event(event)
-            case _:
-                await self.warn("IGNORED_MESSAGE", "No incremental request is active")
+        outs = stream.message(self.session, self.control, text_data, bytes_data)
+        await self.perform(outs)
 
     @property
     def active(self) -> ActiveRequest:
@@ -230,17 +140,22 @@ class TtsConsumer(WorkerClientConsumer):
         assert self.session.active is not None
         return self.session.active
 
-    async def reject_second_request(self, request_id: str | None) -> None:
-        """K2: non-fatal, carrying the rejected request's id; the active one goes on."""
-        event = error_event(
-            "VALIDATION_ERROR",
-            "A request is already active",
-            request_id or str(uuid.uuid4()),
-            fatal=False,
-        )
-        await self.send_json(event)
+    # One request: start, acceptance, end.
 
-    # Worker replies and timers (each a separately dispatched message, Q5).
+    async def start(self, req: TtsRequest) -> None:
+        """L1 steps 4–8: K4's token, the shared start, K2–K3, the record, the submission."""
+        started = await start_on_stream(self.session, self.usage, req)
+        if isinstance(started, outputs.Fail):
+            await self.fail(started)
+            return
+        plan, self.plan = started.plan, started.plan
+        self.input = IncrementalInput(started.active)
+        self.timers.disarm("request", "idle")
+        await self.release_link()  # L1 step 8: admission at a worker (Q2–Q4)
+        link = self.new_link(**link_options())
+        reply = self.channel_name
+        outcome = await link.submit(lambda job, at: plan.submit(job, reply, at))
+        await self.on_outcome(outcome)
 
     async def on_outcome(self, outcome: Outcome | None) -> None:
         """Act on what the worker link decided."""
@@ -249,31 +164,87 @@ class TtsConsumer(WorkerClientConsumer):
         if not self.session.busy:
             await self.release_link()  # the request ended first: cancel its job (Q4)
         elif outcome is Outcome.ACCEPTED:
-            await self.flow.accepted()
+            await self.job_accepted()
         else:
             code, message, retry = outcome_error(outcome)
-            await self.fail(code, message, retry_after_ms=retry)
+            await self.fail(outputs.Fail(code, message, retry_after_ms=retry))
 
-    async def release_link(self) -> None:
-        """Z2/Q4: stop the worker job now, also one whose acceptance is still on its way.
+    async def job_accepted(self) -> None:
+        """E1: header (and the WAV header frame, E6) once a worker holds the job."""
+        active, link = self.active, self.link
+        assert link is not None and self.input is not None
+        try:
+            await self.usage.ready()  # U1: committed before the first binary frame
+        except AdmissionDenied as denied:
+            await self.fail(denial_fail(denied, fatal=True))
+            return
+        await link.send(TtsAck(job_id=link.job_id, seq=-1))  # confirm (Z3)
+        active.state = active.state.advance(RequestState.STREAMING)
+        await self.perform(forwarding.header(active, link.model_version))
+        self.usage.job_accepted()
+        await self.perform(self.input.accepted())
 
-        ``WorkerLink.close`` sends the cancel to the pinned worker; a job still being
-        admitted is cancelled at the worker that accepts it (``gateway.jobclient``).
+    async def end(
+        self,
+        status: UsageStatus,
+        *,
+        error_code: str = "",
+        close_code: int | None = None,
+    ) -> dict[str, Any]:
+        """End the active request: stop its job, finish its usage record (U3, E5, Z2).
+
+        Returns the ``complete`` metrics, whose timing the record carries.
         """
-        if self.link is not None:
-            await self.link.close()
+        active = self.active
+        self.session.end_request()
+        self.timers.disarm("buffer", "input", "sent")
+        await self.release_link()
+        body = active.complete_metrics(
+            cancelled=status == "cancelled", engine=active.engine
+        )
+        await self.usage.finish(
+            status=status,
+            error_code=error_code,
+            close_code=close_code,
+            **active.usage_timing(body),
+        )
+        logger.info("tts request %s %s", active.request_id, status)
+        return body
+
+    async def complete(self, *, cancelled: bool) -> None:
+        """E3/Z1: complete (after a header, always), then close 1000 unless keep-alive (W9,
+        K1); a keep-alive stream of a stopping gateway closes 1001 (W12)."""
+        active, plan = self.active, self.plan
+        assert plan is not None
+        await self.release_link()  # stops the worker job at once (Z2)
+        if active.state is RequestState.SUBMITTING:
+            with contextlib.suppress(AdmissionDenied):  # no audio follows either way
+                await self.usage.ready()
+            await self.perform(forwarding.header(active, plan.info.model_version))
+        if active.request.timestamps and active.open_segment is not None:
+            await self.emit(active.segment_end_event(active.open_segment))
+        closing = self.session.closing_code(draining=self.draining)
+        status: UsageStatus = "cancelled" if cancelled else "completed"
+        body = await self.end(status, close_code=closing)
+        if body["rtf"]:
+            metrics.RTF.labels("tts").observe(body["rtf"])
+        await self.emit(Complete(request_id=active.request_id, metrics=body))
+        if closing is None:
+            self.timers.arm("idle", stream.idle_timeout_s())
+        else:
+            await self.close_stream(closing)
+
+    # Worker replies and timers (each a separately dispatched message, Q5).
 
     async def gpu_tts_chunk(self, message: dict[str, Any]) -> None:
-        """Handle gpu.tts.chunk: forward one frame, with timestamps, progress and acks."""
-        await self.output.on_chunk(message)
+        """Handle gpu.tts.chunk, gpu.tts.flushed and gpu.tts.done of the job now streaming:
+        frames, flush marks and the end (``tts.forwarding.audio``)."""
+        if self.link is None or not self.link.touch(message) or not self.session.busy:
+            return
+        if self.active.state is RequestState.STREAMING:
+            await self.perform(forwarding.audio(self.active, message))
 
-    async def gpu_tts_flushed(self, message: dict[str, Any]) -> None:
-        """Handle gpu.tts.flushed: I4's ``flushed`` after the flushed text's audio."""
-        await self.output.on_flushed(message)
-
-    async def gpu_tts_done(self, message: dict[str, Any]) -> None:
-        """Handle gpu.tts.done: every frame is sent; complete the request."""
-        await self.output.on_done(message)
+    gpu_tts_flushed = gpu_tts_done = gpu_tts_chunk
 
     async def gpu_job_failed(self, message: dict[str, Any]) -> None:
         """Handle gpu.job.failed: the request ends with INTERNAL_ERROR."""
@@ -283,35 +254,19 @@ class TtsConsumer(WorkerClientConsumer):
         logger.warning(
             "tts request %s: worker failed (%s)", self.active.request_id, failed.code
         )
-        await self.fail("INTERNAL_ERROR", "Synthesis failed")
-
-    def closed(self) -> bool:
-        """True once the stream has ended (or before it began)."""
-        return not hasattr(self, "session") or self.session.closed
+        await self.fail(outputs.Fail("INTERNAL_ERROR", "Synthesis failed"))
 
     async def on_timer(self, name: str) -> None:
-        """The consumer's own timers: request (W8), idle (K5), buffer (I3), input (I6)."""
+        """The usage tick, or one of the consumer's own timers (``tts.stream.timer``)."""
         if name == self.ticker.name:
-            await self.on_tick()
+            self.ticker.ticked()
+            reason = await self.usage.tick()  # accounts E6; a stop reason ends it (E7)
+            if reason is not None:
+                await self.fail(denial_fail(AdmissionDenied(reason), fatal=True))
             return
-        timer = self.timers.fired(name)
-        if timer is None or self.session.closed:
-            return
-        if timer == "request" and not self.session.requests_started:
-            timeout = settings.TTS_REQUEST_TIMEOUT_S
-            await self.fail(
-                "TIMEOUT", f"No request received within {timeout:g} seconds"
-            )
-        elif timer == "idle" and not self.session.busy:
-            await self.fail(
-                "TIMEOUT", f"No message received within {idle_timeout_s():g} seconds"
-            )
-        elif timer in ("buffer", "input") and self.session.busy:
-            await self.input.on_timer(timer)
-        elif timer == "sent" and self.session.busy:
-            await self.output.on_sent_timer()
-        elif timer == "drain" and self.session.busy:
-            await self.fail("INTERNAL_ERROR", "server shutting down", close_code=1001)
+        fired = self.timers.fired(name)
+        if fired is not None and not self.session.closed:
+            await self.perform(stream.timer(self.session, fired))
 
     async def on_shutdown(self) -> None:
         """W12: an idle stream closes 1001 now; an active request may run for
@@ -322,71 +277,85 @@ class TtsConsumer(WorkerClientConsumer):
         self.draining = True
         self.timers.arm("drain", settings.TTS_DRAIN_S)
 
-    async def on_tick(self) -> None:
-        """accounts E6: checkpoint, key, lease, duration; a stop reason ends the stream (E7)."""
-        self.ticker.ticked()
-        reason = await self.usage.tick()
-        if reason is not None:
-            await self.deny(AdmissionDenied(reason), fatal=True)
+    # Output: the one place that does the steps' I/O.
 
-    # Output.
+    async def perform(self, outs: list[outputs.Out]) -> None:
+        """Do the outputs in order; one that ends the request ends the list too."""
+        for out in outs:
+            match out:
+                case outputs.Send(event):
+                    await self.emit(event)
+                case outputs.Frame(data, samples, ttfb_s):
+                    if ttfb_s is not None:
+                        metrics.TTFB.labels("tts").observe(ttfb_s)
+                    await self.send(bytes_data=data)
+                    self.usage.audio_sent(samples, self.active.request.sample_rate)
+                case outputs.Ack() | outputs.SentTimer():
+                    full = self.transport_full()
+                    acks = forwarding.transport(out, self.active, transport_full=full)
+                    await self.perform(acks)
+                case outputs.ToWorker() if not await self.to_worker(out):
+                    await self.fail(
+                        outputs.Fail("INTERNAL_ERROR", "Synthesis worker unavailable")
+                    )
+                    return
+                case outputs.Arm(name, delay):
+                    self.timers.arm(name, delay)
+                case outputs.Disarm(names):
+                    self.timers.disarm(*names)
+                case outputs.Fail():
+                    await self.fail(out)
+                    return
+                case outputs.Start(req):
+                    await self.start(req)
+                case outputs.Finish(cancelled):
+                    await self.complete(cancelled=cancelled)
+                    return
+                case outputs.Input() | outputs.ClearInput() | outputs.InputTimer() if (
+                    self.input is not None
+                ):
+                    await self.perform(await self.input.apply(out, self.usage))
 
-    async def deny(
-        self,
-        denied: AdmissionDenied,
-        *,
-        request_id: str | None = None,
-        fatal: bool | None = None,
-    ) -> None:
-        """An accounts denial (W6, K4, Q7) or stop (E7) as its §6 error; the record keeps
-        the accounts reason as its ``error_code`` (U3)."""
-        code, message, retry = denial_error(denied)
-        await self.fail(
-            code,
-            message,
-            close_code=denial_close_code(denied),
-            request_id=request_id,
-            fatal=fatal,
-            usage_error=denied.reason,
-            retry_after_ms=retry,
-        )
+    async def to_worker(self, out: outputs.ToWorker) -> bool:
+        """Send one message to the pinned worker; False when a required one failed."""
+        link = self.link
+        if link is None or link.phase is not Phase.ACCEPTED:
+            return not out.required
+        return await link.send(out.build(link.job_id)) or not out.required
 
-    async def fail(
-        self,
-        code: str,
-        message: str,
-        *,
-        close_code: int | None = None,
-        request_id: str | None = None,
-        keep_alive: bool | None = None,
-        fatal: bool | None = None,
-        usage_error: str | None = None,
-        **extra: Any,
-    ) -> None:
+    def transport_full(self) -> bool:
+        """More than ``TTS_SEND_BUFFER_BYTES`` wait unsent in the socket's buffer."""
+        probe = self.scope.get("extensions", {}).get(TRANSPORT_EXTENSION)
+        return probe is not None and probe.buffered() > settings.TTS_SEND_BUFFER_BYTES
+
+    async def release_link(self) -> None:
+        """Z2/Q4: stop the worker job now, also one whose acceptance is still on its way
+        (``WorkerLink.close`` cancels it at the worker that accepts it)."""
+        if self.link is not None:
+            await self.link.close()
+
+    async def emit(self, event: ServerEvent) -> None:
+        """Send one server event (serialized by ``tts.events.server_message``)."""
+        await self.send_json(server_message(event))
+
+    async def fail(self, error: outputs.Fail) -> None:
         """Send the one error event (§6); end the request, and the stream when fatal."""
         session = self.session
         if session.closed:
             return
-        keep = session.keep_alive if keep_alive is None else keep_alive
-        if fatal is None:
-            fatal = not (keep and code in NON_FATAL_CODES)
-        close = (close_code or CLOSE_CODES[code]) if fatal else None
-        busy = session.busy
-        rid = request_id or (
-            self.active.request_id if busy else self.session.request_id_for()
-        )
-        metrics.ERRORS.labels("tts", code).inc()
-        if busy:
-            error_code = usage_error or code.lower()
-            await self.flow.end("failed", error_code=error_code, close_code=close)
-        event = error_event(code, message[:500], rid, fatal=fatal, **extra)
-        await self.send_json(event)
+        fatal, close = session.error_effect(error)
+        rid = error.request_id or session.current_request_id()
+        metrics.ERRORS.labels("tts", error.code).inc()
+        if session.busy:
+            usage_error = error.usage_error or error.code.lower()
+            await self.end("failed", error_code=usage_error, close_code=close)
+        await self.emit(outputs.error_event(error, rid, fatal=fatal))
         if close is not None:
             await self.close_stream(close)
         elif self.draining:  # W12: no further request on a stopping gateway
             await self.close_stream(1001)
         elif session.requests_started:
-            self.timers.arm("idle", idle_timeout_s())
+            self.timers.arm("idle", stream.idle_timeout_s())
 
     async def close_stream(self, code: int) -> None:
         """End the stream with ``code``; the lease goes back now, not at the disconnect."""
@@ -397,12 +366,3 @@ class TtsConsumer(WorkerClientConsumer):
         """Mark the stream closed and stop the consumer's own timers."""
         self.session.state = StreamState.CLOSED
         self.timers.disarm_all()
-
-    async def warn(
-        self, code: str, message: str, request_id: str | None = None
-    ) -> None:
-        """Send a warning that never ends anything (E4)."""
-        event: dict[str, Any] = {"event": "warning", "code": code, "message": message}
-        if request_id is not None:
-            event["request_id"] = request_id
-        await self.send_json(event)

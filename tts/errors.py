@@ -1,6 +1,6 @@
 """How accounts denials and worker outcomes reach a TTS client (specs/tts-ws.md §6, X3, W7).
 
-Shared by the WebSocket consumer, the REST view and the REST job client; messages are fixed
+Shared by the WebSocket consumer, the REST views and the REST job client; messages are fixed
 strings (X2, accounts S10).
 """
 
@@ -10,7 +10,8 @@ from django.conf import settings
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
 from gateway.jobclient import Outcome
-from tts.protocol import rate_limit_message
+from tts.events import rate_limit_message
+from tts.outputs import Fail
 
 OVERLOADED = "Streaming capacity exhausted. Retry shortly."
 DENIALS = {  # accounts E3 reason → (wire code, message)
@@ -52,9 +53,24 @@ def denial_error(denied: AdmissionDenied) -> WireError:
     return code, message, retry
 
 
-def denial_close_code(denied: AdmissionDenied) -> int | None:
-    """The close code where §6 gives a reason its own, else None (the code's own)."""
-    return DENIAL_CLOSE_CODES.get(denied.reason)
+def denial_fail(
+    denied: AdmissionDenied,
+    *,
+    request_id: str | None = None,
+    fatal: bool | None = None,
+) -> Fail:
+    """An accounts denial (W6, K4, Q7) or stop (E7) as the stream's §6 error; the record
+    keeps the accounts reason as its ``error_code`` (U3)."""
+    code, message, retry = denial_error(denied)
+    return Fail(
+        code,
+        message,
+        close_code=DENIAL_CLOSE_CODES.get(denied.reason),
+        request_id=request_id,
+        fatal=fatal,
+        usage_error=denied.reason,
+        retry_after_ms=retry,
+    )
 
 
 def outcome_error(outcome: Outcome) -> WireError:

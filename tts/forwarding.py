@@ -1,162 +1,141 @@
-"""Worker audio to the client for the TTS consumer (specs/tts-ws.md E1–E6, Q8, TS1, tts U2).
+"""Worker audio to the client (specs/tts-ws.md E1–E6, Q8, TS1, tts U2): pure steps.
 
 The worker owns the audio pipeline; the gateway adds the WAV header frame, forwards each chunk's
 bytes unchanged, counts them (progress, ``complete``, the usage record) and acknowledges them.
+Each function takes the active request and what the consumer observed, updates the request's
+counters and returns the outputs for ``TtsConsumer.perform``.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 
-from gateway import metrics
-from gateway.daphne_compat import TRANSPORT_EXTENSION
 from tts.audio import wav_stream_header
-from tts.messages import TtsAck, TtsChunk, TtsDone, TtsFlushed, ack_interval
-from tts.prepare import engine_info
-from tts.session import ActiveRequest, RequestState
-
-if TYPE_CHECKING:
-    from tts.consumers import TtsConsumer
+from tts.events import Flushed
+from tts.messages import TtsAck, TtsChunk, TtsDone, TtsFlushed
+from tts.outputs import Ack, Arm, Fail, Finish, Frame, Out, Send, SentTimer, ToWorker
+from tts.session import ActiveRequest
 
 logger = logging.getLogger(__name__)
 
 TRANSPORT_POLL_S = 0.02  # how often a held ack looks at the socket's buffer again
 SLOW_CLIENT_CLOSE = 1008  # a client that stopped reading breaks the stream's policy
+INTERRUPTED = Fail("INTERNAL_ERROR", "Audio stream interrupted")
 
 
-class AudioOutput:
-    """The consumer's output side: header, frames with progress, and worker audio messages."""
+def audio(active: ActiveRequest, message: dict[str, Any]) -> list[Out]:
+    """One audio message of the streaming job: a chunk, a flush mark or the end."""
+    kind = message["type"]
+    if kind == TtsChunk.TYPE:
+        return chunk(active, TtsChunk.from_message(message))
+    if kind == TtsFlushed.TYPE:
+        return flushed(active, TtsFlushed.from_message(message))
+    return done(active, TtsDone.from_message(message))
 
-    def __init__(self, consumer: TtsConsumer) -> None:
-        self.consumer = consumer
 
-    def streaming(self, message: dict[str, Any]) -> bool:
-        """True when ``message`` belongs to the job of the request now streaming."""
-        consumer = self.consumer
-        if consumer.link is None or not consumer.link.touch(message):
-            return False
-        return consumer.session.busy and consumer.active.state is RequestState.STREAMING
+def header(active: ActiveRequest, model_version: str) -> list[Out]:
+    """The header event, then the 44-byte streaming WAV header for ``wav`` (E1, E6)."""
+    active.header_at = active.clock()
+    outs: list[Out] = [Send(active.header_event(model_version, active.engine))]
+    if active.request.format == "wav":
+        outs += frame(active, wav_stream_header(active.request.sample_rate), samples=0)
+    return outs
 
-    async def send_header(self, active: ActiveRequest, model_version: str) -> None:
-        """Send the header event, then the 44-byte streaming WAV header for ``wav`` (E6)."""
-        active.header_at = self.consumer.session.clock()
-        await self.consumer.send_json(
-            active.header_event(model_version, engine_info().wire_name)
+
+def frame(
+    active: ActiveRequest, data: bytes, *, samples: int, ttfb_s: float | None = None
+) -> list[Out]:
+    """One binary frame, counted (U2), and progress after every N-th (E2)."""
+    due = active.count_frame(len(data), samples, settings.TTS_PROGRESS_EVERY)
+    outs: list[Out] = [Frame(data, samples, ttfb_s)]
+    return [*outs, Send(active.progress_event())] if due else outs
+
+
+def chunk(active: ActiveRequest, message: TtsChunk) -> list[Out]:
+    """One worker chunk: its frame, with timestamps, progress and acks (Q8, TS1)."""
+    if not active.chunks.take(message.seq):
+        logger.error(
+            "tts request %s: chunk gap at %d (expected %d, job %s)",
+            active.request_id,
+            message.seq,
+            active.chunks.next_seq,
+            message.job_id,
         )
-        if active.request.format == "wav":
-            await self.send_frame(
-                wav_stream_header(active.request.sample_rate), samples=0
-            )
+        return [INTERRUPTED]
+    acks: list[Out] = [Ack(message.seq)] if active.chunks.ack_due else []
+    if message.epoch != active.epoch:  # audio of text cleared by the client (C2)
+        return acks
+    active.chunk_received(message.segment_seq, message.segment_end)
+    stamps, seq = active.request.timestamps, message.segment_seq
+    outs: list[Out] = []
+    if stamps and message.segment_start:
+        outs.append(Send(active.segment_start_event(seq)))
+    active.last_segment_seq = seq
+    first = active.clock() - active.t0 if active.first_audio_at is None else None
+    outs += frame(active, message.data, samples=message.samples, ttfb_s=first)
+    if stamps and message.segment_end:
+        outs.append(Send(active.segment_end_event(seq)))
+    return outs + acks
 
-    async def send_frame(self, data: bytes, *, samples: int) -> None:
-        """Send one binary frame, count it (U2) and send progress after every N-th (E2)."""
-        consumer = self.consumer
-        active = consumer.active
-        await consumer.send(bytes_data=data)
-        consumer.usage.audio_sent(samples, active.request.sample_rate)
-        if active.count_frame(len(data), samples, settings.TTS_PROGRESS_EVERY):
-            await consumer.send_json(active.progress_event())
 
-    async def on_chunk(self, message: dict[str, Any]) -> None:
-        """One worker chunk: forward its frame, with timestamps, progress and acks (Q8)."""
-        if not self.streaming(message):
-            return
-        consumer = self.consumer
-        chunk, active = TtsChunk.from_message(message), consumer.active
-        if chunk.seq != active.next_chunk_seq:
-            logger.error(
-                "tts request %s: chunk gap at %d (expected %d, job %s)",
-                active.request_id,
-                chunk.seq,
-                active.next_chunk_seq,
-                chunk.job_id,
-            )
-            await consumer.fail("INTERNAL_ERROR", "Audio stream interrupted")
-            return
-        active.next_chunk_seq += 1
-        ack_due = active.next_chunk_seq % ack_interval(settings.TTS_CHUNK_WINDOW) == 0
-        if chunk.epoch != active.epoch:  # audio of text cleared by the client (C2)
-            if ack_due:
-                await self.ack(chunk.seq)
-            return
-        active.chunk_received(chunk.segment_seq, chunk.segment_end)
-        stamps = active.request.timestamps
-        if stamps and chunk.segment_start:
-            await consumer.send_json(active.segment_start_event(chunk.segment_seq))
-        active.last_segment_seq = chunk.segment_seq
-        if active.first_audio_at is None:
-            metrics.TTFB.labels("tts").observe(consumer.session.clock() - active.t0)
-        await self.send_frame(chunk.data, samples=chunk.samples)
-        if stamps and chunk.segment_end:
-            await consumer.send_json(active.segment_end_event(chunk.segment_seq))
-        if ack_due:
-            await self.ack(chunk.seq)
+def hold_ack(active: ActiveRequest, seq: int, *, transport_full: bool) -> list[Out]:
+    """Q8: the ack goes out when the transport has taken what was sent; else it waits, so
+    a client that stops reading pauses the worker instead of filling the gateway's memory
+    (issue 9)."""
+    active.ack_pending = seq
+    if not transport_full:
+        return release_ack(active)
+    if active.ack_held_since is None:
+        active.ack_held_since = active.clock()
+        return [Arm("sent", TRANSPORT_POLL_S)]
+    return []
 
-    def transport_full(self) -> bool:
-        """More than ``TTS_SEND_BUFFER_BYTES`` wait unsent in the socket's buffer."""
-        probe = self.consumer.scope.get("extensions", {}).get(TRANSPORT_EXTENSION)
-        return probe is not None and probe.buffered() > settings.TTS_SEND_BUFFER_BYTES
 
-    async def ack(self, seq: int) -> None:
-        """Q8: acknowledge chunks up to ``seq`` once the transport has taken what was sent,
-        so a client that stops reading pauses the worker instead of filling the gateway's
-        memory (issue 9)."""
-        active = self.consumer.active
-        active.ack_pending = seq
-        if not self.transport_full():
-            await self._send_ack()
-        elif active.ack_held_since is None:
-            active.ack_held_since = self.consumer.session.clock()
-            self.consumer.timers.arm("sent", TRANSPORT_POLL_S)
-
-    async def on_sent_timer(self) -> None:
-        """The held ack goes out once the client has read; a stall fails the request."""
-        consumer, active = self.consumer, self.consumer.active
-        if active.ack_pending is None or active.ack_held_since is None:
-            return
-        if not self.transport_full():
-            await self._send_ack()
-        elif (
-            consumer.session.clock() - active.ack_held_since
-            > settings.TTS_CLIENT_STALL_S
-        ):
-            await consumer.fail(
+def sent_timer(active: ActiveRequest, *, transport_full: bool) -> list[Out]:
+    """The held ack goes out once the client has read; a stall fails the request."""
+    if active.ack_pending is None or active.ack_held_since is None:
+        return []
+    if not transport_full:
+        return release_ack(active)
+    if active.clock() - active.ack_held_since > settings.TTS_CLIENT_STALL_S:
+        return [
+            Fail(
                 "TIMEOUT", "Client stopped reading audio", close_code=SLOW_CLIENT_CLOSE
             )
-        else:
-            consumer.timers.arm("sent", TRANSPORT_POLL_S)
+        ]
+    return [Arm("sent", TRANSPORT_POLL_S)]
 
-    async def _send_ack(self) -> None:
-        consumer, active = self.consumer, self.consumer.active
-        seq, active.ack_pending, active.ack_held_since = active.ack_pending, None, None
-        if seq is not None and consumer.link is not None:
-            await consumer.link.send(TtsAck(job_id=consumer.link.job_id, seq=seq))
 
-    async def on_flushed(self, message: dict[str, Any]) -> None:
-        """I4's ``flushed`` after the flushed text's audio."""
-        if self.streaming(message):
-            flushed = TtsFlushed.from_message(message)
-            await self.consumer.send_json(
-                {
-                    "event": "flushed",
-                    "request_id": self.consumer.active.request_id,
-                    "flush_id": flushed.flush_id,
-                }
-            )
+def transport(
+    step: Ack | SentTimer, active: ActiveRequest, *, transport_full: bool
+) -> list[Out]:
+    """A new ack to hold, or a held one to look at again, given the socket's buffer."""
+    if isinstance(step, Ack):
+        return hold_ack(active, step.seq, transport_full=transport_full)
+    return sent_timer(active, transport_full=transport_full)
 
-    async def on_done(self, message: dict[str, Any]) -> None:
-        """Every frame is sent: complete the request (a gap is INTERNAL_ERROR, Q8)."""
-        if not self.streaming(message):
-            return
-        consumer = self.consumer
-        done, active = TtsDone.from_message(message), consumer.active
-        if done.chunks != active.next_chunk_seq:
-            await consumer.fail("INTERNAL_ERROR", "Audio stream interrupted")
-            return
-        active.frames_dropped, active.truncated = done.frames_dropped, done.truncated
-        active.snac_frames, active.tokens = done.snac_frames, done.tokens
-        active.tokens_ignored = done.tokens_ignored
-        await consumer.flow.complete(cancelled=False)
+
+def release_ack(active: ActiveRequest) -> list[Out]:
+    """The held ack, to the worker now."""
+    seq, active.ack_pending, active.ack_held_since = active.ack_pending, None, None
+    if seq is None:
+        return []
+    return [ToWorker("ack", lambda job: TtsAck(job_id=job, seq=seq), required=False)]
+
+
+def flushed(active: ActiveRequest, message: TtsFlushed) -> list[Out]:
+    """I4's ``flushed`` after the flushed text's audio."""
+    return [Send(Flushed(request_id=active.request_id, flush_id=message.flush_id))]
+
+
+def done(active: ActiveRequest, message: TtsDone) -> list[Out]:
+    """Every frame is sent: complete the request (a gap is INTERNAL_ERROR, Q8)."""
+    if not active.chunks.complete(message.chunks):
+        return [INTERRUPTED]
+    active.frames_dropped, active.truncated = message.frames_dropped, message.truncated
+    active.snac_frames, active.tokens = message.snac_frames, message.tokens
+    active.tokens_ignored = message.tokens_ignored
+    return [Finish(cancelled=False)]

@@ -1,162 +1,179 @@
-"""Incremental text input for the TTS consumer (specs/tts-ws.md §9.2, C2).
+"""Incremental text input of one request (specs/tts-ws.md §9.2, C2): state and pure steps.
 
 Text is buffered and cut into segments as sentences complete (I3); segments, flushes, the end and
-clears go to the pinned worker in order, or wait in ``pending`` until the job is accepted.
+clears go to the pinned worker in order, or wait in ``pending`` until the job is accepted. Each
+method returns the outputs for ``TtsConsumer.perform``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
 
 from django.conf import settings
 
 from accounts.exceptions import AdmissionDenied
 from gateway.contracts import Message
-from gateway.jobclient import Phase
+from tts.errors import denial_fail
+from tts.events import Cleared, ServerWarning
 from tts.messages import TtsClear, TtsEnd, TtsFlush, TtsText
+from tts.outputs import (
+    Arm,
+    ClearInput,
+    Disarm,
+    Fail,
+    Input,
+    InputStep,
+    Out,
+    Send,
+    ToWorker,
+    WorkerKind,
+)
 from tts.prepare import prepare_pieces
 from tts.protocol import End, Flush, TextInput
-from tts.session import RequestState
-from tts.text import Segment
+from tts.session import ActiveRequest, RequestState
+from tts.text import Segment, TextBuffer
+from tts.usage import TtsUsage
 
-if TYPE_CHECKING:
-    from tts.consumers import TtsConsumer
-
-PendingKind = Literal["text", "flush", "end", "clear"]
 AUDIO_STALE_S = (
     10.0  # I6: outstanding segments with no audio for this long count as done
 )
 
 
 class IncrementalInput:
-    """The consumer's §9.2 state machine around the active request's ``TextBuffer``."""
+    """The §9.2 state machine around the active request's ``TextBuffer``."""
 
-    def __init__(self, consumer: TtsConsumer) -> None:
-        self.consumer = consumer
-        self.pending: list[tuple[PendingKind, Callable[[str], Message]]] = []
+    def __init__(self, active: ActiveRequest) -> None:
+        self.active = active
+        self.pending: list[ToWorker] = []
 
-    async def accepted(self) -> None:
+    @property
+    def buffer(self) -> TextBuffer:
+        """The request's text buffer (incremental requests have one)."""
+        assert self.active.buffer is not None
+        return self.active.buffer
+
+    def accepted(self) -> list[Out]:
         """The job is pinned: send what arrived while it was being admitted."""
-        pending, self.pending = self.pending, []
-        for _, build in pending:
-            await self._to_worker("text", build)
-        active = self.consumer.active
-        if active.request.incremental and not active.ended:
-            self.consumer.timers.arm("input", settings.TTS_INPUT_IDLE_S)
+        outs: list[Out] = list(self.pending)
+        self.pending = []
+        if self.active.request.incremental and not self.active.ended:
+            outs.append(Arm("input", settings.TTS_INPUT_IDLE_S))
+        return outs
 
-    async def on_event(self, event: TextInput | Flush | End) -> None:
+    async def apply(self, step: InputStep, usage: TtsUsage) -> list[Out]:
+        """One input step that ``tts.stream`` decided on."""
+        if isinstance(step, Input):
+            return await self.on_event(step.event, usage)
+        if isinstance(step, ClearInput):
+            return self.clear()
+        return await self.on_timer(step.name)
+
+    async def on_event(
+        self, event: TextInput | Flush | End, usage: TtsUsage
+    ) -> list[Out]:
         """Apply ``text``, ``flush`` or ``end`` to the active incremental request."""
-        if self.consumer.active.ended:
-            await self.consumer.warn("IGNORED_MESSAGE", "The request has ended (I5)")
-        elif isinstance(event, TextInput):
-            await self.on_text(event.text)
-        elif isinstance(event, Flush):
-            await self.on_flush(event.flush_id)
-        else:
-            await self.on_end()
+        if self.active.ended:
+            return [
+                Send(ServerWarning("IGNORED_MESSAGE", "The request has ended (I5)"))
+            ]
+        if isinstance(event, TextInput):
+            return await self.on_text(event.text, usage)
+        if isinstance(event, Flush):
+            return await self.on_flush(event.flush_id)
+        return await self.on_end()
 
-    async def on_text(self, text: str) -> None:
+    async def on_text(self, text: str, usage: TtsUsage) -> list[Out]:
         """I2–I3: reserve the unit, buffer it, send the segments that are complete."""
-        consumer, active = self.consumer, self.consumer.active
+        active = self.active
         if not text:
-            return
-        total = active.text_chars + len(text)
-        if total > settings.TTS_MAX_TEXT_CHARS:
-            await consumer.fail(
-                "VALIDATION_ERROR",
-                f"Text too long: {total} chars (max {settings.TTS_MAX_TEXT_CHARS})",
-            )
-            return
+            return []
+        total, limit = active.text_chars + len(text), settings.TTS_MAX_TEXT_CHARS
+        if total > limit:
+            return [
+                Fail("VALIDATION_ERROR", f"Text too long: {total} chars (max {limit})")
+            ]
         try:
-            await consumer.usage.reserve_text(chars=len(text))
+            await usage.reserve_text(chars=len(text))
         except AdmissionDenied as denied:  # I2: fatal, before the unit's audio
-            await consumer.deny(denied, fatal=True)
-            return
+            return [denial_fail(denied, fatal=True)]
         active.text_chars = total
-        assert active.buffer is not None
-        await self._send_segments(active.buffer.append(text))
+        outs = await self._segments(self.buffer.append(text))
         delay_ms = settings.TTS_MAX_BUFFER_DELAY_MS
-        if active.buffer.pending and delay_ms > 0:
-            consumer.timers.arm("buffer", delay_ms / 1000)
-        else:
-            consumer.timers.disarm("buffer")
+        if self.buffer.pending and delay_ms > 0:
+            return [*outs, Arm("buffer", delay_ms / 1000)]
+        return [*outs, Disarm(("buffer",))]
 
-    async def on_flush(self, given: str | int | None) -> None:
+    async def on_flush(self, given: str | int | None) -> list[Out]:
         """I4: everything buffered goes to the worker, then the flush mark."""
-        active = self.consumer.active
-        assert active.buffer is not None
-        await self._send_segments(active.buffer.drain())
-        self.consumer.timers.disarm("buffer")
-        flush_id, epoch = active.next_flush_id(given), active.epoch
-        await self._to_worker(
-            "flush", lambda job: TtsFlush(job_id=job, epoch=epoch, flush_id=flush_id)
-        )
+        outs = await self._segments(self.buffer.drain())
+        flush_id, epoch = self.active.next_flush_id(given), self.active.epoch
+        return [
+            *outs,
+            Disarm(("buffer",)),
+            *self._to_worker(
+                "flush",
+                lambda job: TtsFlush(job_id=job, epoch=epoch, flush_id=flush_id),
+            ),
+        ]
 
-    async def on_end(self) -> None:
+    async def on_end(self) -> list[Out]:
         """I5: a flush, then the worker finishes and ``complete`` follows its done."""
-        active = self.consumer.active
-        assert active.buffer is not None
-        await self._send_segments(active.buffer.drain())
-        active.ended = True
-        self.consumer.timers.disarm("buffer", "input")
-        epoch = active.epoch
-        await self._to_worker("end", lambda job: TtsEnd(job_id=job, epoch=epoch))
+        outs = await self._segments(self.buffer.drain())
+        self.active.ended = True
+        epoch = self.active.epoch
+        end = self._to_worker("end", lambda job: TtsEnd(job_id=job, epoch=epoch))
+        return [*outs, Disarm(("buffer", "input")), *end]
 
-    async def clear(self) -> None:
+    def clear(self) -> list[Out]:
         """C2: drop buffered text and unsent audio; the request goes on in a new epoch."""
-        consumer, active = self.consumer, self.consumer.active
-        assert active.buffer is not None
+        active = self.active
         active.epoch += 1
-        active.buffer.clear()
+        self.buffer.clear()
         active.outstanding.clear()
-        consumer.timers.disarm("buffer")
-        self.pending = [(kind, build) for kind, build in self.pending if kind != "text"]
+        self.pending = [out for out in self.pending if out.kind != "text"]
         epoch = active.epoch
-        await self._to_worker("clear", lambda job: TtsClear(job_id=job, epoch=epoch))
+        outs: list[Out] = [Disarm(("buffer",))]
+        outs += self._to_worker("clear", lambda job: TtsClear(job_id=job, epoch=epoch))
         if active.request.timestamps and active.open_segment is not None:
-            await consumer.send_json(active.segment_end_event(active.open_segment))
-        await consumer.send_json({"event": "cleared", "request_id": active.request_id})
+            outs.append(Send(active.segment_end_event(active.open_segment)))
+        return [*outs, Send(Cleared(request_id=active.request_id))]
 
-    async def on_timer(self, name: str) -> None:
+    async def on_timer(self, name: str) -> list[Out]:
         """I3's buffer delay, and I6's input idle limit."""
-        consumer, active = self.consumer, self.consumer.active
+        active = self.active
         if not active.request.incremental or active.buffer is None:
-            return
+            return []
         if name == "buffer":
-            await self._send_segments(active.buffer.drain())
-        elif name == "input" and not active.ended:
-            if active.buffer.pending or active.audio_pending(AUDIO_STALE_S):
-                consumer.timers.arm("input", settings.TTS_INPUT_IDLE_S)
-                return
-            idle = settings.TTS_INPUT_IDLE_S
-            await consumer.fail("TIMEOUT", f"No text received within {idle:g} seconds")
+            return await self._segments(active.buffer.drain())
+        if name != "input" or active.ended:
+            return []
+        idle = settings.TTS_INPUT_IDLE_S
+        if active.buffer.pending or active.audio_pending(AUDIO_STALE_S):
+            return [Arm("input", idle)]
+        return [Fail("TIMEOUT", f"No text received within {idle:g} seconds")]
 
-    async def _send_segments(self, segments: list[Segment]) -> None:
-        active = self.consumer.active
+    async def _segments(self, segments: list[Segment]) -> list[Out]:
         if not segments:
-            return
-        assert active.buffer is not None
+            return []
+        active = self.active
         payload = await prepare_pieces(
-            active.buffer.text, segments, normalize=active.request.normalize
+            self.buffer.text, segments, normalize=active.request.normalize
         )
         active.add_segments(
             [(s["seq"], s["char_start"], s["char_end"]) for s in payload]
         )
-        if payload:
-            epoch = active.epoch
-            await self._to_worker(
-                "text", lambda job: TtsText(job_id=job, epoch=epoch, segments=payload)
-            )
+        if not payload:
+            return []
+        epoch = active.epoch
+        return self._to_worker(
+            "text", lambda job: TtsText(job_id=job, epoch=epoch, segments=payload)
+        )
 
-    async def _to_worker(
-        self, kind: PendingKind, build: Callable[[str], Message]
-    ) -> None:
-        consumer = self.consumer
-        link = consumer.link
-        streaming = consumer.active.state is RequestState.STREAMING
-        if link is None or link.phase is not Phase.ACCEPTED or not streaming:
-            self.pending.append((kind, build))
-            return
-        if not await link.send(build(link.job_id)):
-            await consumer.fail("INTERNAL_ERROR", "Synthesis worker unavailable")
+    def _to_worker(
+        self, kind: WorkerKind, build: Callable[[str], Message]
+    ) -> list[Out]:
+        out = ToWorker(kind, build)
+        if self.active.state is not RequestState.STREAMING:
+            self.pending.append(out)
+            return []
+        return [out]

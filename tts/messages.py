@@ -1,31 +1,30 @@
 """Gateway ↔ worker contracts of a TTS job (specs/tts-ws.md §11 Q6).
 
-A segment travels as ``{"seq", "text" (normalised), "char_start", "char_end"}``. ``epoch`` counts
+The engine options of a request (``Sampling``, with the reference defaults, R1) are stated once
+here: the wire request (``tts.protocol.TtsRequest``), the job's first message and the engine's
+segment (``tts.engines.base.TtsEngineRequest``) inherit them, and ``sampling_of`` copies them
+from one stage to the next. A segment travels as ``{"seq", "text" (normalised), "char_start", "char_end"}``. ``epoch`` counts
 the request's ``clear`` events (C2): chunks of an older epoch are dropped by the gateway.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.contracts import Message
+from tts.audio import DEFAULT_FORMAT, DEFAULT_RATE
 
 FlushId = str | int
+DEFAULT_CHUNK_WINDOW = 32  # TTS_CHUNK_WINDOW's default
 
 
-@dataclass(frozen=True)
-class TtsSubmit(Message):
-    """First message of a TTS job: the request, validated and segmented (maybe partly)."""
+@dataclass(frozen=True, kw_only=True)
+class Sampling:
+    """Speed and the sampling options, with the reference defaults."""
 
-    TYPE = "tts.job.submit"
-    reply_channel: str
-    deadline: float
-    voice: str
-    segments: list[dict[str, Any]] = field(repr=False)
-    format: str = "wav"
-    sample_rate: int = 16_000
     speed: float = 1.0
     seed: int | None = None
     temperature: float = 0.8
@@ -33,6 +32,28 @@ class TtsSubmit(Message):
     top_p: float = 1.0
     max_tokens: int = 4096
     repetition_penalty: float = 1.05
+
+
+DEFAULTS = Sampling()
+SAMPLING_FIELDS = tuple(f.name for f in dataclasses.fields(Sampling))
+
+
+def sampling_of(source: Sampling) -> dict[str, Any]:
+    """The sampling fields of ``source`` as keyword arguments for the next stage."""
+    return {name: getattr(source, name) for name in SAMPLING_FIELDS}
+
+
+@dataclass(frozen=True)
+class TtsSubmit(Message, Sampling):
+    """First message of a TTS job: the request, validated and segmented (maybe partly)."""
+
+    TYPE = "tts.job.submit"
+    reply_channel: str
+    deadline: float
+    voice: str
+    segments: list[dict[str, Any]] = field(repr=False)
+    format: str = DEFAULT_FORMAT
+    sample_rate: int = DEFAULT_RATE
     request_id: str = ""
     # More segments follow in tts.job.text and the job ends at tts.job.end (§9.2, long texts).
     incremental: bool = False
@@ -87,6 +108,32 @@ class TtsAck(Message):
 def ack_interval(window: int) -> int:
     """Q8: ack every 8th chunk, more often when the worker's window is smaller than 16."""
     return max(1, min(8, window // 2))
+
+
+@dataclass
+class ChunkOrder:
+    """Q8 where the audio arrives (the consumer and the REST job client): chunks count
+    0, 1, 2, … without gaps, every ``ack_interval``-th is acknowledged, and ``done`` counts
+    them all."""
+
+    window: int  # the worker's TTS_CHUNK_WINDOW
+    next_seq: int = 0
+
+    def take(self, seq: int) -> bool:
+        """Count chunk ``seq``; False, counting nothing, when it is not the next one (a gap)."""
+        if seq != self.next_seq:
+            return False
+        self.next_seq += 1
+        return True
+
+    @property
+    def ack_due(self) -> bool:
+        """True when the chunk just taken is one to acknowledge."""
+        return self.next_seq % ack_interval(self.window) == 0
+
+    def complete(self, chunks: int) -> bool:
+        """True when ``gpu.tts.done``'s count is the number of chunks taken (no gap at the end)."""
+        return chunks == self.next_seq
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from django.conf import settings
 
 from tts.engines import EngineInfo
 from tts.engines import engine_info as info_of
-from tts.messages import TtsSubmit
 from tts.normalize import has_speakable, normalize_text
 from tts.protocol import ProtocolError, TtsRequest
 from tts.speakers import UnknownSpeaker, resolve_speaker
@@ -97,34 +96,3 @@ async def prepare_pieces(
             segment_payload, source, segments, normalize=normalize
         )
     return segment_payload(source, segments, normalize=normalize)
-
-
-def job_submit(
-    *,
-    job_id: str,
-    reply_channel: str,
-    deadline: float,
-    req: TtsRequest,
-    request_id: str,
-    voice: str,
-    segments: list[dict[str, Any]],
-) -> TtsSubmit:
-    """The job's first message (Q6) for a validated, resolved request."""
-    return TtsSubmit(
-        job_id=job_id,
-        reply_channel=reply_channel,
-        deadline=deadline,
-        voice=voice,
-        segments=segments,
-        format=req.format,
-        sample_rate=req.sample_rate,
-        speed=req.speed,
-        seed=req.seed,
-        temperature=req.temperature,
-        top_k=req.top_k,
-        top_p=req.top_p,
-        max_tokens=req.max_tokens,
-        repetition_penalty=req.repetition_penalty,
-        request_id=request_id,
-        incremental=req.incremental,
-    )

@@ -26,47 +26,37 @@ from typing import Any
 from django.conf import settings
 
 from gateway import jsontext
-from tts.audio import FORMATS, SAMPLE_RATES
+from tts.audio import DEFAULT_FORMAT, DEFAULT_RATE, FORMATS, MULAW_RATE, SAMPLE_RATES
+from tts.messages import Sampling
 
 logger = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 50_000  # TTS_MAX_TEXT_CHARS's default
-PROTOCOL_VERSION = 2
-CLOSE_CODES = {
-    "AUTH_FAILED": 1008,
-    "RATE_LIMIT_EXCEEDED": 1008,
-    "QUOTA_EXCEEDED": 1008,
-    "TIMEOUT": 1000,
-    "INVALID_JSON": 1003,
-    "VALIDATION_ERROR": 1003,
-    "MODEL_NOT_LOADED": 1011,
-    "STREAMING_OVERLOADED": 1013,
-    "INTERNAL_ERROR": 1011,
+# §6: each error code's close code (when fatal) and REST status.
+ERROR_CODES = {
+    "AUTH_FAILED": (1008, 401),
+    "RATE_LIMIT_EXCEEDED": (1008, 429),
+    "QUOTA_EXCEEDED": (1008, 402),
+    "TIMEOUT": (1000, 504),
+    "INVALID_JSON": (1003, 400),
+    "VALIDATION_ERROR": (1003, 400),
+    "MODEL_NOT_LOADED": (1011, 503),
+    "STREAMING_OVERLOADED": (1013, 503),
+    "INTERNAL_ERROR": (1011, 500),
 }
+CLOSE_CODES = {code: close for code, (close, _) in ERROR_CODES.items()}
+HTTP_STATUS = {code: status for code, (_, status) in ERROR_CODES.items()}
 # §6 "Fatal with keep_alive": these codes end only the request on a keep-alive stream.
 NON_FATAL_CODES = frozenset(
     ("VALIDATION_ERROR", "MODEL_NOT_LOADED", "STREAMING_OVERLOADED")
 )
-HTTP_STATUS = {
-    "AUTH_FAILED": 401,
-    "RATE_LIMIT_EXCEEDED": 429,
-    "QUOTA_EXCEEDED": 402,
-    "TIMEOUT": 504,
-    "INVALID_JSON": 400,
-    "VALIDATION_ERROR": 400,
-    "MODEL_NOT_LOADED": 503,
-    "STREAMING_OVERLOADED": 503,
-    "INTERNAL_ERROR": 500,
-}
 REQUEST_FIELDS = (
     "text speaker temperature top_k top_p max_tokens repetition_penalty seed chunking "
     "normalize format sample_rate request_id speed keep_alive timestamps"
 ).split()
-REST_EXCLUDED_FIELDS = ("keep_alive", "timestamps", "request_id")  # H1
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
-MAX_SAFE_INTEGER = (
-    2**53 - 1
-)  # I4: an integer flush_id every JSON client reads back exactly
+REST_EXCLUDED_FIELDS = ("keep_alive", "timestamps", "request_id")  # H1
+MAX_SAFE_INTEGER = 2**53 - 1  # I4: an integer flush_id every JSON client reads exactly
 
 
 class ProtocolError(Exception):
@@ -101,23 +91,16 @@ class ProtocolError(Exception):
 
 
 @dataclass(frozen=True)
-class TtsRequest:
+class TtsRequest(Sampling):
     """A validated request message or ``start`` (speaker not yet resolved)."""
 
     text: str
     speaker: str = "male1"
-    temperature: float = 0.8
-    top_k: int = 50
-    top_p: float = 1.0
-    max_tokens: int = 4096
-    repetition_penalty: float = 1.05
-    seed: int | None = None
     chunking: bool = False
     normalize: bool = True
-    format: str = "wav"
-    sample_rate: int = 16_000
+    format: str = DEFAULT_FORMAT
+    sample_rate: int = DEFAULT_RATE
     request_id: str | None = None
-    speed: float = 1.0
     keep_alive: bool = False
     timestamps: bool = False
     incremental: bool = False  # a ``start``: text arrives in ``text`` events (§9.2)
@@ -201,35 +184,23 @@ def parse_rest_body(body: bytes) -> TtsRequest:
     return _parse_request(message)
 
 
-def error_event(
-    code: str, message: str, request_id: str, *, fatal: bool = True, **extra: Any
-) -> dict[str, Any]:
-    """The reference error envelope with the additive fields (§6, X1–X4)."""
-    error = {"code": code, "message": message, "request_id": request_id, "fatal": fatal}
-    error.update({k: v for k, v in extra.items() if v is not None})
-    return {"event": "error", "error": error}
+# Field validation, in the table order of §2.1: the fields a message gives (absent ones are
+# left out, so ``TtsRequest``'s own defaults apply), speaker last as in R1.
 
 
-def rate_limit_message(retry_after_ms: int) -> str:
-    """X3: the reference wording with N = ⌈retry_after_ms ÷ 1000⌉."""
-    return (
-        f"Rate limit exceeded. Retry after {math.ceil(retry_after_ms / 1000)} seconds."
-    )
-
-
-# Field validation, in the table order of §2.1.
+def _invalid(message: str) -> ProtocolError:
+    return ProtocolError("VALIDATION_ERROR", message)
 
 
 def _field_error(name: str, expected: str) -> ProtocolError:
-    return ProtocolError("VALIDATION_ERROR", f"Field '{name}' must be {expected}")
+    """R2's wording: ``Field 'name' must be …``."""
+    return _invalid(f"Field '{name}' must be {expected}")
 
 
-def _number(
-    data: dict[str, Any], name: str, default: float, lo: float, hi: float
-) -> float:
+def _number(data: dict[str, Any], name: str, lo: float, hi: float) -> float | None:
     value = data.get(name)
     if value is None:
-        return default
+        return None
     ok = (
         isinstance(value, int | float)
         and not isinstance(value, bool)
@@ -252,57 +223,54 @@ def _integer(data: dict[str, Any], name: str) -> int | None:
     return value
 
 
-def _ranged_integer(
-    data: dict[str, Any], name: str, default: int, lo: int, hi: int
-) -> int:
+def _ranged_integer(data: dict[str, Any], name: str, lo: int, hi: int) -> int | None:
     try:
         value = _integer(data, name)
     except ValueError:
         value = lo - 1
     if value is None:
-        return default
+        return None
     if not lo <= value <= hi:
         raise _field_error(name, f"an integer between {lo} and {hi}")
     return value
 
 
-def _boolean(data: dict[str, Any], name: str, default: bool) -> bool:
+def _boolean(data: dict[str, Any], name: str) -> bool | None:
     value = data.get(name)
     if value is None:
-        return default
+        return None
     if not isinstance(value, bool):
         raise _field_error(name, "a boolean")
     return value
 
 
 def _text(data: dict[str, Any]) -> str:
+    """The non-empty ``text`` of a whole request, within ``TTS_MAX_TEXT_CHARS``."""
     text = data.get("text")
     if not isinstance(text, str) or not text.strip():
-        raise ProtocolError("VALIDATION_ERROR", "Text is required and cannot be empty")
+        raise _invalid("Text is required and cannot be empty")
     limit = settings.TTS_MAX_TEXT_CHARS  # spec §3: the default is MAX_TEXT_CHARS
     if len(text) > limit:
-        raise ProtocolError(
-            "VALIDATION_ERROR", f"Text too long: {len(text)} chars (max {limit})"
-        )
+        raise _invalid(f"Text too long: {len(text)} chars (max {limit})")
     return text
 
 
-def _top_k(data: dict[str, Any]) -> int:
+def _top_k(data: dict[str, Any]) -> int | None:
     try:
         value = _integer(data, "top_k")
     except ValueError:
         value = -2
     if value is None:
-        return 50
+        return None
     if not -1 <= value <= 1000:
         raise _field_error("top_k", "an integer between 1 and 1000, or 0 or -1")
     return value
 
 
-def _top_p(data: dict[str, Any]) -> float:
+def _top_p(data: dict[str, Any]) -> float | None:
     value = data.get("top_p")
     if value is None:
-        return 1.0
+        return None
     ok = (
         isinstance(value, int | float)
         and not isinstance(value, bool)
@@ -313,29 +281,22 @@ def _top_p(data: dict[str, Any]) -> float:
     return float(value)
 
 
-def _seed(data: dict[str, Any]) -> int | None:
-    if data.get("seed") is None:
-        return None
-    return _ranged_integer(data, "seed", 0, 0, 4_294_967_295)
-
-
 def _format_and_rate(data: dict[str, Any]) -> tuple[str, int]:
     fmt = data.get("format")
-    fmt = "wav" if fmt is None else fmt
+    fmt = DEFAULT_FORMAT if fmt is None else fmt
     if fmt not in FORMATS:
         shown = str(fmt)[:32]
-        raise ProtocolError(
-            "VALIDATION_ERROR",
-            f"Unsupported format '{shown}' (supported: {', '.join(FORMATS)})",
+        raise _invalid(
+            f"Unsupported format '{shown}' (supported: {', '.join(FORMATS)})"
         )
-    default = 8000 if fmt == "mulaw" else 16_000
+    default = MULAW_RATE if fmt == "mulaw" else DEFAULT_RATE
     try:
         rate = _integer(data, "sample_rate")
     except ValueError:
         rate = 0
     rate = default if rate is None else rate
-    if fmt == "mulaw" and rate != 8000:
-        raise _field_error("sample_rate", "8000 when format is 'mulaw'")
+    if fmt == "mulaw" and rate != MULAW_RATE:
+        raise _field_error("sample_rate", f"{MULAW_RATE} when format is 'mulaw'")
     if rate not in SAMPLE_RATES:
         raise _field_error("sample_rate", f"one of {', '.join(map(str, SAMPLE_RATES))}")
     return fmt, rate
@@ -350,60 +311,51 @@ def _request_id(data: dict[str, Any]) -> str | None:
     return value
 
 
-def _speaker(data: dict[str, Any]) -> str:
+def _speaker(data: dict[str, Any]) -> str | None:
     value = data.get("speaker")
     if value is None:
-        return "male1"
+        return None
     if not isinstance(value, str):
         raise _field_error("speaker", "a string")
     return value
 
 
-def _fields(data: dict[str, Any], text: str, *, incremental: bool) -> TtsRequest:
-    temperature = _number(data, "temperature", 0.8, 0.0, 2.0)
-    top_k = _top_k(data)
-    top_p = _top_p(data)
-    max_tokens = _ranged_integer(data, "max_tokens", 4096, 1, 8192)
-    repetition_penalty = _number(data, "repetition_penalty", 1.05, 1.0, 2.0)
-    seed = _seed(data)
-    chunking = _boolean(data, "chunking", False)
-    normalize = _boolean(data, "normalize", True)
-    fmt, rate = _format_and_rate(data)
-    request_id = _request_id(data)
-    speed = _number(data, "speed", 1.0, 0.5, 2.0)
-    keep_alive = _boolean(data, "keep_alive", False)
-    timestamps = _boolean(data, "timestamps", False)
-    speaker = _speaker(data)
+def _fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The fields but ``text`` that the message gives, validated in table order (speaker
+    last); absent ones are left out, so the request's own defaults apply."""
+    fields: dict[str, Any] = {
+        "temperature": _number(data, "temperature", 0.0, 2.0),
+        "top_k": _top_k(data),
+        "top_p": _top_p(data),
+        "max_tokens": _ranged_integer(data, "max_tokens", 1, 8192),
+        "repetition_penalty": _number(data, "repetition_penalty", 1.0, 2.0),
+        "seed": _ranged_integer(data, "seed", 0, 4_294_967_295),
+        "chunking": _boolean(data, "chunking"),
+        "normalize": _boolean(data, "normalize"),
+    }
+    fields["format"], fields["sample_rate"] = _format_and_rate(data)
+    fields["request_id"] = _request_id(data)
+    fields["speed"] = _number(data, "speed", 0.5, 2.0)
+    fields["keep_alive"] = _boolean(data, "keep_alive")
+    fields["timestamps"] = _boolean(data, "timestamps")
+    fields["speaker"] = _speaker(data)
     unknown = sorted(set(data) - set(REQUEST_FIELDS) - {"event"})
     if unknown:
         logger.debug("ignored unknown request fields: %s", ", ".join(unknown)[:200])
-    return TtsRequest(
-        text=text,
-        speaker=speaker,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        repetition_penalty=repetition_penalty,
-        seed=seed,
-        chunking=chunking,
-        normalize=normalize,
-        format=fmt,
-        sample_rate=rate,
-        request_id=request_id,
-        speed=speed,
-        keep_alive=keep_alive,
-        timestamps=timestamps,
-        incremental=incremental,
-    )
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def _request(data: dict[str, Any], *, incremental: bool) -> TtsRequest:
+    text = "" if incremental else _text(data)
+    return TtsRequest(text=text, incremental=incremental, **_fields(data))
 
 
 def _parse_request(data: dict[str, Any]) -> TtsRequest:
-    return _fields(data, _text(data), incremental=False)
+    return _request(data, incremental=False)
 
 
 def _parse_start(data: dict[str, Any]) -> TtsRequest:
-    return _fields(data, "", incremental=True)
+    return _request(data, incremental=True)
 
 
 def _parse_cancel(data: dict[str, Any]) -> Cancel:

@@ -14,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tts.protocol import PROTOCOL_VERSION, ProtocolError, TtsRequest
+from tts.events import Header, Progress, SegmentEnd, SegmentStart
+from tts.messages import DEFAULT_CHUNK_WINDOW, ChunkOrder
+from tts.outputs import Fail
+from tts.protocol import CLOSE_CODES, NON_FATAL_CODES, ProtocolError, TtsRequest
 from tts.text import SEGMENT_MAX_CHARS, SEGMENT_MIN_CHARS, TextBuffer
 
-WAV_HEADER_BYTES = 44
 Clock = Callable[[], float]
 
 
@@ -58,13 +60,14 @@ class ActiveRequest:
     voice: str
     t0: float
     clock: Clock = field(repr=False)
+    chunks: ChunkOrder
+    engine: str = ""  # the engine's wire name (header, complete) when it started
     state: RequestState = RequestState.SUBMITTING
     header_at: float | None = None
     first_audio_at: float | None = None
     chunks_sent: int = 0
     bytes_sent: int = 0
     samples_sent: int = 0
-    next_chunk_seq: int = 0
     epoch: int = 0
     last_segment_seq: int | None = None
     open_segment: int | None = (
@@ -131,59 +134,48 @@ class ActiveRequest:
             self.first_audio_at = self.clock()
         return self.chunks_sent % progress_every == 0
 
-    def header_event(self, model_version: str, engine: str) -> dict[str, Any]:
-        """E1: legacy fields first, then the additive ones."""
+    def header_event(self, model_version: str, engine: str) -> Header:
+        """E1, for the request's format and resolved voice."""
         req = self.request
-        return {
-            "event": "header",
-            "request_id": self.request_id,
-            "sample_rate": req.sample_rate,
-            "format": req.format,
-            "model_version": model_version,
-            "speaker": self.voice,
-            "engine": engine,
-            "encoding": "mulaw" if req.format == "mulaw" else "pcm_s16le",
-            "channels": 1,
-            "protocol_version": PROTOCOL_VERSION,
-        }
+        return Header(
+            request_id=self.request_id,
+            sample_rate=req.sample_rate,
+            format=req.format,
+            model_version=model_version,
+            speaker=self.voice,
+            engine=engine,
+            encoding="mulaw" if req.format == "mulaw" else "pcm_s16le",
+        )
 
-    def progress_event(self) -> dict[str, Any]:
+    def progress_event(self) -> Progress:
         """The progress event for the counters now (E2)."""
-        event: dict[str, Any] = {
-            "event": "progress",
-            "chunks_sent": self.chunks_sent,
-            "bytes_sent": self.bytes_sent,
-            "elapsed_ms": self.elapsed_ms(),
-            "request_id": self.request_id,
-            "audio_ms": self.audio_ms,
-        }
-        if self.request.timestamps and self.last_segment_seq is not None:
-            event["segment_seq"] = self.last_segment_seq
-        return event
+        stamps = self.request.timestamps
+        return Progress(
+            chunks_sent=self.chunks_sent,
+            bytes_sent=self.bytes_sent,
+            elapsed_ms=self.elapsed_ms(),
+            request_id=self.request_id,
+            audio_ms=self.audio_ms,
+            segment_seq=self.last_segment_seq if stamps else None,
+        )
 
-    def segment_start_event(self, seq: int) -> dict[str, Any]:
+    def segment_start_event(self, seq: int) -> SegmentStart:
         """TS1: sent immediately before a segment's first frame."""
         span = self.spans.get(seq, SegmentSpan(0, 0))
         self.open_segment = seq
-        return {
-            "event": "segment_start",
-            "request_id": self.request_id,
-            "seq": seq,
-            "text": self.source_text[span.char_start : span.char_end],
-            "char_start": span.char_start,
-            "char_end": span.char_end,
-            "start_ms": self.audio_ms,
-        }
+        return SegmentStart(
+            request_id=self.request_id,
+            seq=seq,
+            text=self.source_text[span.char_start : span.char_end],
+            char_start=span.char_start,
+            char_end=span.char_end,
+            start_ms=self.audio_ms,
+        )
 
-    def segment_end_event(self, seq: int) -> dict[str, Any]:
+    def segment_end_event(self, seq: int) -> SegmentEnd:
         """TS1: sent immediately after a segment's last frame."""
         self.open_segment = None
-        return {
-            "event": "segment_end",
-            "request_id": self.request_id,
-            "seq": seq,
-            "end_ms": self.audio_ms,
-        }
+        return SegmentEnd(request_id=self.request_id, seq=seq, end_ms=self.audio_ms)
 
     def complete_metrics(self, *, cancelled: bool, engine: str) -> dict[str, Any]:
         """The complete event's metrics (E3): legacy names first, then the additive ones."""
@@ -244,6 +236,31 @@ class TtsSession:
         """True while a request is active (from receipt to its terminal event)."""
         return self.active is not None and self.active.state is not RequestState.DONE
 
+    @property
+    def incremental(self) -> bool:
+        """True while an incremental request (§9.2) is active."""
+        return self.busy and self.active is not None and self.active.request.incremental
+
+    def current_request_id(self) -> str:
+        """The id an error names: the active request's, else the next request's (X1)."""
+        if self.busy and self.active is not None:
+            return self.active.request_id
+        return self.request_id_for()
+
+    def error_effect(self, error: Fail) -> tuple[bool, int | None]:
+        """§6/K1: whether ``error`` is fatal, and the stream's close code then."""
+        keep = self.keep_alive if error.keep_alive is None else error.keep_alive
+        fatal = error.fatal
+        if fatal is None:
+            fatal = not (keep and error.code in NON_FATAL_CODES)
+        return fatal, (error.close_code or CLOSE_CODES[error.code]) if fatal else None
+
+    def closing_code(self, *, draining: bool) -> int | None:
+        """W9/K1/W12: the close after ``complete``; None keeps a keep-alive stream open."""
+        if not self.keep_alive:
+            return 1000
+        return 1001 if draining else None
+
     def request_id_for(self, req: TtsRequest | None = None) -> str:
         """X1/K3: the client's id, else the accept-time UUID for the first request, else a new one."""
         if req is not None and req.request_id is not None:
@@ -258,7 +275,9 @@ class TtsSession:
         *,
         request_id: str,
         voice: str,
+        engine: str = "",
         segment_chars: tuple[int, int] = (SEGMENT_MIN_CHARS, SEGMENT_MAX_CHARS),
+        chunk_window: int = DEFAULT_CHUNK_WINDOW,
     ) -> ActiveRequest:
         """Start a request (t0 = now, U3); raise ProtocolError for K2 or K3."""
         if self.busy:
@@ -274,8 +293,10 @@ class TtsSession:
             request=req,
             request_id=request_id,
             voice=voice,
+            engine=engine,
             t0=self.clock(),
             clock=self.clock,
+            chunks=ChunkOrder(window=chunk_window),
             buffer=TextBuffer(*segment_chars) if req.incremental else None,
         )
         return self.active

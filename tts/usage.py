@@ -12,15 +12,15 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from accounts.admission import Admission
 from accounts.exceptions import AdmissionDenied, DenialReason
-from accounts.metering import UsageMeter, stream_tick
+from accounts.metering import TerminalStatus, UsageMeter, stream_tick
 
 logger = logging.getLogger(__name__)
 
-UsageStatus = Literal["completed", "cancelled", "failed"]
+UsageStatus = TerminalStatus  # the record's terminal statuses (accounts U8)
 T = TypeVar("T")
 
 # accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop

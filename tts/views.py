@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -32,25 +31,29 @@ from accounts.admission import KeyPrincipal, admit, authenticate_request
 from accounts.exceptions import AdmissionDenied
 from accounts.metering import Route
 from gateway.liveness import get_liveness
-from tts.audio import wav_file_header
+from tts.audio import WAV_HEADER_BYTES, wav_file_header
 from tts.client import ChannelJob, JobAudio, JobError
 from tts.errors import denial_error
-from tts.messages import TtsSubmit
-from tts.prepare import engine_info, job_submit, prepare_segments, resolve_voice
-from tts.protocol import HTTP_STATUS, ProtocolError, TtsRequest, parse_rest_body
+from tts.prepare import engine_info
+from tts.protocol import (
+    HTTP_STATUS,
+    REQUEST_ID,
+    ProtocolError,
+    TtsRequest,
+    parse_rest_body,
+)
+from tts.requests import RequestPlan, open_usage, plan_request
 from tts.speakers import speakers_listing
 from tts.usage import TtsUsage, while_ticking
 
 logger = logging.getLogger(__name__)
 
-REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 CONTENT_TYPES = {
     "wav": "audio/wav",
     "pcm": "audio/pcm;rate={rate};channels=1;encoding=s16le",
     "mulaw": "audio/basic",
 }
 READ_BYTES = 256 * 1024
-WAV_HEADER_BYTES = 44
 
 
 class RestError(Exception):
@@ -149,8 +152,7 @@ async def synthesize(request: HttpRequest) -> HttpResponseBase:
     try:
         response = await metered_synthesis(request, request_id, usage)
     except asyncio.CancelledError:  # H5: the client went away; the job was withdrawn
-        await usage.finish(status="cancelled")
-        await asyncio.shield(usage.release())
+        await usage.end(status="cancelled")
         raise
     except Exception:  # boundary: one request (issue 9); the job was withdrawn
         logger.exception("tts rest request %s failed", request_id)
@@ -171,17 +173,10 @@ async def metered_synthesis(
         if settings.TTS_AUTH_REQUIRED:
             usage.admission = await admit(http_scope(request), endpoint="tts")
         req = parse_body(request)
-        info = engine_info()
-        voice = resolve_voice(req, info)
-        segments = await prepare_segments(req)
-        if not segments:
-            raise ProtocolError("VALIDATION_ERROR", "Text has no speakable content")
-        await usage.open_request(
-            request_id=request_id, model=info.model_version, text_chars=len(req.text)
-        )
+        plan = await plan_request(req, request_id)
+        await open_usage(usage, plan)
         await usage.ready()  # U2: committed before any audio exists
-        job = run_job(req, voice, segments, request_id, usage.job_accepted)
-        audio = await while_ticking(usage, job)
+        audio = await while_ticking(usage, run_job(plan, usage.job_accepted))
     except ProtocolError as exc:  # validation opens no record (U3)
         return error_response(RestError(exc.code, exc.message), request_id)
     except RestError as error:
@@ -194,7 +189,7 @@ async def metered_synthesis(
     seconds = audio.samples / req.sample_rate
     rtf = round((time.monotonic() - t0) / seconds, 3) if seconds else None
     await usage.finish(status="completed", rtf=rtf)  # no frames, so no ttfb_ms
-    return audio_response(req, voice, audio, request_id, usage)
+    return audio_response(req, plan.voice, audio, request_id, usage)
 
 
 def parse_body(request: HttpRequest) -> TtsRequest:
@@ -209,30 +204,12 @@ def parse_body(request: HttpRequest) -> TtsRequest:
     return parse_rest_body(body)
 
 
-async def run_job(
-    req: TtsRequest,
-    voice: str,
-    segments: list[dict[str, Any]],
-    request_id: str,
-    on_accepted: Callable[[], None],
-) -> JobAudio:
+async def run_job(plan: RequestPlan, on_accepted: Callable[[], None]) -> JobAudio:
     """Run the worker job to its end (Q2–Q4); H4's timeout is 504."""
-    room = WAV_HEADER_BYTES if req.format == "wav" else 0
+    room = WAV_HEADER_BYTES if plan.req.format == "wav" else 0
     job = ChannelJob(get_channel_layer(), header_room=room, on_accepted=on_accepted)
-
-    def build(job_id: str, reply: str, deadline: float) -> TtsSubmit:
-        return job_submit(
-            job_id=job_id,
-            reply_channel=reply,
-            deadline=deadline,
-            req=req,
-            request_id=request_id,
-            voice=voice,
-            segments=segments,
-        )
-
     try:
-        return await job.run(build, timeout_s=settings.TTS_REST_TIMEOUT_S)
+        return await job.run(plan.submit, timeout_s=settings.TTS_REST_TIMEOUT_S)
     except JobError as error:
         retry = settings.TTS_OVERLOAD_RETRY_MS
         raise RestError(

@@ -93,14 +93,16 @@ def test_docs_tts_request_fields_defaults_and_limits(tts_page: Section) -> None:
     for name, row in rows.items():
         if name != "text":
             assert literal(row[2]) == defaults[name], f"default of {name}: {row[2]}"
-    for name, (_, lo, hi) in r.field_limits("tts/protocol.py").items():
+    for name, (lo, hi) in r.field_limits("tts/protocol.py").items():
         span = f"{number(lo)}–{number(hi)}"
         assert span in rows[name][3], f"limits of {name}: {rows[name][3]}"
     assert f"1–{MAX_TEXT_CHARS}" in rows["text"][3]
 
 
 def test_docs_tts_server_events(tts_page: Section) -> None:
-    code = r.dict_events(r.TTS_MODULES, "event")
+    from tts.events import SERVER_EVENTS
+
+    code = r.dict_events(r.TTS_MODULES, "event") | set(SERVER_EVENTS)
     same(names(tts_page.child("Server events")), code, "tts server events")
 
 
@@ -108,7 +110,7 @@ def test_docs_tts_error_codes_close_codes_and_statuses(tts_page: Section) -> Non
     from tts.protocol import CLOSE_CODES, HTTP_STATUS, NON_FATAL_CODES
 
     rows = table(tts_page.child("Errors"))
-    raised = r.call_codes(r.TTS_MODULES, r.ERROR_CALLS | {"error_event"})
+    raised = r.call_codes(r.TTS_MODULES, r.ERROR_CALLS | {"Error", "Fail"})
     same(rows, set(CLOSE_CODES) | raised, "tts error codes")
     for code, row in rows.items():
         assert literal(row[1]) == CLOSE_CODES[code], f"close of {code}: {row[1]}"
@@ -120,7 +122,7 @@ def test_docs_tts_error_codes_close_codes_and_statuses(tts_page: Section) -> Non
 def test_docs_tts_warning_codes(tts_page: Section) -> None:
     same(
         table(tts_page.child("Warnings")),
-        r.call_codes(r.TTS_MODULES, frozenset({"warn"})),
+        r.call_codes(r.TTS_MODULES, frozenset({"warn", "ServerWarning"})),
         "tts warnings",
     )
 

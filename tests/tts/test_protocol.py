@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tts.events import Error, rate_limit_message, server_message
 from tts.protocol import (
     CLOSE_CODES,
     HTTP_STATUS,
@@ -18,10 +19,8 @@ from tts.protocol import (
     ProtocolError,
     TextInput,
     TtsRequest,
-    error_event,
     parse_client_event,
     parse_rest_body,
-    rate_limit_message,
 )
 
 
@@ -214,8 +213,8 @@ def test_tts_x3_rate_limit_message_rounds_up() -> None:
 
 
 def test_tts_x4_error_envelope_is_the_reference_plus_additive_fields() -> None:
-    event = error_event("VALIDATION_ERROR", "m", "r", fatal=False, valid_speakers=["a"])
-    assert event == {
+    error = Error("VALIDATION_ERROR", "m", "r", fatal=False, valid_speakers=["a"])
+    assert server_message(error) == {
         "event": "error",
         "error": {
             "code": "VALIDATION_ERROR",

@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from tts.events import server_message
 from tts.protocol import ProtocolError, TtsRequest
 from tts.session import RequestState, TtsSession
 
@@ -54,7 +55,7 @@ def test_tts_e2_progress_after_every_tenth_frame_header_included() -> None:
         clock.now += 0.01
         due.append(active.count_frame(3200, 1600, 10))
     assert [i + 1 for i, d in enumerate(due) if d] == [10, 20]
-    event = active.progress_event()
+    event = server_message(active.progress_event())
     assert event == {
         "event": "progress",
         "chunks_sent": 25,
@@ -119,12 +120,12 @@ def test_tts_ts2_segment_positions_are_audio_sent() -> None:
         voice="joe",
     )
     active.add_segments([(0, 0, 8), (1, 8, 20)])
-    assert active.segment_start_event(0)["start_ms"] == 0
+    assert active.segment_start_event(0).start_ms == 0
     active.count_frame(8000, 4000, 10)
-    end0 = active.segment_end_event(0)["end_ms"]
+    end0 = active.segment_end_event(0).end_ms
     start1 = active.segment_start_event(1)
-    assert end0 == start1["start_ms"] == 250
-    assert (start1["text"], start1["char_start"], start1["char_end"]) == (
+    assert end0 == start1.start_ms == 250
+    assert (start1.text, start1.char_start, start1.char_end) == (
         " Three four.",
         8,
         20,

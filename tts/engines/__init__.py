@@ -101,6 +101,7 @@ def vllm_engine_info() -> EngineInfo:
     """The vLLM engine as configured: its checkpoint's recipe and voices (tts S1, §13.2)."""
     from django.conf import settings
 
+    from tts.engines.snac_decoder import SNAC_RATE
     from tts.engines.vllm_config import SEGMENT_PAUSE_MS, WIRE_NAME, VllmTtsConfig
 
     config = VllmTtsConfig.from_settings(settings)
@@ -108,7 +109,7 @@ def vllm_engine_info() -> EngineInfo:
     return EngineInfo(
         wire_name=WIRE_NAME,
         model_version=config.model_version,
-        native_rate=24_000,
+        native_rate=SNAC_RATE,
         voices=tuple(
             VoiceInfo(id=v, name=v.capitalize(), languages=languages)
             for v in config.voices

@@ -9,6 +9,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from tts.messages import Sampling
+
 Pcm = npt.NDArray[np.float32]
 
 
@@ -32,18 +34,11 @@ class EngineStats:
 
 
 @dataclass(frozen=True)
-class TtsEngineRequest:
+class TtsEngineRequest(Sampling):
     """One segment of text for the engine, with the resolved voice and options."""
 
     text: str = field(repr=False)
     voice: str
-    speed: float = 1.0
-    seed: int | None = None
-    temperature: float = 0.8
-    top_k: int = 50
-    top_p: float = 1.0
-    max_tokens: int = 4096
-    repetition_penalty: float = 1.05
     # Filled in by the engine while it streams the segment.
     stats: EngineStats = field(default_factory=EngineStats, compare=False, repr=False)
 

@@ -32,7 +32,7 @@ from asr.items import (
     SpeechStopped,
     WorkerCommit,
 )
-from asr.protocol import ClientEvent, new_id
+from asr.protocol import Dialect, new_id
 from asr.vad import (
     FRAME,
     START_FRAMES,
@@ -55,31 +55,6 @@ class AsrState(enum.Enum):
     CLOSED = enum.auto()
 
 
-class Dialect(enum.Enum):
-    """Wire dialect of a connection (§4); fixed once determined."""
-
-    UNDETERMINED = "auto"
-    OPENAI = "openai"
-    VLLM = "vllm"
-
-
-def dialect_signal(event: ClientEvent) -> Dialect | None:
-    """The dialect a client event selects while undetermined (DI-2), if any."""
-    body = event.body
-    if event.type == "session.update":
-        if "session" in body:
-            return Dialect.OPENAI
-        return Dialect.VLLM if "model" in body else None
-    if event.type == "transcription_session.update":
-        return Dialect.OPENAI
-    if event.type == "input_audio_buffer.commit" and "final" in body:
-        return Dialect.VLLM
-    if event.type == "input_audio_buffer.append":
-        audio = body.get("audio")
-        return Dialect.OPENAI if isinstance(audio, str) and audio else None
-    return None
-
-
 @dataclass
 class RealtimeSession:
     """Everything the gateway knows about one connection."""
@@ -98,7 +73,8 @@ class RealtimeSession:
     clock: int = 0  # AI-10: model-rate samples of all accepted audio
     previous_item_id: str | None = None
     pending: deque[Item] = field(default_factory=deque)
-    created_at: float = field(default_factory=time.time)
+    created_at: float = field(default_factory=time.time)  # the accept time (CN-7)
+    expires_at: int = 0  # CN-8, set once admitted
 
     def __post_init__(self) -> None:
         self._seq = 0

@@ -186,18 +186,6 @@ class AsrJob:
         self.idle_chunk_samples = int(chunk_s * MODEL_RATE)
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    def receive(self, message: dict[str, Any]) -> None:
-        """Apply a pinned message now; decoding happens in the item's task."""
-        kind = message["type"]
-        if kind == AsrItemOpen.TYPE:
-            self._open(AsrItemOpen.from_message(message))
-        elif kind == AsrAudio.TYPE:
-            self._append(AsrAudio.from_message(message))
-        elif kind == AsrCommit.TYPE:
-            self._commit(AsrCommit.from_message(message))
-        elif kind == AsrDrop.TYPE:
-            self._drop(AsrDrop.from_message(message).item_seq)
-
     async def run(self) -> None:
         """Live until cancelled (or stale, WK-9); cancel every item task on the way out."""
         limit = settings.ASR_MAX_SESSION_S + STALE_JOB_GRACE_S
@@ -206,7 +194,7 @@ class AsrJob:
             logger.warning("asr job %s dropped: older than %d s", self.job_id, limit)
         finally:
             for seq in list(self.items):
-                self._drop(seq)
+                self._forget(seq)
             for task in self._tasks:
                 task.cancel()
             if self._tasks:
@@ -219,7 +207,11 @@ class AsrJob:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _open(self, opened: AsrItemOpen) -> None:
+    # Pinned messages, one method per channel type (the worker consumer's handlers call
+    # them): applied now, without blocking; decoding happens in the item's task.
+
+    def item_open(self, opened: AsrItemOpen) -> None:
+        """asr.job.item_open: start an item, or update its options (WK-3)."""
         item = self.items.get(opened.item_seq)
         if item is not None:
             item.options = opened
@@ -239,7 +231,8 @@ class AsrJob:
         self.items[item.seq] = item
         item.task = self._spawn(self._drive(item))
 
-    def _append(self, audio: AsrAudio) -> None:
+    def audio(self, audio: AsrAudio) -> None:
+        """asr.job.audio: append PCM at its offset, or ask for a resync (WK-6)."""
         item = self.items.get(audio.item_seq)
         if item is None:
             return
@@ -255,7 +248,8 @@ class AsrJob:
             item.speech_end = end
         item.wake.set()
 
-    def _commit(self, commit: AsrCommit) -> None:
+    def commit(self, commit: AsrCommit) -> None:
+        """asr.job.commit: the item is complete; its final decode replaces a chunk one."""
         item = self.items.get(commit.item_seq)
         if item is None:
             return
@@ -266,7 +260,11 @@ class AsrJob:
             item.chunk.cancel()  # SA-7: the final decode replaces it
         item.wake.set()
 
-    def _drop(self, seq: int) -> None:
+    def drop(self, drop: AsrDrop) -> None:
+        """asr.job.drop: forget the item (the client cleared the buffer)."""
+        self._forget(drop.item_seq)
+
+    def _forget(self, seq: int) -> None:
         item = self.items.pop(seq, None)
         if item is None:
             return

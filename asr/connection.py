@@ -7,6 +7,7 @@ since a failover may pin another worker's model version).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -81,3 +82,26 @@ def expiry_reason(admission: Admission | None) -> str:
     if plan is not None and plan <= settings.ASR_MAX_SESSION_S:
         return "max_session_duration"
     return "session_expired"
+
+
+@dataclass
+class EarlyFrames:
+    """Frames received during admission, handled after session.created (bounded)."""
+
+    limit: int  # ASR_MAX_EARLY_BYTES
+    frames: list[tuple[str | None, bytes | None]] = field(default_factory=list)
+    size: int = 0
+
+    def hold(self, text: str | None, data: bytes | None) -> bool:
+        """Keep a frame; False (and nothing kept) once they pass the limit."""
+        self.frames.append((text, data))
+        self.size += len(text or data or "")
+        if self.size > self.limit:
+            self.frames.clear()
+            return False
+        return True
+
+    def take(self) -> list[tuple[str | None, bytes | None]]:
+        """The frames held so far, oldest first; none are held after."""
+        frames, self.frames = self.frames, []
+        return frames

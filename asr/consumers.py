@@ -1,42 +1,39 @@
 """The ``/v1/realtime`` consumer: thin I/O between the client, accounts and a worker job.
 
-``receive`` parses each frame once into a typed event (``asr.protocol``), and
-``asr.handlers.ClientHandlers`` applies it to the session (``asr.session``), yielding outputs;
+Each frame is parsed once into a typed event and applied by ``asr.handlers.ClientHandlers``;
 worker replies (``gpu.*``) and timers (``timer.*``) are separate dispatched messages (AR-3) that
-the session answers with outputs too. ``perform`` is the one place that carries outputs out:
-wire events (``asr.events``), ``asr.job.*`` messages through the worker outbox, errors and
-stops. Usage is metered through ``asr.usage``: one record per connection, opened before
-``session.created``.
+the session (``asr.session``) answers. Both yield outputs, and ``perform`` is the one place
+that carries them out: wire events (``asr.events``), worker messages (``asr.outbox``), errors.
+Usage is metered through ``asr.usage``: one record per connection, before ``session.created``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Any
+from dataclasses import replace
+from typing import Any, Unpack
 
 from django.conf import settings
 
 from accounts.admission import Admission, admit
 from accounts.exceptions import AdmissionDenied
 from asr import connection, errors, events
-from asr.config import ConfigError, Models
-from asr.events import ClientOut, SessionCreated
-from asr.handlers import Action, ClientHandlers, Steps, Stop
-from asr.items import Completed, Forward, Overflow, WorkerOut, worker_message
+from asr.config import ConfigError
+from asr.connection import EarlyFrames, served_models
+from asr.errors import Fail
+from asr.events import ClientOut, ErrorFields, SessionCreated
+from asr.handlers import Action, ClientHandlers, Steps
+from asr.items import Completed, Overflow, WorkerOut
 from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
 from asr.outbox import Flush, WorkerOutbox
-from asr.protocol import ClientEvent, Dialect, ProtocolError, parse_client_event
+from asr.protocol import ClientEvent, Dialect, ProtocolError
 from asr.session import AsrState, RealtimeSession
 from asr.usage import RealtimeUsage, UsageStatus
 from gateway import jsontext, metrics
-from gateway.budget import ControlBudget
-from gateway.consumers import WorkerClientConsumer
+from gateway.consumers import ReleaseStep, WorkerClientConsumer
 from gateway.contracts import JobFailed
 from gateway.jobclient import Outcome
 from gateway.logs import new_request_id
@@ -44,10 +41,11 @@ from gateway.timers import NamedTimers, Ticker
 
 logger = logging.getLogger(__name__)
 
+
 # accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop
 # within E7's 1 s even when the tick waits behind a client event.
 TICK_S = 0.5
-PARSE_INLINE_LIMIT = 64 * 1024  # AR-2: larger frames are parsed (base64) off the loop
+PARSE_INLINE = 64 * 1024  # AR-2: larger frames are parsed (JSON, base64) off the loop
 PUMP_RETRY_S = 0.05  # ChannelFull: retry the worker queue after this
 
 
@@ -64,36 +62,22 @@ class RealtimeConsumer(WorkerClientConsumer):
         """Accept (CN-3, CN-4), admit (AU-4), then ask a worker for a slot (WK-2)."""
         await self.accept(subprotocol=connection.subprotocol(self.scope))
         new_request_id()
-        self.accepted_at = time.time()
-        self.session = connection.new_session(self.scope, accepted_at=self.accepted_at)
-        self.early: list[tuple[str | None, bytes | None]] = []
-        self.early_bytes = 0
+        accepted_at = time.time()
+        self.session = connection.new_session(self.scope, accepted_at=accepted_at)
+        self.early = EarlyFrames(settings.ASR_MAX_EARLY_BYTES)
         self.outbox = WorkerOutbox(stall_s=settings.ASR_WORKER_STALL_S)
         self.timers = NamedTimers(self.post_later)
         self.ticker = Ticker(self.post_now, "tick", TICK_S)
-        self.failing_over = False
-        self.failovers = 0
         self.released = False
-        self.stats = {"audio_messages": 0, "pcm_bytes": 0}
         self.last_message_at = time.monotonic()
-        self.control = ControlBudget.from_settings()
         self.count_open()
         try:
             self.admission = await self.admit()
         except AdmissionDenied as denied:
-            await self.deny(denied.reason, denied.retry_after_ms)
+            await self.fail(errors.denial(denied.reason, denied.retry_after_ms))
             return
-        self.stream_id = (
-            self.admission.stream_id if self.admission is not None else uuid.uuid4()
-        )
-        self.usage = RealtimeUsage(
-            self.admission,
-            stream_id=self.stream_id,
-            started_at=datetime.fromtimestamp(self.accepted_at, tz=UTC),
-        )
-        self.session.expires_at = connection.expires_at(
-            self.accepted_at, self.admission
-        )
+        self.usage = RealtimeUsage.start(self.admission, accepted_at=accepted_at)
+        self.session.expires_at = connection.expires_at(accepted_at, self.admission)
         self.handlers = ClientHandlers(self.session, self.usage)
         await self.submit()
 
@@ -101,19 +85,13 @@ class RealtimeConsumer(WorkerClientConsumer):
         """accounts E1 for this stream; None would meter to the ``anonymous`` key."""
         return await admit(self.scope, endpoint="asr")
 
-    def models(self) -> Models:
-        """What the pinned worker serves (SE-15, row 8)."""
-        return connection.served_models(self.link.model_version if self.link else "")
-
     async def submit(self) -> None:
         """Send asr.job.open through a fresh link; the answer arrives as a message.
 
-        The job id is the accounts stream id (WK-1); a failover's job gets a new name, so
-        the cancel sent to the lost worker can never reach the job that replaces it.
+        The job id is the accounts stream id (WK-1); a failover's job gets a new name.
         """
-        job_id = str(self.stream_id)
-        if self.failovers:
-            job_id += f".f{self.failovers}"
+        assert self.usage is not None
+        job_id = self.outbox.job_id(str(self.usage.stream_id))
         link = self.new_link(
             kind="asr",
             answer_ms=settings.ASR_WORKER_ANSWER_MS,
@@ -122,11 +100,9 @@ class RealtimeConsumer(WorkerClientConsumer):
         )
 
         def build(job_id: str, deadline: float) -> AsrOpen:
+            own, model = self.channel_name, settings.ASR_MODEL
             return AsrOpen(
-                job_id=job_id,
-                reply_channel=self.channel_name,
-                deadline=deadline,
-                model=settings.ASR_MODEL,
+                job_id=job_id, reply_channel=own, deadline=deadline, model=model
             )
 
         await self.on_outcome(await link.submit(build, job_id=job_id))
@@ -140,11 +116,8 @@ class RealtimeConsumer(WorkerClientConsumer):
         if self.session.state is AsrState.CLOSED:
             return
         if self.session.state is AsrState.ADMITTING:
-            self.early.append((text_data, bytes_data))
-            self.early_bytes += len(text_data or bytes_data or "")
-            if self.early_bytes > settings.ASR_MAX_EARLY_BYTES:  # issue 9: a few MB
-                self.early.clear()
-                await self.fail("buffer_overflow")
+            if not self.early.hold(text_data, bytes_data):  # issue 9: a few MB
+                await self.fail(Fail("buffer_overflow"))
             return
         await self.handle_frame(text_data, bytes_data)
 
@@ -153,21 +126,13 @@ class RealtimeConsumer(WorkerClientConsumer):
         self.last_message_at = time.monotonic()
         size = len(data) if data is not None else jsontext.utf8_size(text or "")
         if size > settings.ASR_MAX_MESSAGE_BYTES:
-            await self.fail("message_too_large")
+            await self.fail(Fail("message_too_large"))
             return
         event: ClientEvent | None = None
         try:
-            event = await self.parse(text, data, size)
-            if event.control and not self.control.take():
-                retry_ms = self.control.retry_after_ms()
-                text = errors.message("rate_limit_exceeded", retry=retry_ms / 1000)
-                await self.fail(
-                    "rate_limit_exceeded", message=text, retry_after_ms=retry_ms
-                )
-                return
-            if event.selects is not None:
-                await self.drive(self.handlers.set_dialect(event.selects))
-            await self.drive(self.handlers.steps(event, self.models()))
+            event = await self.handlers.parse(text, data, large=size > PARSE_INLINE)
+            version = self.link.model_version if self.link else ""
+            await self.drive(self.handlers.steps(event, served_models(version)))
         except (ProtocolError, ConfigError) as exc:
             if isinstance(exc, ProtocolError) and exc.selects is not None:
                 await self.drive(self.handlers.set_dialect(exc.selects))
@@ -176,21 +141,6 @@ class RealtimeConsumer(WorkerClientConsumer):
             await self.send_error(
                 exc.code, exc.message, param=exc.param, event_id=event_id
             )
-
-    async def parse(
-        self, text: str | None, data: bytes | None, size: int
-    ) -> ClientEvent:
-        """``parse_client_event`` in the session's dialect, off the loop when large."""
-        dialect, fmt = self.session.dialect, self.session.config.format
-        if size > PARSE_INLINE_LIMIT:
-            return await asyncio.to_thread(
-                parse_client_event,
-                text,
-                data,
-                dialect=dialect,
-                pcm16=fmt == "audio/pcm",
-            )
-        return parse_client_event(text, data, dialect=dialect, pcm16=fmt == "audio/pcm")
 
     async def drive(self, steps: Steps) -> None:
         """Perform a handler's output batches in order; stop it once the session closed."""
@@ -205,43 +155,29 @@ class RealtimeConsumer(WorkerClientConsumer):
     async def gpu_asr_delta(self, message: dict[str, Any]) -> None:
         """Handle gpu.asr.delta: confirmed words of an item."""
         if self.alive(message):
-            delta = AsrDelta.from_message(message)
-            item = self.session.find(delta.item_seq)
-            if item is not None:
-                await self.perform(self.session.delta(item, delta.text, delta.logprobs))
+            await self.perform(self.session.on_delta(AsrDelta.from_message(message)))
 
     async def gpu_asr_final(self, message: dict[str, Any]) -> None:
         """Handle gpu.asr.final: the remainder, completed, item done."""
         if self.alive(message):
-            f = AsrFinal.from_message(message)
-            item = self.session.find(f.item_seq)
-            if item is not None and item.commit_point is not None:
-                outs = self.session.final(
-                    item, f.text, f.logprobs, f.prompt_tokens, f.completion_tokens
-                )
-                await self.perform(outs)
+            await self.perform(self.session.on_final(AsrFinal.from_message(message)))
 
     async def gpu_asr_resync(self, message: dict[str, Any]) -> None:
-        """Handle gpu.asr.resync: resend an item's audio from what the worker has (WK-6)."""
+        """Handle gpu.asr.resync: resend an item's audio from what the worker has."""
         if self.alive(message):
-            resync = AsrResync.from_message(message)
-            item = self.session.find(resync.item_seq)
-            if item is not None:
-                await self.perform(self.session.resend(item, resync.have_samples))
+            await self.perform(self.session.on_resync(AsrResync.from_message(message)))
 
     async def gpu_job_failed(self, message: dict[str, Any]) -> None:
         """Handle gpu.job.failed: a final failure fails the item; others end the session."""
         if not self.alive(message):
             return
         failed = JobFailed.from_message(message)
-        seq = failed.item_seq
-        item = self.session.find(seq) if seq is not None else None
-        if failed.stage == "final" and item is not None:
-            await self.perform(self.session.failed(item))
+        if (outs := self.session.on_failed(failed)) is not None:
+            await self.perform(outs)
         elif failed.code == "worker_shutdown":
             await self.failover()
         else:
-            await self.fail("inference_failed")
+            await self.fail(Fail("inference_failed"))
 
     async def gpu_job_heartbeat(self, message: dict[str, Any]) -> None:
         """Handle gpu.job.heartbeat: the pinned worker is alive."""
@@ -260,24 +196,16 @@ class RealtimeConsumer(WorkerClientConsumer):
                 return
             if isinstance(out, Overflow):
                 text = errors.message("pending_overflow") if out.pending else None
-                await self.fail("buffer_overflow", message=text)
-                return
-            if isinstance(out, Stop):
-                await self.stop(out.reason)
+                await self.fail(Fail("buffer_overflow", message=text))
+            elif isinstance(out, Fail):
+                await self.fail(out)
             elif isinstance(out, WorkerOut):
-                self.to_worker(out)
+                if self.link is not None:
+                    self.outbox.put(out, self.link.job_id)
             else:
                 await self.to_client(out)
-        await self.pump()
-
-    def to_worker(self, out: WorkerOut) -> None:
-        """Queue a worker message; dropped while failing over (the replay covers it)."""
-        if self.failing_over or self.link is None:
-            return
-        if isinstance(out, Forward):
-            self.stats["audio_messages"] += 1
-            self.stats["pcm_bytes"] += len(out.pcm)
-        self.outbox.append(worker_message(out, self.link.job_id))
+        if not self.closed():
+            await self.pump()
 
     async def to_client(self, out: ClientOut) -> None:
         """Send an output's wire events; a completed item is metered (MT-4)."""
@@ -290,7 +218,7 @@ class RealtimeConsumer(WorkerClientConsumer):
 
     async def pump(self) -> None:
         """Send queued messages; ChannelFull retries until the stall limit (WK-7)."""
-        if self.failing_over or self.link is None:
+        if self.link is None:
             return
         flushed = await self.outbox.flush(self.link)
         if flushed is Flush.STALLED:
@@ -303,21 +231,12 @@ class RealtimeConsumer(WorkerClientConsumer):
         code: str,
         text: str,
         *,
-        param: str | None = None,
-        event_id: str | None = None,
-        retry_after_ms: int | None = None,
         openai: bool = False,
+        **fields: Unpack[ErrorFields],
     ) -> None:
         """The one error sender: OpenAI envelope (ER-1) or vLLM's flat one (VL-1)."""
-        event = events.error(
-            code,
-            text,
-            openai=openai or self.session.dialect is not Dialect.VLLM,
-            param=param,
-            event_id=event_id,
-            retry_after_ms=retry_after_ms,
-        )
-        await self.send_json(event)
+        openai = openai or self.session.dialect is not Dialect.VLLM
+        await self.send_json(events.error(code, text, openai=openai, **fields))
 
     # Admission, failover, timers.
 
@@ -326,26 +245,22 @@ class RealtimeConsumer(WorkerClientConsumer):
         if outcome is None or self.closed():
             return
         if outcome is Outcome.ACCEPTED:
-            if self.failing_over:
-                self.failing_over = False
-                logger.info(
-                    "asr session %s: replaying to a new worker", self.session.session_id
-                )
+            if self.outbox.failing_over:
+                self.outbox.failing_over = False
+                sid = self.session.session_id
+                logger.info("asr session %s: replaying to a new worker", sid)
                 await self.perform(self.session.replay())
             else:
                 await self.open_session()
             return
         if outcome is Outcome.LOST:  # the link confirmed the silence after its queue
             await self.failover()
-        elif self.failing_over or outcome is Outcome.NOT_LOADED:
-            await self.fail("engine_unavailable", admission=not self.failing_over)
+        elif self.outbox.failing_over or outcome is Outcome.NOT_LOADED:
+            first = not self.outbox.failing_over  # a failover's is no admission error
+            await self.fail(Fail("engine_unavailable", admission=first))
         else:
-            await self.fail(
-                "too_many_sessions",
-                close_code=1013,
-                retry_after_ms=1000,
-                admission=True,
-            )
+            busy = Fail("too_many_sessions", close_code=1013, retry_after_ms=1000)
+            await self.fail(replace(busy, admission=True))
 
     async def open_session(self) -> None:
         """AU-4, CN-7: usage record, session.created, timers, then the early frames."""
@@ -356,8 +271,7 @@ class RealtimeConsumer(WorkerClientConsumer):
                 request_id=self.session.session_id, model=version or settings.ASR_MODEL
             )
         except AdmissionDenied as denied:  # usage_unavailable: serve nothing (U2)
-            code = errors.STOPS.get(denied.reason, "service_unavailable")
-            await self.fail(code, admission=True, reason=denied.reason)
+            await self.fail(replace(errors.stop(denied.reason), admission=True))
             return
         self.session.state = AsrState.OPEN
         metrics.REQUESTS.labels("asr").inc()
@@ -366,22 +280,17 @@ class RealtimeConsumer(WorkerClientConsumer):
             self.timers.arm("idle", settings.ASR_IDLE_TIMEOUT_S)
         self.timers.arm("expire", max(0.0, self.session.expires_at - time.time()))
         self.ticker.start()  # accounts E6
-        early, self.early = self.early, []
-        for text, data in early:
+        for text, data in self.early.take():
             if self.closed():
                 return
             await self.handle_frame(text, data)
 
     async def failover(self) -> None:
         """WK-7: the worker is lost; re-run admission and replay unfinished items."""
-        if self.failing_over or self.closed():
+        if self.closed() or not self.outbox.fail_over():
             return
-        logger.warning(
-            "asr session %s: worker lost, failing over", self.session.session_id
-        )
-        self.failing_over = True
-        self.failovers += 1
-        self.outbox.clear()
+        sid = self.session.session_id
+        logger.warning("asr session %s: worker lost, failing over", sid)
         if self.link is not None:
             await self.link.close()
         await self.submit()
@@ -392,94 +301,68 @@ class RealtimeConsumer(WorkerClientConsumer):
             self.ticker.ticked()
             reason = await self.usage.tick() if self.usage is not None else None
             if reason is not None:
-                await self.stop(reason)
+                await self.fail(errors.stop(reason))
             return
         timer = self.timers.fired(name)
         if timer == "pump":
             await self.pump()
         elif timer == "expire":
-            await self.fail(
-                "session_expired", reason=connection.expiry_reason(self.admission)
-            )
+            why = connection.expiry_reason(self.admission)
+            await self.fail(Fail("session_expired", reason=why))
         elif timer == "idle":
             idle = time.monotonic() - self.last_message_at
             if idle >= settings.ASR_IDLE_TIMEOUT_S:
-                await self.fail("idle_timeout")
+                await self.fail(Fail("idle_timeout"))
             else:
                 self.timers.arm("idle", settings.ASR_IDLE_TIMEOUT_S - idle)
 
     # Termination.
 
-    async def stop(self, reason: str) -> None:
-        """accounts E7: the reason's wire error and close; the record keeps the reason."""
-        await self.fail(errors.STOPS.get(reason, "service_unavailable"), reason=reason)
-
-    async def deny(self, reason: str, retry_after_ms: int | None) -> None:
-        """AU-4: one admission error in the OpenAI envelope, then close."""
-        code, message = errors.denial(reason, retry_after_ms)
-        limited = code in ("too_many_sessions", "rate_limit_exceeded")
-        retry = (retry_after_ms or 1000) if limited else None
-        await self.fail(code, message=message, retry_after_ms=retry, admission=True)
-
-    async def fail(
-        self,
-        code: str,
-        *,
-        message: str | None = None,
-        close_code: int | None = None,
-        retry_after_ms: int | None = None,
-        admission: bool = False,
-        reason: str | None = None,
-    ) -> None:
-        """One error event, then close with the code as reason (ER-2, LM-7).
-
-        The record is finished first (MT-1, U9): ``completed`` after an idle timeout, else
-        ``failed`` with ``reason`` (an accounts E3 reason) or the wire code as error_code.
-        """
+    async def fail(self, fail: Fail) -> None:
+        """One error event, then close with the code as reason (ER-2, LM-7); the record
+        is finished first (MT-1, U9) with the reason or the wire code as error_code."""
         if self.closed():
             return
         self.session.state = AsrState.CLOSED
-        metrics.ERRORS.labels("asr", code).inc()
+        metrics.ERRORS.labels("asr", fail.code).inc()
         await self.send_error(
-            code,
-            message or errors.message(code),
-            retry_after_ms=retry_after_ms,
-            openai=admission,
+            fail.code,
+            fail.text,
+            retry_after_ms=fail.retry_after_ms,
+            openai=fail.admission,
         )
-        close_code = close_code or errors.close_code(code)
-        if code == "idle_timeout":
-            await self.finish_usage("completed", close_code=close_code)
+        if fail.completed:
+            await self.end("completed", close_code=fail.close)
         else:
-            await self.finish_usage(
-                "failed", error_code=reason or code, close_code=close_code
-            )
-        await self.release()
-        await self.close(code=close_code, reason=code)
+            error_code = fail.reason or fail.code
+            await self.end("failed", error_code=error_code, close_code=fail.close)
+        await self.close(code=fail.close, reason=fail.code)
 
-    async def finish_usage(
+    async def end(
         self, status: UsageStatus, *, error_code: str = "", close_code: int | None
     ) -> None:
-        """MT-1, U8: finalize the record once, under asyncio.shield; later calls do nothing."""
-        if self.usage is not None:
-            await self.usage.finish(
+        """Close the session: finalize the record once (MT-1, U8, U9), then release."""
+        self.session.state = AsrState.CLOSED
+        usage = self.usage
+        if usage is not None:
+            finish = usage.finish(
                 status=status, error_code=error_code, close_code=close_code
             )
+            await self.release_each(lambda: finish)
+        await self.release()
 
     async def disconnect(self, code: int) -> None:
         """LM-6: finish the record, cancel the worker job, timers and admission, once."""
         if getattr(self, "session", None) is None:
             return
-        if self.session.state is not AsrState.CLOSED:
-            self.session.state = AsrState.CLOSED
-            # accounts U9: an ASR stream ended by client close is completed.
-            await self.finish_usage("completed", close_code=code)
-        await self.release()
+        if self.session.state is AsrState.CLOSED:
+            await self.release()
+        else:  # accounts U9: an ASR stream ended by client close is completed.
+            await self.end("completed", close_code=code)
 
     async def on_shutdown(self) -> None:
         """LM-6: gateway shutdown is a normal server close (U9), with 1001."""
-        self.session.state = AsrState.CLOSED
-        await self.finish_usage("completed", close_code=1001)
-        await self.release()
+        await self.end("completed", close_code=1001)
         await self.close(code=1001)
 
     async def send_internal_error(self) -> None:
@@ -491,15 +374,8 @@ class RealtimeConsumer(WorkerClientConsumer):
 
     async def release_failed(self) -> None:
         """The boundary's release: the record ends ``failed`` / ``internal_error``, 1011."""
-        if getattr(self, "session", None) is None:
-            return
-        self.session.state = AsrState.CLOSED
-        await self.release_each(
-            lambda: self.finish_usage(
-                "failed", error_code="internal_error", close_code=1011
-            ),
-            self.release,
-        )
+        if getattr(self, "session", None) is not None:
+            await self.end("failed", error_code="internal_error", close_code=1011)
 
     async def release(self) -> None:
         """Give back the worker slot, the timers and the admission (idempotent); each
@@ -509,28 +385,18 @@ class RealtimeConsumer(WorkerClientConsumer):
         self.released = True
         self.timers.disarm_all()
         self.outbox.clear()
-        await self.release_each(
-            self.count_closed, self.ticker.stop, self.close_link, self.release_lease
-        )
+        steps: list[ReleaseStep] = [self.count_closed, self.ticker.stop]
+        if self.link is not None:  # the worker job, also one still being admitted
+            steps.append(self.link.close)
+        if self.usage is not None:  # the admission, after the record (accounts E5)
+            steps.append(self.usage.release)
+        await self.release_each(*steps)
         logger.info(
-            "asr session %s closed: %d audio messages, %d pcm bytes to the worker; %s",
+            "asr session %s closed: %s to the worker; %s",
             self.session.session_id,
-            self.stats["audio_messages"],
-            self.stats["pcm_bytes"],
+            self.outbox.describe(),
             self.usage.describe() if self.usage is not None else "not admitted",
         )
-
-    async def close_link(self) -> None:
-        """Cancel the worker job (LM-6), also one still being admitted."""
-        if self.link is not None:
-            await self.link.close()
-
-    async def release_lease(self) -> None:
-        """Give back the admission, after the record as accounts.metering says."""
-        if self.usage is not None:
-            await self.usage.release()
-        elif self.admission is not None:
-            await self.admission.release()
 
     def closed(self) -> bool:
         """True once the session has ended (or before it began)."""

@@ -9,10 +9,11 @@ events are built and SDK-validated by ``asr.protocol``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from asr import protocol
 from asr.config import beta_session_object, session_object
+from asr.errors import FAILED_ERROR, MESSAGES
 from asr.items import (
     Committed,
     Completed,
@@ -23,8 +24,6 @@ from asr.items import (
     SpeechStopped,
 )
 from asr.protocol import (
-    FAILED_ERROR,
-    MESSAGES,
     Dialect,
     error_event,
     server_event,
@@ -86,23 +85,25 @@ def server_events(out: ClientOut, session: RealtimeSession) -> list[dict[str, An
     return openai_events(out, beta=session.beta, logprobs=logprobs)
 
 
+class ErrorFields(TypedDict, total=False):
+    """The optional fields of an error event (ER-1, AU-5)."""
+
+    param: str | None
+    event_id: str | None  # the client event's
+    retry_after_ms: int | None
+
+
 def error(
-    code: str,
-    text: str,
-    *,
-    openai: bool,
-    param: str | None = None,
-    event_id: str | None = None,
-    retry_after_ms: int | None = None,
+    code: str, text: str, *, openai: bool, **fields: Unpack[ErrorFields]
 ) -> dict[str, Any]:
     """The error envelope: OpenAI's (ER-1) or with ``openai`` False vLLM's flat one (VL-1)."""
     if openai:
         return error_event(
             code,
             text,
-            param=param,
-            client_event_id=event_id,
-            retry_after_ms=retry_after_ms,
+            param=fields.get("param"),
+            client_event_id=fields.get("event_id"),
+            retry_after_ms=fields.get("retry_after_ms"),
         )
     return vllm_error(code, text)
 

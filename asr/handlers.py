@@ -4,7 +4,7 @@
 (``asr.protocol``) to the session: it validates first and changes state after (STYLE 18), runs
 the CPU-heavy audio steps off the loop (AR-2) and meters accepted audio (MT-2, MT-3). It holds
 no consumer: each handler is an async generator of output batches (``Action`` lists) that the
-consumer performs in order before the handler goes on, and stops iterating once the session
+consumer performs in order before the handler goes on (``Fail`` ends the session), and stops iterating once the session
 has closed. ``ProtocolError`` and ``ConfigError`` raised here become one ``error`` event.
 """
 
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from django.conf import settings
 
 from accounts.exceptions import AdmissionDenied
 from asr import errors
 from asr.config import VLLM_RATE, Models, SessionConfig
+from asr.errors import Fail
 from asr.events import BufferCleared, ClientOut, ModelValidated, SessionUpdated
 from asr.items import Out
 from asr.protocol import (
@@ -32,21 +33,15 @@ from asr.protocol import (
     TranscriptionSessionUpdate,
     VllmCommit,
     VllmSessionUpdate,
+    parse_client_event,
 )
 from asr.session import RealtimeSession
 from asr.updates import validate_update, validate_vllm_update
 from asr.usage import RealtimeUsage
 from asr.vad import AudioFrontEnd
+from gateway.budget import ControlBudget
 
-
-@dataclass(frozen=True)
-class Stop:
-    """End the session for an accounts E7 reason (LM-5)."""
-
-    reason: str
-
-
-Action = Out | ClientOut | Stop
+Action = Out | ClientOut | Fail
 Steps = AsyncGenerator[Sequence[Action], None]
 
 
@@ -56,9 +51,34 @@ class ClientHandlers:
     def __init__(self, session: RealtimeSession, usage: RealtimeUsage) -> None:
         self.session = session
         self.usage = usage
+        self.control = (
+            ControlBudget.from_settings()
+        )  # of this connection's control events
         self.front = AudioFrontEnd(session.config.format, session.config.rate)
 
-    def steps(self, event: ClientEvent, models: Models) -> Steps:
+    async def parse(
+        self, text: str | None, data: bytes | None, *, large: bool
+    ) -> ClientEvent:
+        """The frame as an event of the session's dialect; a ``large`` one off the loop."""
+        dialect, pcm16 = self.session.dialect, self.session.config.format == "audio/pcm"
+        if large:
+            return await asyncio.to_thread(
+                parse_client_event, text, data, dialect=dialect, pcm16=pcm16
+            )
+        return parse_client_event(text, data, dialect=dialect, pcm16=pcm16)
+
+    async def steps(self, event: ClientEvent, models: Models) -> Steps:
+        """Control budget, then the DI-2 dialect the event selects, then its handler."""
+        if event.control and not self.control.take():
+            yield [errors.rate_limited(self.control.retry_after_ms())]
+            return
+        if event.selects is not None:
+            async for actions in self.set_dialect(event.selects):
+                yield actions
+        async for actions in self.handler(event, models):
+            yield actions
+
+    def handler(self, event: ClientEvent, models: Models) -> Steps:
         """The handler of ``event`` (the parse table decides which types exist)."""
         if isinstance(event, AudioAppend):
             return self.append(event)
@@ -122,7 +142,7 @@ class ClientHandlers:
         try:
             accepted = await self.usage.accept(samples, rate)
         except AdmissionDenied as denied:  # limits_unavailable
-            yield [Stop(denied.reason)]
+            yield [errors.stop(denied.reason)]
             return
         if accepted:
             pcm, probs = await asyncio.to_thread(
@@ -134,7 +154,7 @@ class ClientHandlers:
             # Reached only while open: an overflowing append is unmetered (AI-1.6).
             self.usage.audio(accepted, rate)
         if accepted < samples:  # the rest is dropped, unmetered (MT-3, accounts Q8)
-            yield [Stop("quota_exceeded")]
+            yield [errors.stop("quota_exceeded")]
 
     async def commit(self) -> Steps:
         """IT-2 to IT-4: flush, check the minimum, commit."""

@@ -1,7 +1,9 @@
-"""The realtime consumer's queue of messages for its pinned worker (WK-7).
+"""The realtime consumer's queue of messages for its pinned worker, and its failover state.
 
-Messages leave in order; a full worker channel (``ChannelFull``) keeps them queued and is
-retried, and a queue that stays blocked past the stall limit means the worker is lost.
+Session outputs for the worker become ``asr.job.*`` messages here and leave in order; a full
+worker channel (``ChannelFull``) keeps them queued to retry, and a queue blocked past the stall
+limit means the worker is lost (WK-7). While failing over nothing is queued: the replay to the
+new worker rebuilds its state.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import enum
 import time
 from collections import deque
 
+from asr.items import Forward, WorkerOut, worker_message
 from gateway.contracts import Message
 from gateway.jobclient import WorkerLink
 
@@ -29,19 +32,42 @@ class WorkerOutbox:
         self.stall_s = stall_s
         self.queue: deque[Message] = deque()
         self.full_since: float | None = None  # monotonic, while the channel is full
+        self.failing_over = False
+        self.failovers = 0
+        self.audio_messages = 0
+        self.pcm_bytes = 0
 
-    def append(self, message: Message) -> None:
-        """Queue one message behind the others."""
-        self.queue.append(message)
+    def job_id(self, stream_id: str) -> str:
+        """The job's name: the stream id (WK-1), with the failover's number after one, so
+        a cancel sent to the lost worker can never reach the job that replaces it."""
+        return f"{stream_id}.f{self.failovers}" if self.failovers else stream_id
+
+    def put(self, out: WorkerOut, job_id: str) -> None:
+        """Queue the message of one output for the job (none while failing over)."""
+        if self.failing_over:
+            return
+        if isinstance(out, Forward):
+            self.audio_messages += 1
+            self.pcm_bytes += len(out.pcm)
+        self.queue.append(worker_message(out, job_id))
+
+    def fail_over(self) -> bool:
+        """Start a failover: drop the queue; False when one is already running."""
+        if self.failing_over:
+            return False
+        self.failing_over = True
+        self.failovers += 1
+        self.clear()
+        return True
 
     def clear(self) -> None:
-        """Forget every queued message (failover replays them; release drops them)."""
+        """Forget every queued message."""
         self.queue.clear()
         self.full_since = None
 
     async def flush(self, link: WorkerLink) -> Flush:
         """Send queued messages in order until the channel is full or the queue empty."""
-        while self.queue:
+        while self.queue and not self.failing_over:
             if not await link.send(self.queue[0]):
                 now = time.monotonic()
                 self.full_since = self.full_since or now
@@ -50,3 +76,7 @@ class WorkerOutbox:
             self.queue.popleft()
             self.full_since = None
         return Flush.DONE
+
+    def describe(self) -> str:
+        """What went to the workers, for the close log line."""
+        return f"{self.audio_messages} audio messages, {self.pcm_bytes} pcm bytes"

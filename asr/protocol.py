@@ -48,75 +48,13 @@ from openai.types.realtime import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
+from asr.errors import ERROR_TYPES, MESSAGES
 from gateway import jsontext
 
 _ALPHABET = string.ascii_letters + string.digits
 MAX_EVENT_ID_CHARS = 512  # longer client event ids are refused, never echoed
 SDK_RATE = 24_000  # openai-python's AudioPCM pins rate to 24000
 BETA_MODELS = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe")
-CLOSE_CODES = {
-    "invalid_api_key": 1008,
-    "origin_not_allowed": 1008,
-    "endpoint_not_allowed": 1008,
-    "rate_limit_exceeded": 1008,
-    "insufficient_quota": 1008,
-    "too_many_sessions": 1008,
-    "service_unavailable": 1013,
-    "engine_unavailable": 1011,
-    "inference_failed": 1011,
-    "lease_lost": 1011,
-    "usage_unavailable": 1011,
-    "message_too_large": 1009,
-    "buffer_overflow": 1009,
-    "idle_timeout": 1000,
-    "session_expired": 1000,
-}
-ERROR_TYPES = {  # ER-5, ER-6: everything else is an invalid_request_error
-    "internal_error": "server_error",
-    "buffer_overflow": "server_error",
-    "inference_failed": "server_error",
-    "engine_unavailable": "server_error",
-    "service_unavailable": "server_error",
-    "lease_lost": "server_error",
-    "usage_unavailable": "server_error",
-    "rate_limit_exceeded": "rate_limit_exceeded",
-    "too_many_sessions": "rate_limit_exceeded",
-    "insufficient_quota": "insufficient_quota",
-}
-MESSAGES = {  # ER-3: fixed templates
-    "invalid_json": "Invalid JSON",
-    "invalid_payload": "Invalid JSON payload.",
-    "binary_frame": "Binary frames are not supported; send input_audio_buffer.append with base64 audio.",
-    "not_object": "Event must be a JSON object.",
-    "no_type": "Event 'type' must be a string.",
-    "invalid_audio_value": "'audio' must be a base64 string.",
-    "invalid_audio": "Invalid base64 audio.",
-    "invalid_audio_format": "PCM16 audio must have an even number of bytes.",
-    "internal_error": "Internal server error.",
-    "processing_error": "Error processing the event.",
-    "buffer_overflow": "Input audio buffer exceeds {cap} s; commit more often.",
-    "message_too_large": "Message exceeds the maximum size of {limit} bytes.",
-    "inference_failed": "Transcription failed",
-    "engine_unavailable": "Transcription engine unavailable.",
-    "idle_timeout": "Session closed after {s} s without client events.",
-    "session_expired": "Session reached its maximum duration.",
-    "invalid_api_key": "Incorrect API key provided.",
-    "insufficient_quota": "You exceeded your current quota.",
-    "lease_lost": "Session lease lost.",
-    "usage_unavailable": "Usage recording unavailable.",
-    "service_unavailable": "Service temporarily unavailable.",
-    "model_not_validated": "Model not validated. Make sure to validate the model by sending a session.update event.",
-    "event_id_too_long": "'event_id' must be at most {n} characters.",
-    "pending_overflow": "Audio awaiting transcription exceeds {pending} s; wait for transcripts.",
-    "rate_limit_exceeded": "Too many control events. Retry after {retry:.1f} s.",
-    "commit_empty": "Error committing input audio buffer: buffer too small. Expected at least {min}ms of audio, but buffer only has {ms:.2f}ms of audio.",
-}
-FAILED_ERROR = {
-    "type": "server_error",
-    "code": "inference_failed",
-    "message": "Transcription failed",
-    "param": None,
-}
 
 
 def new_id(prefix: str) -> str:

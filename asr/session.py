@@ -32,6 +32,7 @@ from asr.items import (
     SpeechStopped,
     WorkerCommit,
 )
+from asr.messages import AsrDelta, AsrFinal, AsrResync
 from asr.protocol import Dialect, new_id
 from asr.vad import (
     FRAME,
@@ -41,6 +42,7 @@ from asr.vad import (
     TurnDetector,
     TurnParams,
 )
+from gateway.contracts import JobFailed
 
 SAMPLES_PER_MS = MODEL_RATE // 1000
 MIN_FORWARD = MODEL_RATE // 5  # WK-4: audio goes to the worker in 200–500 ms chunks
@@ -274,6 +276,33 @@ class RealtimeSession:
         )
 
     # Worker replies.
+
+    def on_delta(self, delta: AsrDelta) -> list[Out]:
+        """gpu.asr.delta: confirmed words of an unfinished item."""
+        item = self.find(delta.item_seq)
+        return self.delta(item, delta.text, delta.logprobs) if item else []
+
+    def on_final(self, f: AsrFinal) -> list[Out]:
+        """gpu.asr.final: the remainder of a committed, unfinished item."""
+        item = self.find(f.item_seq)
+        if item is None or item.commit_point is None:
+            return []
+        tokens = (f.prompt_tokens, f.completion_tokens)
+        return self.final(item, f.text, f.logprobs, *tokens)
+
+    def on_resync(self, resync: AsrResync) -> list[Out]:
+        """gpu.asr.resync: resend an item's audio from what the worker has (WK-6)."""
+        item = self.find(resync.item_seq)
+        return self.resend(item, resync.have_samples) if item else []
+
+    def on_failed(self, failed: JobFailed) -> list[Out] | None:
+        """gpu.job.failed: the outputs of a failed final decode (IT-12); None when the
+        failure is not one item's (the session ends or fails over)."""
+        seq = failed.item_seq
+        item = self.find(seq) if seq is not None else None
+        if failed.stage != "final" or item is None:
+            return None
+        return self.failed(item)
 
     def find(self, seq: int) -> Item | None:
         """The unfinished item with this seq (committed or current)."""

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from asr.engines.fake import FakeAsr, fake_transcript
-from asr.jobs import AsrJob, DecodeGate
+from asr.gate import DecodeGate
+from asr.jobs import AsrJob
 from asr.messages import (
     AsrAudio,
     AsrCommit,

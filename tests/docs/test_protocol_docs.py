@@ -201,7 +201,7 @@ def test_docs_realtime_server_events(rt_page: Section) -> None:
 
 def realtime_error_codes() -> set[str]:
     from asr import errors
-    from asr.protocol import CLOSE_CODES, ERROR_TYPES, FAILED_ERROR
+    from asr.errors import CLOSE_CODES, ERROR_TYPES, FAILED_ERROR
 
     return (
         r.call_codes(r.ASR_MODULES, r.ERROR_CALLS)
@@ -214,7 +214,7 @@ def realtime_error_codes() -> set[str]:
 
 
 def test_docs_realtime_error_codes_types_and_closes(rt_page: Section) -> None:
-    from asr.protocol import CLOSE_CODES, ERROR_TYPES
+    from asr.errors import CLOSE_CODES, ERROR_TYPES
 
     rows = table(rt_page.child("Errors"))
     same(rows, realtime_error_codes(), "realtime error codes")
@@ -230,7 +230,7 @@ def test_docs_realtime_error_codes_types_and_closes(rt_page: Section) -> None:
 
 
 def test_docs_realtime_close_codes(rt_page: Section) -> None:
-    from asr.protocol import CLOSE_CODES
+    from asr.errors import CLOSE_CODES
 
     code = r.close_codes(r.ASR_MODULES) | set(CLOSE_CODES.values())
     same({int(n) for n in table(rt_page.child("Close codes"))}, code, "asr closes")

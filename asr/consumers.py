@@ -9,7 +9,6 @@ Usage is metered through ``asr.usage``: one record per connection, before ``sess
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -21,15 +20,14 @@ from django.conf import settings
 from accounts.admission import Admission, admit
 from accounts.exceptions import AdmissionDenied
 from asr import connection, errors, events
-from asr.config import ConfigError
-from asr.connection import EarlyFrames, served_models
-from asr.errors import Fail
+from asr.connection import EarlyFrames
+from asr.errors import Fail, Reject
 from asr.events import ClientOut, ErrorFields, SessionCreated
-from asr.handlers import Action, ClientHandlers, Steps
+from asr.handlers import Action, ClientHandlers, Meter
 from asr.items import Completed, Overflow, WorkerOut
 from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
 from asr.outbox import Flush, WorkerOutbox
-from asr.protocol import ClientEvent, Dialect, ProtocolError
+from asr.protocol import Dialect
 from asr.session import AsrState, RealtimeSession
 from asr.usage import RealtimeUsage, UsageStatus
 from gateway import jsontext, metrics
@@ -122,33 +120,16 @@ class RealtimeConsumer(WorkerClientConsumer):
         await self.handle_frame(text_data, bytes_data)
 
     async def handle_frame(self, text: str | None, data: bytes | None) -> None:
-        """LM-1, parse, control budget, dialect (DI-2), apply; errors are one event each."""
+        """LM-1, then the frame's outputs (parse, budget, dialect, handler: AI-1, DI-2)."""
         self.last_message_at = time.monotonic()
         size = len(data) if data is not None else jsontext.utf8_size(text or "")
         if size > settings.ASR_MAX_MESSAGE_BYTES:
             await self.fail(Fail("message_too_large"))
             return
-        event: ClientEvent | None = None
-        try:
-            event = await self.handlers.parse(text, data, large=size > PARSE_INLINE)
-            version = self.link.model_version if self.link else ""
-            await self.drive(self.handlers.steps(event, served_models(version)))
-        except (ProtocolError, ConfigError) as exc:
-            if isinstance(exc, ProtocolError) and exc.selects is not None:
-                await self.drive(self.handlers.set_dialect(exc.selects))
-            own = event.event_id if event is not None else None
-            event_id: str | None = getattr(exc, "event_id", None) or own
-            await self.send_error(
-                exc.code, exc.message, param=exc.param, event_id=event_id
-            )
-
-    async def drive(self, steps: Steps) -> None:
-        """Perform a handler's output batches in order; stop it once the session closed."""
-        async with contextlib.aclosing(steps):
-            async for actions in steps:
-                await self.perform(actions)
-                if self.closed():
-                    return
+        version = self.link.model_version if self.link else ""
+        large = size > PARSE_INLINE
+        actions = await self.handlers.handle(text, data, large=large, version=version)
+        await self.perform(actions)
 
     # Worker replies (AR-3: each is its own dispatched message).
 
@@ -199,6 +180,14 @@ class RealtimeConsumer(WorkerClientConsumer):
                 await self.fail(Fail("buffer_overflow", message=text))
             elif isinstance(out, Fail):
                 await self.fail(out)
+            elif isinstance(out, Reject):
+                text, event_id = out.message, out.event_id
+                await self.send_error(
+                    out.code, text, param=out.param, event_id=event_id
+                )
+            elif isinstance(out, Meter):
+                if self.usage is not None:
+                    self.usage.audio(out.samples, out.rate)
             elif isinstance(out, WorkerOut):
                 if self.link is not None:
                     self.outbox.put(out, self.link.job_id)

@@ -123,6 +123,16 @@ def close_code(code: str) -> int:
 
 
 @dataclass(frozen=True)
+class Reject:
+    """A client event refused: one error event, and the session goes on (ER-1)."""
+
+    code: str
+    message: str
+    param: str | None = None
+    event_id: str | None = None  # the client event's
+
+
+@dataclass(frozen=True)
 class Fail:
     """End the session: one error event, then the close (ER-2, LM-7).
 

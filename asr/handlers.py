@@ -1,25 +1,25 @@
-"""Typed client events applied to one realtime session, per dialect (§4–§6, §8.2, §9).
+"""Client frames applied to one realtime session, per dialect (§4–§6, §8.2, §9).
 
-``ClientHandlers`` owns the session's audio front end and applies each parsed event
-(``asr.protocol``) to the session: it validates first and changes state after (STYLE 18), runs
-the CPU-heavy audio steps off the loop (AR-2) and meters accepted audio (MT-2, MT-3). It holds
-no consumer: each handler is an async generator of output batches (``Action`` lists) that the
-consumer performs in order before the handler goes on (``Fail`` ends the session), and stops iterating once the session
-has closed. ``ProtocolError`` and ``ConfigError`` raised here become one ``error`` event.
+``ClientHandlers.handle`` parses a frame once into a typed event (``asr.protocol``), applies
+the control budget and the dialect the event selects (DI-2), and applies the event to the
+session: each handler validates first and changes state after (STYLE 18) and runs the
+CPU-heavy audio steps off the loop (AR-2). It holds no consumer: it returns the frame's
+outputs in order (session outputs, echoes, ``Meter``, and the error records of
+``asr.errors``), and the consumer performs them, stopping at the first that ends the session.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 
 from accounts.exceptions import AdmissionDenied
 from asr import errors
-from asr.config import VLLM_RATE, Models, SessionConfig
-from asr.errors import Fail
+from asr.config import VLLM_RATE, ConfigError, Models, SessionConfig
+from asr.connection import served_models
+from asr.errors import Fail, Reject
 from asr.events import BufferCleared, ClientOut, ModelValidated, SessionUpdated
 from asr.items import Out
 from asr.protocol import (
@@ -41,8 +41,17 @@ from asr.usage import RealtimeUsage
 from asr.vad import AudioFrontEnd
 from gateway.budget import ControlBudget
 
-Action = Out | ClientOut | Fail
-Steps = AsyncGenerator[Sequence[Action], None]
+
+@dataclass(frozen=True)
+class Meter:
+    """MT-2: count accepted input samples, once their outputs were carried out (an
+    append that overflowed ends the session first and stays unmetered, AI-1.6)."""
+
+    samples: int
+    rate: int
+
+
+Action = Out | ClientOut | Meter | Fail | Reject
 
 
 class ClientHandlers:
@@ -51,10 +60,33 @@ class ClientHandlers:
     def __init__(self, session: RealtimeSession, usage: RealtimeUsage) -> None:
         self.session = session
         self.usage = usage
-        self.control = (
-            ControlBudget.from_settings()
-        )  # of this connection's control events
+        self.control = ControlBudget.from_settings()  # this connection's control events
         self.front = AudioFrontEnd(session.config.format, session.config.rate)
+
+    async def handle(
+        self, text: str | None, data: bytes | None, *, large: bool, version: str
+    ) -> list[Action]:
+        """The outputs of one frame; a refused event's are those before its ``Reject``.
+
+        ``large`` frames are parsed off the loop (AR-2); ``version`` is the pinned worker's
+        model version (SE-15).
+        """
+        try:
+            event = await self.parse(text, data, large=large)
+        except ProtocolError as exc:  # a frame may select the dialect and still fail
+            first = await self.set_dialect(exc.selects) if exc.selects else []
+            return [*first, Reject(exc.code, exc.message, exc.param, exc.event_id)]
+        if event.control and not self.control.take():
+            return [errors.rate_limited(self.control.retry_after_ms())]
+        outs: list[Action] = []
+        try:
+            if event.selects is not None:
+                outs += await self.set_dialect(event.selects)
+            outs += await self.apply(event, served_models(version))
+        except (ProtocolError, ConfigError) as exc:
+            event_id = getattr(exc, "event_id", None) or event.event_id
+            outs.append(Reject(exc.code, exc.message, exc.param, event_id))
+        return outs
 
     async def parse(
         self, text: str | None, data: bytes | None, *, large: bool
@@ -67,140 +99,123 @@ class ClientHandlers:
             )
         return parse_client_event(text, data, dialect=dialect, pcm16=pcm16)
 
-    async def steps(self, event: ClientEvent, models: Models) -> Steps:
-        """Control budget, then the DI-2 dialect the event selects, then its handler."""
-        if event.control and not self.control.take():
-            yield [errors.rate_limited(self.control.retry_after_ms())]
-            return
-        if event.selects is not None:
-            async for actions in self.set_dialect(event.selects):
-                yield actions
-        async for actions in self.handler(event, models):
-            yield actions
-
-    def handler(self, event: ClientEvent, models: Models) -> Steps:
-        """The handler of ``event`` (the parse table decides which types exist)."""
+    async def apply(self, event: ClientEvent, models: Models) -> list[Action]:
+        """Run the handler of ``event`` (the parse table decides which types exist)."""
         if isinstance(event, AudioAppend):
-            return self.append(event)
+            return await self.append(event)
         if isinstance(event, SessionUpdate | TranscriptionSessionUpdate):
-            return self.session_update(event, models)
+            return await self.session_update(event, models)
         if isinstance(event, VllmSessionUpdate):
-            return self.vllm_update(event, models)
+            return await self.vllm_update(event, models)
         if isinstance(event, AudioCommit):
-            return self.commit()
+            return await self.commit(event)
         if isinstance(event, VllmCommit):
-            return self.vllm_commit(event)
+            return await self.vllm_commit(event)
         assert isinstance(event, AudioClear), event.type
-        return self.clear()
+        return await self.clear()
 
-    async def set_dialect(self, dialect: Dialect) -> Steps:
+    async def set_dialect(self, dialect: Dialect) -> list[Action]:
         """Fix the dialect (DI-3); vLLM input is PCM16 at 16 kHz (AI-6)."""
         self.session.dialect = dialect
-        if dialect is Dialect.VLLM:
-            self.session.beta = False
-            config = self.session.config
-            new = replace(config, format="audio/pcm", rate=VLLM_RATE)
-            async for actions in self.apply_config(new):
-                yield actions
+        if dialect is not Dialect.VLLM:
+            return []
+        self.session.beta = False
+        config = self.session.config
+        return await self.apply_config(
+            replace(config, format="audio/pcm", rate=VLLM_RATE)
+        )
 
     # OpenAI dialect.
 
     async def session_update(
         self, event: SessionUpdate | TranscriptionSessionUpdate, models: Models
-    ) -> Steps:
+    ) -> list[Action]:
         """SE-5 to SE-9 (GA) or SE-12 (beta): validate, change, then the echo."""
         beta = isinstance(event, TranscriptionSessionUpdate)
         new = validate_update(event.session, self.session.config, models, beta=beta)
         if beta:
             self.session.beta = True  # the beta update marks the client beta
-        async for actions in self.apply_config(new):
-            yield actions
-        yield [SessionUpdated(beta=beta)]
+        return [*await self.apply_config(new), SessionUpdated(beta=beta)]
 
-    async def apply_config(self, new: SessionConfig) -> Steps:
+    async def apply_config(self, new: SessionConfig) -> list[Action]:
         """Format changes flush the resampler into the current item (AI-4)."""
         session = self.session
         old, had_vad = session.config, session.needs_vad
+        outs: list[Action] = []
         if (new.format, new.rate) != (old.format, old.rate):
             pcm, probs = await asyncio.to_thread(
                 self.front.reformat, new.format, new.rate, vad=had_vad
             )
-            yield session.ingest(pcm, probs, 0.0)
-        yield session.configure(new)
+            outs += session.ingest(pcm, probs, 0.0)
+        outs += session.configure(new)
         if session.needs_vad and not had_vad:
             self.front.vad.reset()
             session.detector.reset(session.clock)
+        return outs
 
-    async def append(self, event: AudioAppend) -> Steps:
+    async def append(self, event: AudioAppend) -> list[Action]:
         """AI-1: reserve quota (MT-3), decode off the loop, ingest, forward, meter."""
         payload = event.audio
         if not payload:
-            return
+            return []
         rate = self.session.config.rate
         width = 2 if self.session.config.format == "audio/pcm" else 1
         samples = len(payload) // width
         try:
             accepted = await self.usage.accept(samples, rate)
         except AdmissionDenied as denied:  # limits_unavailable
-            yield [errors.stop(denied.reason)]
-            return
+            return [errors.stop(denied.reason)]
+        outs: list[Action] = []
         if accepted:
             pcm, probs = await asyncio.to_thread(
                 self.front.process,
                 payload[: accepted * width],
                 vad=self.session.needs_vad,
             )
-            yield self.session.ingest(pcm, probs, accepted * 1000 / rate)
-            # Reached only while open: an overflowing append is unmetered (AI-1.6).
-            self.usage.audio(accepted, rate)
+            outs += self.session.ingest(pcm, probs, accepted * 1000 / rate)
+            outs.append(Meter(accepted, rate))
         if accepted < samples:  # the rest is dropped, unmetered (MT-3, accounts Q8)
-            yield [errors.stop("quota_exceeded")]
+            outs.append(errors.stop("quota_exceeded"))
+        return outs
 
-    async def commit(self) -> Steps:
+    async def commit(self, event: AudioCommit) -> list[Action]:
         """IT-2 to IT-4: flush, check the minimum, commit."""
-        async for actions in self.flush_resampler():
-            yield actions
+        outs = await self.flush_resampler()
         short = self.session.commit_ready(settings.ASR_MIN_COMMIT_MS)
-        if short is not None:
-            text = errors.message(
-                "commit_empty", min=settings.ASR_MIN_COMMIT_MS, ms=short
-            )
-            raise ProtocolError("input_audio_buffer_commit_empty", text)
-        yield self.session.commit()
+        if short is None:
+            return [*outs, *self.session.commit()]
+        text = errors.message("commit_empty", min=settings.ASR_MIN_COMMIT_MS, ms=short)
+        code = "input_audio_buffer_commit_empty"
+        return [*outs, Reject(code, text, None, event.event_id)]
 
-    async def flush_resampler(self) -> Steps:
+    async def flush_resampler(self) -> list[Action]:
         """The resampler's pending output belongs to the item being committed (AI-4)."""
         vad = self.session.needs_vad
         pcm, probs = await asyncio.to_thread(self.front.flush, vad=vad)
-        if pcm:
-            yield self.session.ingest(pcm, probs, 0.0)
+        return list(self.session.ingest(pcm, probs, 0.0)) if pcm else []
 
-    async def clear(self) -> Steps:
+    async def clear(self) -> list[Action]:
         """IT-14: drop the item, reset the resampler and the VAD, then cleared."""
         pcm, _ = await asyncio.to_thread(self.front.flush, vad=False)
         self.session.clock += len(pcm) // 2
         self.front.reset()
-        yield self.session.clear()
-        yield [BufferCleared()]
+        return [*self.session.clear(), BufferCleared()]
 
     # vLLM dialect.
 
-    async def vllm_update(self, event: VllmSessionUpdate, models: Models) -> Steps:
+    async def vllm_update(
+        self, event: VllmSessionUpdate, models: Models
+    ) -> list[Action]:
         """VL-2: validate the model, then session.updated{model}."""
         new = validate_vllm_update(event, self.session.config, models)
         self.session.model_validated = True
-        async for actions in self.apply_config(new):
-            yield actions
-        yield [ModelValidated(new.model)]
+        return [*await self.apply_config(new), ModelValidated(new.model)]
 
-    async def vllm_commit(self, event: VllmCommit) -> Steps:
+    async def vllm_commit(self, event: VllmCommit) -> list[Action]:
         """VL-3 to VL-5: a non-final commit starts the item, a final one ends it."""
         if not self.session.model_validated:
             text = errors.message("model_not_validated")
             raise ProtocolError("model_not_validated", text)
-        if event.final:
-            async for actions in self.flush_resampler():
-                yield actions
-            yield self.session.commit()
-        else:
-            yield self.session.start_generation()
+        if not event.final:
+            return list(self.session.start_generation())
+        return [*await self.flush_resampler(), *self.session.commit()]

@@ -10,8 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asr.engines.base import MODEL_RATE
-from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen
-from gateway.contracts import Message
 
 
 @dataclass(frozen=True)
@@ -163,26 +161,3 @@ Out = (
 )
 
 WorkerOut = OpenItem | Forward | WorkerCommit | Drop
-
-
-def worker_message(out: WorkerOut, job_id: str) -> Message:
-    """The ``asr.job.*`` message of a worker output, for the job ``job_id``."""
-    item = out.item
-    if isinstance(out, OpenItem):
-        assert item.options is not None
-        return AsrItemOpen(
-            job_id=job_id,
-            item_seq=item.seq,
-            language=item.options.language,
-            prompt=item.options.prompt,
-            stream=out.stream,
-            prefix_text=item.emitted,
-            logprobs=item.options.logprobs,
-        )
-    if isinstance(out, Forward):
-        return AsrAudio(
-            job_id=job_id, item_seq=item.seq, offset=out.offset, pcm=out.pcm
-        )
-    if isinstance(out, WorkerCommit):
-        return AsrCommit(job_id=job_id, item_seq=item.seq, total_samples=out.total)
-    return AsrDrop(job_id=job_id, item_seq=item.seq)

@@ -12,9 +12,33 @@ import enum
 import time
 from collections import deque
 
-from asr.items import Forward, WorkerOut, worker_message
+from asr.items import Forward, OpenItem, WorkerCommit, WorkerOut
+from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen
 from gateway.contracts import Message
 from gateway.jobclient import WorkerLink
+
+
+def worker_message(out: WorkerOut, job_id: str) -> Message:
+    """The ``asr.job.*`` message of a worker output, for the job ``job_id``."""
+    item = out.item
+    if isinstance(out, OpenItem):
+        assert item.options is not None
+        return AsrItemOpen(
+            job_id=job_id,
+            item_seq=item.seq,
+            language=item.options.language,
+            prompt=item.options.prompt,
+            stream=out.stream,
+            prefix_text=item.emitted,
+            logprobs=item.options.logprobs,
+        )
+    if isinstance(out, Forward):
+        return AsrAudio(
+            job_id=job_id, item_seq=item.seq, offset=out.offset, pcm=out.pcm
+        )
+    if isinstance(out, WorkerCommit):
+        return AsrCommit(job_id=job_id, item_seq=item.seq, total_samples=out.total)
+    return AsrDrop(job_id=job_id, item_seq=item.seq)
 
 
 class Flush(enum.Enum):

@@ -4,7 +4,8 @@ Supported: the OpenAI Realtime transcription-session subset in its GA shape
 (``openai.types.realtime``) and its beta shape (``openai.types.beta.realtime``), and vLLM's
 realtime dialect. Client events: ``session.update``, ``transcription_session.update`` (beta),
 ``input_audio_buffer.append`` / ``commit`` / ``clear`` (vLLM: no ``clear``, and ``commit`` may carry
-``final``). Server events are built here only, and every OpenAI-dialect event is validated
+``final``), each parsed once into its dialect's typed event (appends as decoded bytes), so no
+handler sees a raw body. Server events are built here only, and every OpenAI-dialect event is validated
 against the SDK's pydantic model before it is sent; the one deviation is ``format.rate`` 16000 or
 48000 where the SDK pins 24000 (validated with 24000 substituted, realtime T-V1), and in beta
 echoes ``client_secret`` (absent: sessions are not created over REST) and a served model name

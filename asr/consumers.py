@@ -1,146 +1,95 @@
 """The ``/v1/realtime`` consumer: thin I/O between the client, accounts and a worker job.
 
-Protocol state lives in ``asr.session.RealtimeSession``, which returns outputs; this consumer
-parses frames, runs the CPU-heavy audio steps off the loop (AR-2), performs the outputs (wire
-events, worker messages) and reacts to worker replies and timers as separate dispatched
-messages (AR-3). Usage is metered through ``asr.usage`` (the ``meter_*`` methods of
-``asr.wire.RealtimeSender``): one record per connection, opened before ``session.created``.
+Each frame is parsed once into a typed event and applied by ``asr.handlers.ClientHandlers``;
+worker replies (``gpu.*``) and timers (``timer.*``) are separate dispatched messages (AR-3) that
+the session (``asr.session``) answers. Both yield outputs, and ``perform`` is the one place
+that carries them out: wire events (``asr.events``), worker messages (``asr.outbox``), errors.
+Usage is metered through ``asr.usage``: one record per connection, before ``session.created``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
-from collections import deque
-from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import parse_qs
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Unpack
 
 from django.conf import settings
 
 from accounts.admission import Admission, admit
 from accounts.exceptions import AdmissionDenied
-from asr import wire
-from asr.config import (
-    ConfigError,
-    default_config,
-)
-from asr.engines.base import MODEL_RATE
-from asr.handlers import RealtimeHandlers
+from asr import connection, errors, events
+from asr.connection import EarlyFrames
+from asr.errors import Fail, Reject
+from asr.events import ClientOut, ErrorFields, SessionCreated
+from asr.handlers import Action, ClientHandlers, Meter
+from asr.items import Completed, Overflow, WorkerOut
 from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
-from asr.protocol import ClientEvent, ProtocolError, parse_client_event
-from asr.session import AsrState, Dialect, RealtimeSession, dialect_signal
-from asr.usage import RealtimeUsage
-from asr.vad import AudioFrontEnd
+from asr.outbox import Flush, WorkerOutbox
+from asr.protocol import Dialect
+from asr.session import AsrState, RealtimeSession
+from asr.usage import RealtimeUsage, UsageStatus
 from gateway import jsontext, metrics
-from gateway.budget import ControlBudget
-from gateway.contracts import JobFailed, Message
+from gateway.consumers import ReleaseStep, WorkerClientConsumer
+from gateway.contracts import JobFailed
 from gateway.jobclient import Outcome
 from gateway.logs import new_request_id
 from gateway.timers import NamedTimers, Ticker
 
 logger = logging.getLogger(__name__)
 
+
 # accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop
 # within E7's 1 s even when the tick waits behind a client event.
 TICK_S = 0.5
-SUBPROTOCOLS = ("realtime", "openai-beta.realtime-v1")  # CN-3, in preference order
-# Events that cost a worker message or a reply each; appends are bounded by size instead.
-CONTROL_EVENTS = frozenset(
-    (
-        "session.update",
-        "transcription_session.update",
-        "input_audio_buffer.commit",
-        "input_audio_buffer.clear",
-    )
-)
+PARSE_INLINE = 64 * 1024  # AR-2: larger frames are parsed (JSON, base64) off the loop
+PUMP_RETRY_S = 0.05  # ChannelFull: retry the worker queue after this
 
 
-class RealtimeConsumer(RealtimeHandlers):
+class RealtimeConsumer(WorkerClientConsumer):
     """One realtime transcription session, OpenAI or vLLM dialect."""
 
     endpoint = "asr"
+    session: RealtimeSession
+    admission: Admission | None = None
+    usage: RealtimeUsage | None = None
+    handlers: ClientHandlers
 
     async def connect(self) -> None:
         """Accept (CN-3, CN-4), admit (AU-4), then ask a worker for a slot (WK-2)."""
-        offered = self.scope.get("subprotocols") or []
-        await self.accept(
-            subprotocol=next((p for p in SUBPROTOCOLS if p in offered), None)
-        )
+        await self.accept(subprotocol=connection.subprotocol(self.scope))
         new_request_id()
-        self.accepted_at = time.time()
-        self.session = self.build_session(offered)
-        self.front = AudioFrontEnd(self.session.config.format, self.session.config.rate)
-        self.early: list[tuple[str | None, bytes | None]] = []
-        self.early_bytes = 0
-        self.outbox: deque[Message] = deque()
-        self.full_since: float | None = None
+        accepted_at = time.time()
+        self.session = connection.new_session(self.scope, accepted_at=accepted_at)
+        self.early = EarlyFrames(settings.ASR_MAX_EARLY_BYTES)
+        self.outbox = WorkerOutbox(stall_s=settings.ASR_WORKER_STALL_S)
         self.timers = NamedTimers(self.post_later)
         self.ticker = Ticker(self.post_now, "tick", TICK_S)
-        self.failing_over = False
-        self.failovers = 0
         self.released = False
-        self.stats = {"audio_messages": 0, "pcm_bytes": 0, "input_bytes": 0}
         self.last_message_at = time.monotonic()
-        self.control = ControlBudget.from_settings()
         self.count_open()
         try:
             self.admission = await self.admit()
         except AdmissionDenied as denied:
-            await self.deny(denied.reason, denied.retry_after_ms)
+            await self.fail(errors.denial(denied.reason, denied.retry_after_ms))
             return
-        self.stream_id = (
-            self.admission.stream_id if self.admission is not None else uuid.uuid4()
-        )
-        self.usage = RealtimeUsage(
-            self.admission,
-            stream_id=self.stream_id,
-            started_at=datetime.fromtimestamp(self.accepted_at, tz=UTC),
-        )
+        self.usage = RealtimeUsage.start(self.admission, accepted_at=accepted_at)
+        self.session.expires_at = connection.expires_at(accepted_at, self.admission)
+        self.handlers = ClientHandlers(self.session, self.usage)
         await self.submit()
 
     async def admit(self) -> Admission | None:
         """accounts E1 for this stream; None would meter to the ``anonymous`` key."""
         return await admit(self.scope, endpoint="asr")
 
-    def build_session(self, offered: list[str]) -> RealtimeSession:
-        """Session state from the query string, headers and settings (CN-2, CN-6, DI-1)."""
-        query = parse_qs(bytes(self.scope.get("query_string", b"")).decode("latin-1"))
-        dialect = (query.get("dialect") or [settings.ASR_DIALECT])[-1]
-        fixed = {"openai": Dialect.OPENAI, "vllm": Dialect.VLLM}.get(dialect)
-        if fixed is None and settings.ASR_DIALECT in ("openai", "vllm"):
-            fixed = Dialect(settings.ASR_DIALECT)
-        headers = dict(self.scope.get("headers") or [])
-        beta = b"realtime=v1" in headers.get(b"openai-beta", b"") or (
-            "openai-beta.realtime-v1" in offered
-        )
-        models = self.models()
-        config = default_config(
-            models,
-            query_model=query["model"][-1] if query.get("model") else None,
-            turn=settings.ASR_DEFAULT_TURN_DETECTION,
-            vllm=fixed is Dialect.VLLM,
-        )
-        return RealtimeSession(
-            config=config,
-            dialect=fixed or Dialect.UNDETERMINED,
-            beta=beta and fixed is not Dialect.VLLM,
-            trim=settings.ASR_TRIM_NONSPEECH,
-            precommit_deltas=settings.ASR_PRECOMMIT_DELTAS,
-            max_samples=int(settings.ASR_MAX_BUFFER_S * MODEL_RATE),
-            max_pending_samples=int(settings.ASR_MAX_PENDING_S * MODEL_RATE),
-        )
-
     async def submit(self) -> None:
         """Send asr.job.open through a fresh link; the answer arrives as a message.
 
-        The job id is the accounts stream id (WK-1); a failover's job gets a new name, so
-        the cancel sent to the lost worker can never reach the job that replaces it.
+        The job id is the accounts stream id (WK-1); a failover's job gets a new name.
         """
-        job_id = str(self.stream_id)
-        if self.failovers:
-            job_id += f".f{self.failovers}"
+        assert self.usage is not None
+        job_id = self.outbox.job_id(str(self.usage.stream_id))
         link = self.new_link(
             kind="asr",
             answer_ms=settings.ASR_WORKER_ANSWER_MS,
@@ -149,85 +98,12 @@ class RealtimeConsumer(RealtimeHandlers):
         )
 
         def build(job_id: str, deadline: float) -> AsrOpen:
+            own, model = self.channel_name, settings.ASR_MODEL
             return AsrOpen(
-                job_id=job_id,
-                reply_channel=self.channel_name,
-                deadline=deadline,
-                model=settings.ASR_MODEL,
+                job_id=job_id, reply_channel=own, deadline=deadline, model=model
             )
 
         await self.on_outcome(await link.submit(build, job_id=job_id))
-
-    async def disconnect(self, code: int) -> None:
-        """LM-6: finish the record, cancel the worker job, timers and admission, once."""
-        if getattr(self, "session", None) is None:
-            return
-        if self.session.state is not AsrState.CLOSED:
-            self.session.state = AsrState.CLOSED
-            # accounts U9: an ASR stream ended by client close is completed.
-            await self.meter_finish(status="completed", close_code=code)
-        await self.release()
-
-    async def on_shutdown(self) -> None:
-        """LM-6: gateway shutdown is a normal server close (U9), with 1001."""
-        self.session.state = AsrState.CLOSED
-        await self.meter_finish(status="completed", close_code=1001)
-        await self.release()
-        await self.close(code=1001)
-
-    async def release(self) -> None:
-        """Give back the worker slot, the timers and the admission (idempotent); each
-        step runs even when an earlier one failed (issue 9)."""
-        if self.released:
-            return
-        self.released = True
-        self.timers.disarm_all()
-        self.outbox.clear()
-        await self.release_each(
-            self.count_closed, self.ticker.stop, self.close_link, self.release_lease
-        )
-        logger.info(
-            "asr session %s closed: %d audio messages, %d pcm bytes to the worker; %s",
-            self.session.session_id,
-            self.stats["audio_messages"],
-            self.stats["pcm_bytes"],
-            self.usage.describe() if self.usage is not None else "not admitted",
-        )
-
-    async def close_link(self) -> None:
-        """Cancel the worker job (LM-6), also one still being admitted."""
-        if self.link is not None:
-            await self.link.close()
-
-    async def release_lease(self) -> None:
-        """Give back the admission, after the record as accounts.metering says."""
-        if self.usage is not None:
-            await self.usage.release()
-        elif self.admission is not None:
-            await self.admission.release()
-
-    async def send_internal_error(self) -> None:
-        """The boundary's error event: ``internal_error`` (vLLM ``processing_error``)."""
-        code = "processing_error" if self.vllm else "internal_error"
-        self.session.state = AsrState.CLOSED
-        await self.send_error(code, wire.message(code))
-
-    async def release_failed(self) -> None:
-        """The boundary's release: the record ends ``failed`` / ``internal_error``, 1011."""
-        if getattr(self, "session", None) is None:
-            return
-        self.session.state = AsrState.CLOSED
-        await self.release_each(
-            lambda: self.meter_finish(
-                status="failed", error_code="internal_error", close_code=1011
-            ),
-            self.release,
-        )
-
-    def closed(self) -> bool:
-        """True once the session has ended (or before it began)."""
-        session = getattr(self, "session", None)
-        return session is None or session.state is AsrState.CLOSED
 
     # Client frames.
 
@@ -238,100 +114,118 @@ class RealtimeConsumer(RealtimeHandlers):
         if self.session.state is AsrState.CLOSED:
             return
         if self.session.state is AsrState.ADMITTING:
-            self.early.append((text_data, bytes_data))
-            self.early_bytes += len(text_data or bytes_data or "")
-            if self.early_bytes > settings.ASR_MAX_EARLY_BYTES:  # issue 9: a few MB
-                self.early.clear()
-                await self.fail("buffer_overflow")
+            if not self.early.hold(text_data, bytes_data):  # issue 9: a few MB
+                await self.fail(Fail("buffer_overflow"))
             return
         await self.handle_frame(text_data, bytes_data)
 
     async def handle_frame(self, text: str | None, data: bytes | None) -> None:
-        """LM-1, parse, dialect detection (DI-2), dispatch; errors are one event each."""
+        """LM-1, then the frame's outputs (parse, budget, dialect, handler: AI-1, DI-2)."""
         self.last_message_at = time.monotonic()
         size = len(data) if data is not None else jsontext.utf8_size(text or "")
         if size > settings.ASR_MAX_MESSAGE_BYTES:
-            await self.fail("message_too_large")
+            await self.fail(Fail("message_too_large"))
             return
-        event: ClientEvent | None = None
-        try:
-            event = parse_client_event(text, data, vllm=self.vllm)
-            if event.type in CONTROL_EVENTS and not self.control.take():
-                await self.fail(
-                    "rate_limit_exceeded",
-                    message=wire.message(
-                        "rate_limit_exceeded",
-                        retry=self.control.retry_after_ms() / 1000,
-                    ),
-                    retry_after_ms=self.control.retry_after_ms(),
-                )
-                return
-            signal = dialect_signal(event)
-            if signal is not None and self.session.dialect is Dialect.UNDETERMINED:
-                await self.set_dialect(signal)
-            await self.handlers()[event.type](event)
-        except (ProtocolError, ConfigError) as exc:
-            own = event.event_id if event is not None else None
-            event_id: str | None = getattr(exc, "event_id", None) or own
-            await self.send_error(
-                exc.code, exc.message, param=exc.param, event_id=event_id
-            )
+        version = self.link.model_version if self.link else ""
+        large = size > PARSE_INLINE
+        actions = await self.handlers.handle(text, data, large=large, version=version)
+        await self.perform(actions)
 
     # Worker replies (AR-3: each is its own dispatched message).
 
     async def gpu_asr_delta(self, message: dict[str, Any]) -> None:
         """Handle gpu.asr.delta: confirmed words of an item."""
         if self.alive(message):
-            delta = AsrDelta.from_message(message)
-            item = self.session.find(delta.item_seq)
-            if item is not None:
-                await self.perform(self.session.delta(item, delta.text, delta.logprobs))
+            await self.perform(self.session.on_delta(AsrDelta.from_message(message)))
 
     async def gpu_asr_final(self, message: dict[str, Any]) -> None:
         """Handle gpu.asr.final: the remainder, completed, item done."""
         if self.alive(message):
-            final = AsrFinal.from_message(message)
-            item = self.session.find(final.item_seq)
-            if item is not None and item.commit_point is not None:
-                outs = self.session.final(
-                    item,
-                    final.text,
-                    final.logprobs,
-                    final.prompt_tokens,
-                    final.completion_tokens,
-                )
-                await self.perform(outs)
+            await self.perform(self.session.on_final(AsrFinal.from_message(message)))
 
     async def gpu_asr_resync(self, message: dict[str, Any]) -> None:
-        """Handle gpu.asr.resync: resend an item's audio from what the worker has (WK-6)."""
+        """Handle gpu.asr.resync: resend an item's audio from what the worker has."""
         if self.alive(message):
-            resync = AsrResync.from_message(message)
-            item = self.session.find(resync.item_seq)
-            if item is not None:
-                await self.perform(self.session.resend(item, resync.have_samples))
+            await self.perform(self.session.on_resync(AsrResync.from_message(message)))
 
     async def gpu_job_failed(self, message: dict[str, Any]) -> None:
         """Handle gpu.job.failed: a final failure fails the item; others end the session."""
         if not self.alive(message):
             return
         failed = JobFailed.from_message(message)
-        item = (
-            self.session.find(failed.item_seq) if failed.item_seq is not None else None
-        )
-        if failed.stage == "final" and item is not None:
-            await self.perform(self.session.failed(item))
+        if (outs := self.session.on_failed(failed)) is not None:
+            await self.perform(outs)
         elif failed.code == "worker_shutdown":
             await self.failover()
         else:
-            await self.fail("inference_failed")
+            await self.fail(Fail("inference_failed"))
+
+    async def gpu_job_heartbeat(self, message: dict[str, Any]) -> None:
+        """Handle gpu.job.heartbeat: the pinned worker is alive."""
+        self.alive(message)
 
     def alive(self, message: dict[str, Any]) -> bool:
         """The reply is from the pinned worker of an open session (it also feeds WK-7)."""
         return not self.closed() and self.link is not None and self.link.touch(message)
 
-    async def gpu_job_heartbeat(self, message: dict[str, Any]) -> None:
-        """Handle gpu.job.heartbeat: the pinned worker is alive."""
-        self.alive(message)
+    # Outputs: the one place that does their I/O.
+
+    async def perform(self, actions: Sequence[Action]) -> None:
+        """Carry out outputs in order, then flush the worker queue."""
+        for out in actions:
+            if self.closed():
+                return
+            if isinstance(out, Overflow):
+                text = errors.message("pending_overflow") if out.pending else None
+                await self.fail(Fail("buffer_overflow", message=text))
+            elif isinstance(out, Fail):
+                await self.fail(out)
+            elif isinstance(out, Reject):
+                text, event_id = out.message, out.event_id
+                await self.send_error(
+                    out.code, text, param=out.param, event_id=event_id
+                )
+            elif isinstance(out, Meter):
+                if self.usage is not None:
+                    self.usage.audio(out.samples, out.rate)
+            elif isinstance(out, WorkerOut):
+                if self.link is not None:
+                    self.outbox.put(out, self.link.job_id)
+            else:
+                await self.to_client(out)
+        if not self.closed():
+            await self.pump()
+
+    async def to_client(self, out: ClientOut) -> None:
+        """Send an output's wire events; a completed item is metered (MT-4)."""
+        if isinstance(out, Completed) and self.usage is not None:
+            latency = time.monotonic() - out.item.committed_at
+            metrics.TTFB.labels("asr").observe(latency)
+            self.usage.item(len(out.transcript), latency)
+        for event in events.server_events(out, self.session):
+            await self.send_json(event)
+
+    async def pump(self) -> None:
+        """Send queued messages; ChannelFull retries until the stall limit (WK-7)."""
+        if self.link is None:
+            return
+        flushed = await self.outbox.flush(self.link)
+        if flushed is Flush.STALLED:
+            await self.failover()
+        elif flushed is Flush.RETRY and not self.timers.armed("pump"):
+            self.timers.arm("pump", PUMP_RETRY_S)
+
+    async def send_error(
+        self,
+        code: str,
+        text: str,
+        *,
+        openai: bool = False,
+        **fields: Unpack[ErrorFields],
+    ) -> None:
+        """The one error sender: OpenAI envelope (ER-1) or vLLM's flat one (VL-1)."""
+        openai = openai or self.session.dialect is not Dialect.VLLM
+        await self.send_json(events.error(code, text, openai=openai, **fields))
 
     # Admission, failover, timers.
 
@@ -340,142 +234,160 @@ class RealtimeConsumer(RealtimeHandlers):
         if outcome is None or self.closed():
             return
         if outcome is Outcome.ACCEPTED:
-            if self.failing_over:
-                self.failing_over = False
-                logger.info(
-                    "asr session %s: replaying to a new worker", self.session.session_id
-                )
+            if self.outbox.failing_over:
+                self.outbox.failing_over = False
+                sid = self.session.session_id
+                logger.info("asr session %s: replaying to a new worker", sid)
                 await self.perform(self.session.replay())
             else:
                 await self.open_session()
             return
         if outcome is Outcome.LOST:  # the link confirmed the silence after its queue
             await self.failover()
-        elif self.failing_over or outcome is Outcome.NOT_LOADED:
-            await self.fail("engine_unavailable", admission=not self.failing_over)
+        elif self.outbox.failing_over or outcome is Outcome.NOT_LOADED:
+            first = not self.outbox.failing_over  # a failover's is no admission error
+            await self.fail(Fail("engine_unavailable", admission=first))
         else:
-            await self.fail(
-                "too_many_sessions",
-                close_code=1013,
-                retry_after_ms=1000,
-                admission=True,
-            )
+            busy = Fail("too_many_sessions", close_code=1013, retry_after_ms=1000)
+            await self.fail(replace(busy, admission=True))
 
     async def open_session(self) -> None:
         """AU-4, CN-7: usage record, session.created, timers, then the early frames."""
-        try:
-            await self.meter_open()
+        assert self.usage is not None
+        version = self.link.model_version if self.link is not None else ""
+        try:  # MT-1: the record is committed before session.created (accounts U2)
+            await self.usage.open(
+                request_id=self.session.session_id, model=version or settings.ASR_MODEL
+            )
         except AdmissionDenied as denied:  # usage_unavailable: serve nothing (U2)
-            code = wire.STOPS.get(denied.reason, "service_unavailable")
-            await self.fail(code, admission=True, reason=denied.reason)
+            await self.fail(replace(errors.stop(denied.reason), admission=True))
             return
         self.session.state = AsrState.OPEN
         metrics.REQUESTS.labels("asr").inc()
-        await self.send_json(self.session_created())
+        await self.to_client(SessionCreated())
         if settings.ASR_IDLE_TIMEOUT_S:
             self.timers.arm("idle", settings.ASR_IDLE_TIMEOUT_S)
-        self.timers.arm("expire", max(0.0, self.expires_at - time.time()))
+        self.timers.arm("expire", max(0.0, self.session.expires_at - time.time()))
         self.ticker.start()  # accounts E6
-        early, self.early = self.early, []
-        for text, data in early:
+        for text, data in self.early.take():
             if self.closed():
                 return
             await self.handle_frame(text, data)
 
     async def failover(self) -> None:
         """WK-7: the worker is lost; re-run admission and replay unfinished items."""
-        if self.failing_over or self.closed():
+        if self.closed() or not self.outbox.fail_over():
             return
-        logger.warning(
-            "asr session %s: worker lost, failing over", self.session.session_id
-        )
-        self.failing_over = True
-        self.failovers += 1
-        self.outbox.clear()
-        self.full_since = None
+        sid = self.session.session_id
+        logger.warning("asr session %s: worker lost, failing over", sid)
         if self.link is not None:
             await self.link.close()
         await self.submit()
 
     async def on_timer(self, name: str) -> None:
-        """The usage tick, idle (LM-3), expiry (LM-4) and the outbox retry."""
+        """The usage tick (accounts E6), idle (LM-3), expiry (LM-4), the outbox retry."""
         if name == self.ticker.name:
-            await self.tick()
+            self.ticker.ticked()
+            reason = await self.usage.tick() if self.usage is not None else None
+            if reason is not None:
+                await self.fail(errors.stop(reason))
             return
         timer = self.timers.fired(name)
         if timer == "pump":
             await self.pump()
         elif timer == "expire":
-            await self.fail("session_expired", reason=self.expiry_reason())
+            why = connection.expiry_reason(self.admission)
+            await self.fail(Fail("session_expired", reason=why))
         elif timer == "idle":
             idle = time.monotonic() - self.last_message_at
             if idle >= settings.ASR_IDLE_TIMEOUT_S:
-                await self.fail("idle_timeout")
+                await self.fail(Fail("idle_timeout"))
             else:
                 self.timers.arm("idle", settings.ASR_IDLE_TIMEOUT_S - idle)
 
-    async def tick(self) -> None:
-        """accounts E6 (checkpoint, key, lease, duration); a stop ends the session (LM-5)."""
-        self.ticker.ticked()
-        reason = await self.meter_tick()
-        if reason is not None:
-            await self.stop(reason)
-
-    async def stop(self, reason: str) -> None:
-        """accounts E7: the reason's wire error and close; the record keeps the reason."""
-        await self.fail(wire.STOPS.get(reason, "service_unavailable"), reason=reason)
-
-    def expiry_reason(self) -> str:
-        """LM-4: the plan's maximum duration is accounts' E7 stop, else the wire code."""
-        plan = self.admission.principal.max_session_seconds if self.admission else None
-        if plan is not None and plan <= settings.ASR_MAX_SESSION_S:
-            return "max_session_duration"
-        return "session_expired"
-
     # Termination.
 
-    async def deny(self, reason: str, retry_after_ms: int | None) -> None:
-        """AU-4: one admission error in the OpenAI envelope, then close."""
-        code, message = wire.denial(reason, retry_after_ms)
-        retry = (
-            (retry_after_ms or 1000)
-            if code in ("too_many_sessions", "rate_limit_exceeded")
-            else None
-        )
-        await self.fail(code, message=message, retry_after_ms=retry, admission=True)
-
-    async def fail(
-        self,
-        code: str,
-        *,
-        message: str | None = None,
-        close_code: int | None = None,
-        retry_after_ms: int | None = None,
-        admission: bool = False,
-        reason: str | None = None,
-    ) -> None:
-        """One error event, then close with the code as reason (ER-2, LM-7).
-
-        The record is finished first (MT-1, U9): ``completed`` after an idle timeout, else
-        ``failed`` with ``reason`` (an accounts E3 reason) or the wire code as error_code.
-        """
+    async def fail(self, fail: Fail) -> None:
+        """One error event, then close with the code as reason (ER-2, LM-7); the record
+        is finished first (MT-1, U9) with the reason or the wire code as error_code."""
         if self.closed():
             return
         self.session.state = AsrState.CLOSED
-        metrics.ERRORS.labels("asr", code).inc()
+        metrics.ERRORS.labels("asr", fail.code).inc()
         await self.send_error(
-            code,
-            message or wire.message(code),
-            retry_after_ms=retry_after_ms,
-            openai=admission,
+            fail.code,
+            fail.text,
+            retry_after_ms=fail.retry_after_ms,
+            openai=fail.admission,
         )
-        close_code = close_code or wire.close_code(code)
-        if code == "idle_timeout":
-            await self.meter_finish(status="completed", close_code=close_code)
+        if fail.completed:
+            await self.end("completed", close_code=fail.close)
         else:
-            error_code = reason or code
-            await self.meter_finish(
-                status="failed", error_code=error_code, close_code=close_code
+            error_code = fail.reason or fail.code
+            await self.end("failed", error_code=error_code, close_code=fail.close)
+        await self.close(code=fail.close, reason=fail.code)
+
+    async def end(
+        self, status: UsageStatus, *, error_code: str = "", close_code: int | None
+    ) -> None:
+        """Close the session: finalize the record once (MT-1, U8, U9), then release."""
+        self.session.state = AsrState.CLOSED
+        usage = self.usage
+        if usage is not None:
+            finish = usage.finish(
+                status=status, error_code=error_code, close_code=close_code
             )
+            await self.release_each(lambda: finish)
         await self.release()
-        await self.close(code=close_code, reason=code)
+
+    async def disconnect(self, code: int) -> None:
+        """LM-6: finish the record, cancel the worker job, timers and admission, once."""
+        if getattr(self, "session", None) is None:
+            return
+        if self.session.state is AsrState.CLOSED:
+            await self.release()
+        else:  # accounts U9: an ASR stream ended by client close is completed.
+            await self.end("completed", close_code=code)
+
+    async def on_shutdown(self) -> None:
+        """LM-6: gateway shutdown is a normal server close (U9), with 1001."""
+        await self.end("completed", close_code=1001)
+        await self.close(code=1001)
+
+    async def send_internal_error(self) -> None:
+        """The boundary's error event: ``internal_error`` (vLLM ``processing_error``)."""
+        vllm = self.session.dialect is Dialect.VLLM
+        code = "processing_error" if vllm else "internal_error"
+        self.session.state = AsrState.CLOSED
+        await self.send_error(code, errors.message(code))
+
+    async def release_failed(self) -> None:
+        """The boundary's release: the record ends ``failed`` / ``internal_error``, 1011."""
+        if getattr(self, "session", None) is not None:
+            await self.end("failed", error_code="internal_error", close_code=1011)
+
+    async def release(self) -> None:
+        """Give back the worker slot, the timers and the admission (idempotent); each
+        step runs even when an earlier one failed (issue 9)."""
+        if self.released:
+            return
+        self.released = True
+        self.timers.disarm_all()
+        self.outbox.clear()
+        steps: list[ReleaseStep] = [self.count_closed, self.ticker.stop]
+        if self.link is not None:  # the worker job, also one still being admitted
+            steps.append(self.link.close)
+        if self.usage is not None:  # the admission, after the record (accounts E5)
+            steps.append(self.usage.release)
+        await self.release_each(*steps)
+        logger.info(
+            "asr session %s closed: %s to the worker; %s",
+            self.session.session_id,
+            self.outbox.describe(),
+            self.usage.describe() if self.usage is not None else "not admitted",
+        )
+
+    def closed(self) -> bool:
+        """True once the session has ended (or before it began)."""
+        session = getattr(self, "session", None)
+        return session is None or session.state is AsrState.CLOSED

@@ -1,14 +1,19 @@
-"""The server events of each realtime dialect for one session output (realtime §15, VL-9).
+"""The server events of each realtime dialect for one output (realtime §15, VL-9).
 
-Pure functions: the consumer (``asr/wire.py``) sends what they return. Events are built and
-SDK-validated by ``asr.protocol``.
+The one place where outputs become wire events: ``server_events`` serializes a session output
+(``asr.items``) or a session echo (below) in the session's dialect, and ``error`` builds the
+dialect's error envelope. Pure functions: the consumer sends what they return. OpenAI-dialect
+events are built and SDK-validated by ``asr.protocol``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict, Unpack
 
 from asr import protocol
+from asr.config import beta_session_object, session_object
+from asr.errors import FAILED_ERROR, MESSAGES
 from asr.items import (
     Committed,
     Completed,
@@ -19,20 +24,104 @@ from asr.items import (
     SpeechStopped,
 )
 from asr.protocol import (
-    FAILED_ERROR,
-    MESSAGES,
+    Dialect,
+    error_event,
     server_event,
     user_item,
     vllm_done,
     vllm_error,
 )
+from asr.session import RealtimeSession
 
-ClientOut = SpeechStarted | SpeechStopped | Committed | Delta | Completed | Failed
+
+@dataclass(frozen=True)
+class SessionCreated:
+    """CN-7: the session is open."""
 
 
-def openai_events(
-    out: ClientOut, *, beta: bool, logprobs: bool
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class SessionUpdated:
+    """SE-1 ``session.updated``, or with ``beta`` SE-12 ``transcription_session.updated``."""
+
+    beta: bool = False
+
+
+@dataclass(frozen=True)
+class ModelValidated:
+    """vLLM's ``session.updated{model}`` (VL-2)."""
+
+    model: str
+
+
+@dataclass(frozen=True)
+class BufferCleared:
+    """IT-14: ``input_audio_buffer.cleared``."""
+
+
+ItemOut = SpeechStarted | SpeechStopped | Committed | Delta | Completed | Failed
+ClientOut = ItemOut | SessionCreated | SessionUpdated | ModelValidated | BufferCleared
+
+
+def server_events(out: ClientOut, session: RealtimeSession) -> list[dict[str, Any]]:
+    """The wire events of one output in the session's dialect (undetermined: OpenAI)."""
+    if isinstance(out, SessionCreated):  # CN-7: the GA shape in both dialects
+        return [
+            server_event(
+                "session.created",
+                id=session.session_id,
+                created=int(session.created_at),
+                session=_session_object(session),
+            )
+        ]
+    if isinstance(out, ModelValidated):
+        return [protocol.VllmSessionUpdated(model=out.model).model_dump()]
+    if isinstance(out, SessionUpdated):
+        return [_session_updated(session, beta=out.beta)]
+    if isinstance(out, BufferCleared):
+        return [server_event("input_audio_buffer.cleared")]
+    logprobs = session.config.logprobs
+    if session.dialect is Dialect.VLLM:
+        return vllm_events(out, logprobs=logprobs)
+    return openai_events(out, beta=session.beta, logprobs=logprobs)
+
+
+class ErrorFields(TypedDict, total=False):
+    """The optional fields of an error event (ER-1, AU-5)."""
+
+    param: str | None
+    event_id: str | None  # the client event's
+    retry_after_ms: int | None
+
+
+def error(
+    code: str, text: str, *, openai: bool, **fields: Unpack[ErrorFields]
+) -> dict[str, Any]:
+    """The error envelope: OpenAI's (ER-1) or with ``openai`` False vLLM's flat one (VL-1)."""
+    if openai:
+        return error_event(
+            code,
+            text,
+            param=fields.get("param"),
+            client_event_id=fields.get("event_id"),
+            retry_after_ms=fields.get("retry_after_ms"),
+        )
+    return vllm_error(code, text)
+
+
+def _session_updated(session: RealtimeSession, *, beta: bool) -> dict[str, Any]:
+    if not beta:
+        return server_event("session.updated", session=_session_object(session))
+    echo = beta_session_object(session.config, session_id=session.session_id)
+    return server_event("transcription_session.updated", session=echo)
+
+
+def _session_object(session: RealtimeSession) -> dict[str, Any]:
+    return session_object(
+        session.config, session_id=session.session_id, expires_at=session.expires_at
+    )
+
+
+def openai_events(out: ItemOut, *, beta: bool, logprobs: bool) -> list[dict[str, Any]]:
     """The OpenAI-dialect events of one session output (GA, or beta with ``beta``)."""
     item = out.item
     if isinstance(out, SpeechStarted):
@@ -116,7 +205,7 @@ def item_done(
     ]
 
 
-def vllm_events(out: ClientOut, *, logprobs: bool) -> list[dict[str, Any]]:
+def vllm_events(out: ItemOut, *, logprobs: bool) -> list[dict[str, Any]]:
     """The vLLM-dialect events of one session output."""
     if isinstance(out, Delta):
         event = protocol.VllmDelta(

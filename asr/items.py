@@ -159,3 +159,5 @@ Out = (
     | Failed
     | Overflow
 )
+
+WorkerOut = OpenItem | Forward | WorkerCommit | Drop

@@ -13,10 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import weakref
-from collections import deque
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +21,7 @@ from django.conf import settings
 
 from asr.audio import loud_end
 from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrEngine, AsrHypothesis
+from asr.gate import decode_gate
 from asr.messages import (
     AsrAudio,
     AsrCommit,
@@ -35,7 +32,7 @@ from asr.messages import (
     AsrOpen,
     AsrResync,
 )
-from asr.streaming import DecodePlan, StreamState
+from asr.streaming import DecodePlan, StreamState, timed_words
 from gateway.contracts import JobFailed, Kind, Message
 from gateway.jobs import ReplyLost, Sender
 
@@ -43,79 +40,6 @@ logger = logging.getLogger(__name__)
 
 FINAL_ATTEMPTS = 2  # WK-8: a failed final decode is retried once
 STALE_JOB_GRACE_S = 60  # WK-9: a job older than ASR_MAX_SESSION_S + this is dropped
-
-
-class DecodeGate:
-    """Decode slots of one engine, ``slots`` for final and as many for chunk decodes (WK-6).
-
-    Engines run chunk decodes at background priority, so a final decode never waits for one;
-    a chunk decode does not start while a final decode waits.
-    """
-
-    def __init__(self, slots: int) -> None:
-        self.slots = slots
-        self.busy = {True: 0, False: 0}  # by ``final``
-        self._waiters: dict[bool, deque[asyncio.Future[None]]] = {
-            True: deque(),
-            False: deque(),
-        }
-
-    @asynccontextmanager
-    async def slot(self, *, final: bool) -> AsyncIterator[None]:
-        """Hold one decode slot of the class ``final``."""
-        if self._may_start(final):
-            self.busy[final] += 1
-        else:
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters[final].append(waiter)
-            try:
-                await waiter  # _wake counted the slot as ours
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled():
-                    self._release(final)
-                elif waiter in self._waiters[final]:
-                    self._waiters[final].remove(waiter)
-                    self._wake()
-                raise
-        try:
-            yield
-        finally:
-            self._release(final)
-
-    def idle(self, *, final: bool) -> bool:
-        """No decode of the class ``final`` running or waiting."""
-        return not self.busy[final] and not self._waiters[final]
-
-    def _may_start(self, final: bool) -> bool:
-        if self._waiters[final] or self.busy[final] >= self.slots:
-            return False
-        return final or not self._waiters[True]
-
-    def _release(self, final: bool) -> None:
-        self.busy[final] -= 1
-        self._wake()
-
-    def _wake(self) -> None:
-        for final in (True, False):
-            waiters = self._waiters[final]
-            while waiters and self.busy[final] < self.slots:
-                if not final and self._waiters[True]:
-                    return
-                waiter = waiters.popleft()
-                if not waiter.done():
-                    self.busy[final] += 1
-                    waiter.set_result(None)
-
-
-_gates: weakref.WeakKeyDictionary[Any, DecodeGate] = weakref.WeakKeyDictionary()
-
-
-def decode_gate(engine: AsrEngine) -> DecodeGate:
-    """The gate of ``engine``: one per loaded engine, with the engine's decode slots."""
-    gate = _gates.get(engine)
-    if gate is None:
-        gate = _gates[engine] = DecodeGate(max(1, engine.decode_slots))
-    return gate
 
 
 @dataclass
@@ -149,23 +73,6 @@ class Item:
         return pcm.astype(np.float32) / 32768.0
 
 
-def timed_words(hyp: AsrHypothesis, plan: DecodePlan) -> list[dict[str, Any]] | None:
-    """The hypothesis' words in item seconds; None unless every word has both times."""
-    offset = plan.start / MODEL_RATE
-    words = []
-    for word in hyp.words:
-        if word.start is None or word.end is None:
-            return None
-        words.append(
-            {
-                "word": word.text.strip(),
-                "start": round(offset + word.start, 3),
-                "end": round(offset + word.end, 3),
-            }
-        )
-    return words
-
-
 class AsrJob:
     """One realtime session in a worker slot: items keyed by ``item_seq``."""
 
@@ -186,18 +93,6 @@ class AsrJob:
         self.idle_chunk_samples = int(chunk_s * MODEL_RATE)
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    def receive(self, message: dict[str, Any]) -> None:
-        """Apply a pinned message now; decoding happens in the item's task."""
-        kind = message["type"]
-        if kind == AsrItemOpen.TYPE:
-            self._open(AsrItemOpen.from_message(message))
-        elif kind == AsrAudio.TYPE:
-            self._append(AsrAudio.from_message(message))
-        elif kind == AsrCommit.TYPE:
-            self._commit(AsrCommit.from_message(message))
-        elif kind == AsrDrop.TYPE:
-            self._drop(AsrDrop.from_message(message).item_seq)
-
     async def run(self) -> None:
         """Live until cancelled (or stale, WK-9); cancel every item task on the way out."""
         limit = settings.ASR_MAX_SESSION_S + STALE_JOB_GRACE_S
@@ -206,7 +101,7 @@ class AsrJob:
             logger.warning("asr job %s dropped: older than %d s", self.job_id, limit)
         finally:
             for seq in list(self.items):
-                self._drop(seq)
+                self._forget(seq)
             for task in self._tasks:
                 task.cancel()
             if self._tasks:
@@ -219,7 +114,11 @@ class AsrJob:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _open(self, opened: AsrItemOpen) -> None:
+    # Pinned messages, one method per channel type (the worker consumer's handlers call
+    # them): applied now, without blocking; decoding happens in the item's task.
+
+    def item_open(self, opened: AsrItemOpen) -> None:
+        """asr.job.item_open: start an item, or update its options (WK-3)."""
         item = self.items.get(opened.item_seq)
         if item is not None:
             item.options = opened
@@ -239,7 +138,8 @@ class AsrJob:
         self.items[item.seq] = item
         item.task = self._spawn(self._drive(item))
 
-    def _append(self, audio: AsrAudio) -> None:
+    def audio(self, audio: AsrAudio) -> None:
+        """asr.job.audio: append PCM at its offset, or ask for a resync (WK-6)."""
         item = self.items.get(audio.item_seq)
         if item is None:
             return
@@ -255,7 +155,8 @@ class AsrJob:
             item.speech_end = end
         item.wake.set()
 
-    def _commit(self, commit: AsrCommit) -> None:
+    def commit(self, commit: AsrCommit) -> None:
+        """asr.job.commit: the item is complete; its final decode replaces a chunk one."""
         item = self.items.get(commit.item_seq)
         if item is None:
             return
@@ -266,7 +167,11 @@ class AsrJob:
             item.chunk.cancel()  # SA-7: the final decode replaces it
         item.wake.set()
 
-    def _drop(self, seq: int) -> None:
+    def drop(self, drop: AsrDrop) -> None:
+        """asr.job.drop: forget the item (the client cleared the buffer)."""
+        self._forget(drop.item_seq)
+
+    def _forget(self, seq: int) -> None:
         item = self.items.pop(seq, None)
         if item is None:
             return

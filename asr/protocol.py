@@ -4,7 +4,8 @@ Supported: the OpenAI Realtime transcription-session subset in its GA shape
 (``openai.types.realtime``) and its beta shape (``openai.types.beta.realtime``), and vLLM's
 realtime dialect. Client events: ``session.update``, ``transcription_session.update`` (beta),
 ``input_audio_buffer.append`` / ``commit`` / ``clear`` (vLLM: no ``clear``, and ``commit`` may carry
-``final``). Server events are built here only, and every OpenAI-dialect event is validated
+``final``), each parsed once into its dialect's typed event (appends as decoded bytes), so no
+handler sees a raw body. Server events are built here only, and every OpenAI-dialect event is validated
 against the SDK's pydantic model before it is sent; the one deviation is ``format.rate`` 16000 or
 48000 where the SDK pins 24000 (validated with 24000 substituted, realtime T-V1), and in beta
 echoes ``client_secret`` (absent: sessions are not created over REST) and a served model name
@@ -20,10 +21,12 @@ echoed.
 from __future__ import annotations
 
 import copy
+import enum
 import secrets
 import string
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+import pybase64
 from openai.types.beta.realtime import (
     ConversationItemCreatedEvent as BetaItemCreated,
 )
@@ -46,75 +49,13 @@ from openai.types.realtime import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
+from asr.errors import ERROR_TYPES, MESSAGES
 from gateway import jsontext
 
 _ALPHABET = string.ascii_letters + string.digits
 MAX_EVENT_ID_CHARS = 512  # longer client event ids are refused, never echoed
 SDK_RATE = 24_000  # openai-python's AudioPCM pins rate to 24000
 BETA_MODELS = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe")
-CLOSE_CODES = {
-    "invalid_api_key": 1008,
-    "origin_not_allowed": 1008,
-    "endpoint_not_allowed": 1008,
-    "rate_limit_exceeded": 1008,
-    "insufficient_quota": 1008,
-    "too_many_sessions": 1008,
-    "service_unavailable": 1013,
-    "engine_unavailable": 1011,
-    "inference_failed": 1011,
-    "lease_lost": 1011,
-    "usage_unavailable": 1011,
-    "message_too_large": 1009,
-    "buffer_overflow": 1009,
-    "idle_timeout": 1000,
-    "session_expired": 1000,
-}
-ERROR_TYPES = {  # ER-5, ER-6: everything else is an invalid_request_error
-    "internal_error": "server_error",
-    "buffer_overflow": "server_error",
-    "inference_failed": "server_error",
-    "engine_unavailable": "server_error",
-    "service_unavailable": "server_error",
-    "lease_lost": "server_error",
-    "usage_unavailable": "server_error",
-    "rate_limit_exceeded": "rate_limit_exceeded",
-    "too_many_sessions": "rate_limit_exceeded",
-    "insufficient_quota": "insufficient_quota",
-}
-MESSAGES = {  # ER-3: fixed templates
-    "invalid_json": "Invalid JSON",
-    "invalid_payload": "Invalid JSON payload.",
-    "binary_frame": "Binary frames are not supported; send input_audio_buffer.append with base64 audio.",
-    "not_object": "Event must be a JSON object.",
-    "no_type": "Event 'type' must be a string.",
-    "invalid_audio_value": "'audio' must be a base64 string.",
-    "invalid_audio": "Invalid base64 audio.",
-    "invalid_audio_format": "PCM16 audio must have an even number of bytes.",
-    "internal_error": "Internal server error.",
-    "processing_error": "Error processing the event.",
-    "buffer_overflow": "Input audio buffer exceeds {cap} s; commit more often.",
-    "message_too_large": "Message exceeds the maximum size of {limit} bytes.",
-    "inference_failed": "Transcription failed",
-    "engine_unavailable": "Transcription engine unavailable.",
-    "idle_timeout": "Session closed after {s} s without client events.",
-    "session_expired": "Session reached its maximum duration.",
-    "invalid_api_key": "Incorrect API key provided.",
-    "insufficient_quota": "You exceeded your current quota.",
-    "lease_lost": "Session lease lost.",
-    "usage_unavailable": "Usage recording unavailable.",
-    "service_unavailable": "Service temporarily unavailable.",
-    "model_not_validated": "Model not validated. Make sure to validate the model by sending a session.update event.",
-    "event_id_too_long": "'event_id' must be at most {n} characters.",
-    "pending_overflow": "Audio awaiting transcription exceeds {pending} s; wait for transcripts.",
-    "rate_limit_exceeded": "Too many control events. Retry after {retry:.1f} s.",
-    "commit_empty": "Error committing input audio buffer: buffer too small. Expected at least {min}ms of audio, but buffer only has {ms:.2f}ms of audio.",
-}
-FAILED_ERROR = {
-    "type": "server_error",
-    "code": "inference_failed",
-    "message": "Transcription failed",
-    "param": None,
-}
 
 
 def new_id(prefix: str) -> str:
@@ -131,54 +72,88 @@ class ProtocolError(Exception):
         message: str,
         param: str | None = None,
         event_id: str | None = None,
+        selects: Dialect | None = None,
     ) -> None:
         super().__init__(message)
         self.code, self.message, self.param = code, message, param
         self.event_id = event_id  # the client's, when the frame had a string one
+        self.selects = selects  # the dialect the frame selected before it failed (DI-2)
 
 
-# Client events (STYLE 14–15).
+# Client events (STYLE 14–15): parsed once, here, into the dialect's typed events.
+
+
+class Dialect(enum.Enum):
+    """Wire dialect of a connection (§4); fixed once determined."""
+
+    UNDETERMINED = "auto"
+    OPENAI = "openai"
+    VLLM = "vllm"
 
 
 class ClientEvent(BaseModel):
-    """A parsed client event: its type, its string ``event_id`` and its raw fields."""
+    """A parsed client event: its type, its string ``event_id`` and the dialect it selects
+    while the connection's is undetermined (DI-2)."""
 
     model_config = ConfigDict(frozen=True)
+    control: ClassVar[bool] = True  # costs a control budget token (appends do not)
     type: str
     event_id: str | None = None
-    body: dict[str, Any] = Field(default_factory=dict, repr=False)
+    selects: Dialect | None = None
 
 
 class SessionUpdate(ClientEvent):
-    """``session.update``: GA ``session`` object, or vLLM's top-level ``model``."""
+    """GA ``session.update``; ``session`` is validated by ``asr.updates`` (SE-9 order)."""
 
-    type: Literal["session.update"]
+    type: Literal["session.update"] = "session.update"
+    session: Any = Field(default=None, repr=False)
 
 
 class TranscriptionSessionUpdate(ClientEvent):
     """Beta ``transcription_session.update``."""
 
-    type: Literal["transcription_session.update"]
+    type: Literal["transcription_session.update"] = "transcription_session.update"
+    session: Any = Field(default=None, repr=False)
+
+
+class VllmSessionUpdate(ClientEvent):
+    """vLLM's flat ``session.update{model, language?, prompt?, include?}`` (VL-2)."""
+
+    type: Literal["session.update"] = "session.update"
+    model: Any = None
+    language: Any = None
+    prompt: Any = Field(default=None, repr=False)
+    include: Any = None
 
 
 class AudioAppend(ClientEvent):
-    """``input_audio_buffer.append`` with base64 ``audio``."""
+    """``input_audio_buffer.append``: the decoded audio bytes (AI-1 steps 2–4)."""
 
-    type: Literal["input_audio_buffer.append"]
+    control: ClassVar[bool] = False  # bounded by size instead
+    type: Literal["input_audio_buffer.append"] = "input_audio_buffer.append"
+    audio: bytes = Field(default=b"", repr=False)
 
 
 class AudioCommit(ClientEvent):
-    """``input_audio_buffer.commit``; vLLM adds ``final``."""
+    """``input_audio_buffer.commit`` (OpenAI dialect)."""
 
-    type: Literal["input_audio_buffer.commit"]
+    type: Literal["input_audio_buffer.commit"] = "input_audio_buffer.commit"
+
+
+class VllmCommit(ClientEvent):
+    """vLLM's ``input_audio_buffer.commit``: ``final`` ends the item (VL-4, VL-5)."""
+
+    type: Literal["input_audio_buffer.commit"] = "input_audio_buffer.commit"
+    final: bool = False
 
 
 class AudioClear(ClientEvent):
     """``input_audio_buffer.clear`` (OpenAI dialect only)."""
 
-    type: Literal["input_audio_buffer.clear"]
+    type: Literal["input_audio_buffer.clear"] = "input_audio_buffer.clear"
 
 
+Body = dict[str, Any]
 OPENAI_EVENTS: dict[str, type[ClientEvent]] = {
     "session.update": SessionUpdate,
     "transcription_session.update": TranscriptionSessionUpdate,
@@ -187,16 +162,78 @@ OPENAI_EVENTS: dict[str, type[ClientEvent]] = {
     "input_audio_buffer.clear": AudioClear,
 }
 VLLM_EVENTS: dict[str, type[ClientEvent]] = {
-    "session.update": SessionUpdate,
+    "session.update": VllmSessionUpdate,
     "input_audio_buffer.append": AudioAppend,
-    "input_audio_buffer.commit": AudioCommit,
+    "input_audio_buffer.commit": VllmCommit,
 }
 
 
+def dialect_signal(kind: str, body: Body) -> Dialect | None:
+    """The dialect an event of a known type selects while undetermined (DI-2), if any."""
+    if kind == "session.update":
+        if "session" in body:
+            return Dialect.OPENAI
+        return Dialect.VLLM if "model" in body else None
+    if kind == "transcription_session.update":
+        return Dialect.OPENAI
+    if kind == "input_audio_buffer.commit" and "final" in body:
+        return Dialect.VLLM
+    if kind == "input_audio_buffer.append":
+        audio = body.get("audio")
+        return Dialect.OPENAI if isinstance(audio, str) and audio else None
+    return None
+
+
 def parse_client_event(
-    text: str | None, data: bytes | None, *, vllm: bool = False
+    text: str | None,
+    data: bytes | None,
+    *,
+    dialect: Dialect = Dialect.UNDETERMINED,
+    pcm16: bool = True,
 ) -> ClientEvent:
-    """Parse one frame with the dialect's table; ProtocolError for anything else."""
+    """Parse one frame into the typed event of the dialect it is in (after its own DI-2
+    signal); ProtocolError for anything else. ``pcm16``: appends must have whole samples.
+
+    Blocking on large frames (JSON and base64): the consumer runs those off the loop (AR-2).
+    """
+    vllm = dialect is Dialect.VLLM
+    body = _object(text, vllm)
+    kind, event_id = body.get("type"), body.get("event_id")
+    event_id = event_id if isinstance(event_id, str) else None
+    if event_id is not None and len(event_id) > MAX_EVENT_ID_CHARS:
+        code = "invalid_event" if vllm else "invalid_value"
+        text = MESSAGES["event_id_too_long"].format(n=MAX_EVENT_ID_CHARS)
+        raise ProtocolError(code, text, "event_id")
+    if not isinstance(kind, str):
+        code = "invalid_event" if vllm else "invalid_payload"
+        raise ProtocolError(code, MESSAGES["no_type"], "type", event_id)
+    if (VLLM_EVENTS if vllm else OPENAI_EVENTS).get(kind) is None:
+        shown = kind if len(kind) <= 64 else kind[:61] + "..."
+        message = (
+            f"Unknown event type: {shown}"
+            if vllm
+            else f"Unknown event type: '{shown}'."
+        )
+        raise ProtocolError("unknown_event", message, None, event_id)
+    selects = dialect_signal(kind, body) if dialect is Dialect.UNDETERMINED else None
+    vllm = vllm or selects is Dialect.VLLM
+    head: Body = {"event_id": event_id, "selects": selects}
+    if kind == "input_audio_buffer.append":
+        return AudioAppend(audio=_audio(body, pcm16, head), **head)
+    if vllm and kind == "session.update":
+        fields = ("model", "language", "prompt", "include")
+        return VllmSessionUpdate.model_validate(head | {k: body.get(k) for k in fields})
+    if vllm and kind == "input_audio_buffer.commit":
+        return VllmCommit(final=body.get("final") is True, **head)
+    if kind == "session.update":
+        return SessionUpdate(session=body.get("session"), **head)
+    if kind == "transcription_session.update":
+        return TranscriptionSessionUpdate(session=body.get("session"), **head)
+    return OPENAI_EVENTS[kind](**head)
+
+
+def _object(text: str | None, vllm: bool) -> Body:
+    """The frame as a JSON object (issue 9: ``gateway.jsontext`` rules)."""
     if text is None:
         raise ProtocolError("invalid_payload", MESSAGES["binary_frame"])
     try:
@@ -208,27 +245,25 @@ def parse_client_event(
     if not isinstance(body, dict):
         code = "invalid_event" if vllm else "invalid_payload"
         raise ProtocolError(code, MESSAGES["not_object"])
-    kind = body.get("type")
-    event_id = body.get("event_id")
-    event_id = event_id if isinstance(event_id, str) else None
-    if event_id is not None and len(event_id) > MAX_EVENT_ID_CHARS:
-        code = "invalid_event" if vllm else "invalid_value"
-        text = MESSAGES["event_id_too_long"].format(n=MAX_EVENT_ID_CHARS)
-        raise ProtocolError(code, text, "event_id")
-    if not isinstance(kind, str):
-        code = "invalid_event" if vllm else "invalid_payload"
-        raise ProtocolError(code, MESSAGES["no_type"], "type", event_id)
-    table = VLLM_EVENTS if vllm else OPENAI_EVENTS
-    model = table.get(kind)
-    if model is None:
-        shown = kind if len(kind) <= 64 else kind[:61] + "..."
-        message = (
-            f"Unknown event type: {shown}"
-            if vllm
-            else f"Unknown event type: '{shown}'."
-        )
-        raise ProtocolError("unknown_event", message, None, event_id)
-    return model(type=kind, event_id=event_id, body=body)
+    return body
+
+
+def _audio(body: Body, pcm16: bool, head: Body) -> bytes:
+    """AI-1 steps 2–4: a base64 string, strictly decoded, of whole PCM16 samples."""
+    audio = body.get("audio")
+    event_id, selects = head["event_id"], head["selects"]
+    if not isinstance(audio, str):
+        text = MESSAGES["invalid_audio_value"]
+        raise ProtocolError("invalid_value", text, "audio", event_id, selects)
+    try:
+        payload = pybase64.b64decode(audio, validate=True)
+    except ValueError:
+        text = MESSAGES["invalid_audio"]
+        raise ProtocolError("invalid_audio", text, "audio", event_id, selects) from None
+    if pcm16 and len(payload) % 2:
+        text = MESSAGES["invalid_audio_format"]
+        raise ProtocolError("invalid_audio_format", text, "audio", event_id, selects)
+    return payload
 
 
 # Server events: the OpenAI dialect's table, validated against openai-python.

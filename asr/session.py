@@ -32,7 +32,8 @@ from asr.items import (
     SpeechStopped,
     WorkerCommit,
 )
-from asr.protocol import ClientEvent, new_id
+from asr.messages import AsrDelta, AsrFinal, AsrResync
+from asr.protocol import Dialect, new_id
 from asr.vad import (
     FRAME,
     START_FRAMES,
@@ -41,6 +42,7 @@ from asr.vad import (
     TurnDetector,
     TurnParams,
 )
+from gateway.contracts import JobFailed
 
 SAMPLES_PER_MS = MODEL_RATE // 1000
 MIN_FORWARD = MODEL_RATE // 5  # WK-4: audio goes to the worker in 200–500 ms chunks
@@ -53,31 +55,6 @@ class AsrState(enum.Enum):
     ADMITTING = enum.auto()
     OPEN = enum.auto()
     CLOSED = enum.auto()
-
-
-class Dialect(enum.Enum):
-    """Wire dialect of a connection (§4); fixed once determined."""
-
-    UNDETERMINED = "auto"
-    OPENAI = "openai"
-    VLLM = "vllm"
-
-
-def dialect_signal(event: ClientEvent) -> Dialect | None:
-    """The dialect a client event selects while undetermined (DI-2), if any."""
-    body = event.body
-    if event.type == "session.update":
-        if "session" in body:
-            return Dialect.OPENAI
-        return Dialect.VLLM if "model" in body else None
-    if event.type == "transcription_session.update":
-        return Dialect.OPENAI
-    if event.type == "input_audio_buffer.commit" and "final" in body:
-        return Dialect.VLLM
-    if event.type == "input_audio_buffer.append":
-        audio = body.get("audio")
-        return Dialect.OPENAI if isinstance(audio, str) and audio else None
-    return None
 
 
 @dataclass
@@ -98,7 +75,8 @@ class RealtimeSession:
     clock: int = 0  # AI-10: model-rate samples of all accepted audio
     previous_item_id: str | None = None
     pending: deque[Item] = field(default_factory=deque)
-    created_at: float = field(default_factory=time.time)
+    created_at: float = field(default_factory=time.time)  # the accept time (CN-7)
+    expires_at: int = 0  # CN-8, set once admitted
 
     def __post_init__(self) -> None:
         self._seq = 0
@@ -298,6 +276,33 @@ class RealtimeSession:
         )
 
     # Worker replies.
+
+    def on_delta(self, delta: AsrDelta) -> list[Out]:
+        """gpu.asr.delta: confirmed words of an unfinished item."""
+        item = self.find(delta.item_seq)
+        return self.delta(item, delta.text, delta.logprobs) if item else []
+
+    def on_final(self, f: AsrFinal) -> list[Out]:
+        """gpu.asr.final: the remainder of a committed, unfinished item."""
+        item = self.find(f.item_seq)
+        if item is None or item.commit_point is None:
+            return []
+        tokens = (f.prompt_tokens, f.completion_tokens)
+        return self.final(item, f.text, f.logprobs, *tokens)
+
+    def on_resync(self, resync: AsrResync) -> list[Out]:
+        """gpu.asr.resync: resend an item's audio from what the worker has (WK-6)."""
+        item = self.find(resync.item_seq)
+        return self.resend(item, resync.have_samples) if item else []
+
+    def on_failed(self, failed: JobFailed) -> list[Out] | None:
+        """gpu.job.failed: the outputs of a failed final decode (IT-12); None when the
+        failure is not one item's (the session ends or fails over)."""
+        seq = failed.item_seq
+        item = self.find(seq) if seq is not None else None
+        if failed.stage != "final" or item is None:
+            return None
+        return self.failed(item)
 
     def find(self, seq: int) -> Item | None:
         """The unfinished item with this seq (committed or current)."""

@@ -239,3 +239,20 @@ class StreamState:
         self.window_start = end
         self.window_text = "".join(pieces(self.emitted)[self.confirmed_pieces :])
         self.previous = ""
+
+
+def timed_words(hyp: AsrHypothesis, plan: DecodePlan) -> list[dict[str, Any]] | None:
+    """The hypothesis' words in item seconds; None unless every word has both times."""
+    offset = plan.start / MODEL_RATE
+    words = []
+    for word in hyp.words:
+        if word.start is None or word.end is None:
+            return None
+        words.append(
+            {
+                "word": word.text.strip(),
+                "start": round(offset + word.start, 3),
+                "end": round(offset + word.end, 3),
+            }
+        )
+    return words

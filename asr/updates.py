@@ -9,7 +9,7 @@ update (VL-2).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from asr.config import (
     TurnDetection,
     turn_fields,
 )
+from asr.protocol import VllmSessionUpdate
 
 NOISE_TYPES = ("near_field", "far_field")
 MAX_MS = 10_000  # SE-9 row 12
@@ -332,12 +333,12 @@ def validate_update(
 
 
 def validate_vllm_update(
-    event: Mapping[str, Any], current: SessionConfig, models: Models
+    event: VllmSessionUpdate, current: SessionConfig, models: Models
 ) -> SessionConfig:
     """vLLM's ``session.update{model, language?, prompt?, include?}`` (VL-2)."""
-    if "model" not in event or event["model"] is None:
+    model = event.model
+    if model is None:
         raise ConfigError("invalid_event", "Missing required field: model", "model")
-    model = event["model"]
     if not isinstance(model, str):
         raise ConfigError("invalid_event", "Field 'model' must be a string.", "model")
     if not models.allowed(model):
@@ -345,7 +346,7 @@ def validate_vllm_update(
         raise ConfigError(
             "model_not_found", f"The model `{shown}` does not exist.", "model"
         )
-    include = event.get("include")
+    include = event.include
     if include is not None and not (
         isinstance(include, list)
         and len(include) <= models.max_include
@@ -356,10 +357,10 @@ def validate_vllm_update(
             f"Invalid include: only '{LOGPROBS_INCLUDE}' is supported.",
             "include",
         )
-    language = event.get("language")
+    language = event.language
     if language is not None and not models.language_ok(language):
         raise ConfigError("invalid_event", "Invalid language.", "language")
-    prompt = event.get("prompt")
+    prompt = event.prompt
     if prompt is not None and not isinstance(prompt, str):
         raise ConfigError("invalid_event", "Field 'prompt' must be a string.", "prompt")
     if prompt is not None and not models.prompt_ok(prompt):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Literal
 
@@ -36,6 +36,14 @@ class RealtimeUsage:
         self.stream_id = stream_id
         self.started_at = started_at  # the accept time (accounts U3)
         self.meter: UsageMeter | None = None
+
+    @classmethod
+    def start(cls, admission: Admission | None, *, accepted_at: float) -> RealtimeUsage:
+        """The usage of a connection accepted at ``accepted_at``; the stream id is the
+        admission's (a fresh one for the ``anonymous`` key)."""
+        stream_id = admission.stream_id if admission is not None else uuid.uuid4()
+        started_at = datetime.fromtimestamp(accepted_at, tz=UTC)
+        return cls(admission, stream_id=stream_id, started_at=started_at)
 
     async def open(self, *, request_id: str, model: str) -> None:
         """Commit the record with ``status=started`` (AU-4, accounts U2); idempotent.

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 import redis
 from channels.exceptions import ChannelFull
@@ -49,15 +49,16 @@ class WorkerJob(Protocol):
     reply_channel: str
 
     async def run(self) -> None:
-        """Do the job's work, sending replies; return when it is finished."""
-        ...
+        """Do the job's work, sending replies; return when it is finished.
 
-    def receive(self, message: dict[str, Any]) -> None:
-        """Take a later message pinned to this job (ack, audio, commit …) without blocking."""
+        Later messages pinned to the job (ack, audio, commit …) reach it through methods of
+        its own, one per channel type, that the worker consumer's handlers call.
+        """
         ...
 
 
 Sender = Callable[[Message], Awaitable[None]]
+J = TypeVar("J", bound=WorkerJob)
 
 
 # A full channel, or a layer whose connection failed (a Redis restart): worth waiting out.
@@ -135,6 +136,13 @@ class JobRegistry:
         """The running job with this id, if any."""
         entry = self._entries.get(job_id)
         return entry.job if entry is not None else None
+
+    def pinned(self, job_id: str, kind: type[J]) -> J | None:
+        """The running job ``job_id`` if it is a ``kind``, for a message pinned to it; any
+        message of a job is a sign of its gateway."""
+        self.touch(job_id)
+        job = self.get(job_id)
+        return job if isinstance(job, kind) else None
 
     def touch(self, job_id: str) -> bool:
         """The job's gateway sent something: it is alive. False if the job is unknown."""

@@ -104,24 +104,34 @@ class TtsJob:
         self._segment_seq = 0  # the segment the pipeline's audio belongs to
         self._cleared = False
 
-    def receive(self, message: dict[str, Any]) -> None:
-        """Take an ack, more text, a flush, the end or a clear, without blocking."""
-        kind = message["type"]
-        if kind == TtsAck.TYPE:
-            self.acked = max(self.acked, TtsAck.from_message(message).seq)
-            if self.next_seq - self.acked <= self.window:
-                self._window_open.set()
-            return
-        if kind == TtsText.TYPE:
-            text = TtsText.from_message(message)
-            if text.epoch == self.epoch:
-                self.items.extend(text.segments)
-        elif kind == TtsFlush.TYPE:
-            self.items.append(_FlushMark(TtsFlush.from_message(message).flush_id))
-        elif kind == TtsEnd.TYPE:
-            self.items.append(_EndMark())
-        elif kind == TtsClear.TYPE:
-            self._clear(TtsClear.from_message(message).epoch)
+    # Pinned messages, one method per channel type (the worker consumer's handlers call
+    # them): applied now, without blocking.
+
+    def ack(self, ack: TtsAck) -> None:
+        """tts.job.ack: the gateway sent chunks up to ``seq``; the window may reopen."""
+        self.acked = max(self.acked, ack.seq)
+        if self.next_seq - self.acked <= self.window:
+            self._window_open.set()
+
+    def text(self, text: TtsText) -> None:
+        """tts.job.text: more segments of the current epoch (late ones are dropped)."""
+        if text.epoch == self.epoch:
+            self.items.extend(text.segments)
+        self._more.set()
+
+    def flush(self, flush: TtsFlush) -> None:
+        """tts.job.flush: report when the audio of the text so far is sent."""
+        self.items.append(_FlushMark(flush.flush_id))
+        self._more.set()
+
+    def end(self, end: TtsEnd) -> None:
+        """tts.job.end: no more text; finish the job."""
+        self.items.append(_EndMark())
+        self._more.set()
+
+    def clear(self, clear: TtsClear) -> None:
+        """tts.job.clear: drop pending text and audio, start a new epoch."""
+        self._clear(clear.epoch)
         self._more.set()
 
     async def run(self) -> None:

@@ -18,12 +18,12 @@ from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 
 from asr.jobs import AsrJob
-from asr.messages import AsrOpen
-from gateway.contracts import JobAccepted, JobBusy, JobNotReady, Kind
-from gateway.jobs import WorkerJob, reply_sender
+from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen, AsrOpen
+from gateway.contracts import JobAccepted, JobBusy, JobNotReady, Kind, Message
+from gateway.jobs import J, WorkerJob, reply_sender
 from gateway.listener import receive_through_outages
 from tts.jobs import TtsJob
-from tts.messages import TtsSubmit
+from tts.messages import TtsAck, TtsClear, TtsEnd, TtsFlush, TtsSubmit, TtsText
 from veena_site.runtime import get_runtime
 
 logger = logging.getLogger(__name__)
@@ -62,23 +62,33 @@ class GpuWorkerConsumer(AsyncConsumer):
 
     async def tts_job_ack(self, message: dict[str, Any]) -> None:
         """Handle tts.job.ack: flow control for a running TTS job."""
-        self._route(message)
+        ack = TtsAck.from_message(message)
+        if job := self._pinned(ack, TtsJob):
+            job.ack(ack)
 
     async def tts_job_text(self, message: dict[str, Any]) -> None:
         """Handle tts.job.text: more segments of an incremental request."""
-        self._route(message)
+        text = TtsText.from_message(message)
+        if job := self._pinned(text, TtsJob):
+            job.text(text)
 
     async def tts_job_flush(self, message: dict[str, Any]) -> None:
         """Handle tts.job.flush: report when the audio of the text so far is sent."""
-        self._route(message)
+        flush = TtsFlush.from_message(message)
+        if job := self._pinned(flush, TtsJob):
+            job.flush(flush)
 
     async def tts_job_end(self, message: dict[str, Any]) -> None:
         """Handle tts.job.end: no more text; finish the job."""
-        self._route(message)
+        end = TtsEnd.from_message(message)
+        if job := self._pinned(end, TtsJob):
+            job.end(end)
 
     async def tts_job_clear(self, message: dict[str, Any]) -> None:
         """Handle tts.job.clear: drop pending text and audio, start a new epoch."""
-        self._route(message)
+        clear = TtsClear.from_message(message)
+        if job := self._pinned(clear, TtsJob):
+            job.clear(clear)
 
     async def tts_job_keepalive(self, message: dict[str, Any]) -> None:
         """Handle tts.job.keepalive: the job's gateway is still there."""
@@ -97,20 +107,28 @@ class GpuWorkerConsumer(AsyncConsumer):
         get_runtime().jobs.cancel(message["job_id"])
 
     async def asr_job_item_open(self, message: dict[str, Any]) -> None:
-        """Handle asr.job.item_open."""
-        self._route(message)
+        """Handle asr.job.item_open: start an item or update its options."""
+        opened = AsrItemOpen.from_message(message)
+        if job := self._pinned(opened, AsrJob):
+            job.item_open(opened)
 
     async def asr_job_audio(self, message: dict[str, Any]) -> None:
         """Handle asr.job.audio: append PCM to the item buffer."""
-        self._route(message)
+        audio = AsrAudio.from_message(message)
+        if job := self._pinned(audio, AsrJob):
+            job.audio(audio)
 
     async def asr_job_commit(self, message: dict[str, Any]) -> None:
         """Handle asr.job.commit: decode the item."""
-        self._route(message)
+        commit = AsrCommit.from_message(message)
+        if job := self._pinned(commit, AsrJob):
+            job.commit(commit)
 
     async def asr_job_drop(self, message: dict[str, Any]) -> None:
         """Handle asr.job.drop: forget the item."""
-        self._route(message)
+        drop = AsrDrop.from_message(message)
+        if job := self._pinned(drop, AsrJob):
+            job.drop(drop)
 
     async def _admit(
         self, kind: Kind, job_id: str, reply_channel: str, deadline: float, job: Any
@@ -138,11 +156,9 @@ class GpuWorkerConsumer(AsyncConsumer):
         )
         runtime.jobs.start(worker_job, send, accepted)
 
-    def _route(self, message: dict[str, Any]) -> None:
-        jobs = get_runtime().jobs
-        job = jobs.get(message["job_id"])
-        jobs.touch(message["job_id"])  # any message of the job is a sign of its gateway
+    def _pinned(self, message: Message, kind: type[J]) -> J | None:
+        """The running job a pinned message is for; None (dropped) when it has ended."""
+        job = get_runtime().jobs.pinned(message.job_id, kind)
         if job is None:
-            logger.debug("message %s for unknown job dropped", message["type"])
-            return
-        job.receive(message)
+            logger.debug("message %s for unknown job dropped", message.TYPE)
+        return job

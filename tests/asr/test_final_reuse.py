@@ -71,20 +71,16 @@ async def transcribe(engine: Counting, pcm: bytes) -> str:
         AsrOpen(job_id="j", reply_channel="r", deadline=0.0, model="m"), engine, send
     )  # type: ignore[arg-type]
     task = asyncio.create_task(job.run())
-    job.receive(AsrItemOpen(job_id="j", item_seq=0, stream=True).to_message())
+    job.item_open(AsrItemOpen(job_id="j", item_seq=0, stream=True))
     for offset in range(0, len(pcm) // 2, SECOND):
         piece = pcm[2 * offset : 2 * (offset + SECOND)]
         before = engine.done
-        job.receive(
-            AsrAudio(job_id="j", item_seq=0, offset=offset, pcm=piece).to_message()
-        )
+        job.audio(AsrAudio(job_id="j", item_seq=0, offset=offset, pcm=piece))
         if len(piece) == 2 * SECOND:
             await until(lambda before=before: engine.done > before)
     before = engine.done
-    job.receive(
-        AsrAudio(
-            job_id="j", item_seq=0, offset=len(pcm) // 2, pcm=bytes(2 * PAUSE)
-        ).to_message()
+    job.audio(
+        AsrAudio(job_id="j", item_seq=0, offset=len(pcm) // 2, pcm=bytes(2 * PAUSE))
     )
 
     def covered() -> bool:  # every decode ended, and the last one covered all speech
@@ -96,7 +92,7 @@ async def transcribe(engine: Counting, pcm: bytes) -> str:
     await until(lambda: engine.done > before or covered())
     await until(covered)
     total = len(pcm) // 2 + PAUSE
-    job.receive(AsrCommit(job_id="j", item_seq=0, total_samples=total).to_message())
+    job.commit(AsrCommit(job_id="j", item_seq=0, total_samples=total))
     await until(lambda: any(isinstance(m, AsrFinal) for m in sent))
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)

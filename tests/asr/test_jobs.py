@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from asr.engines.fake import FakeAsr, fake_transcript
-from asr.jobs import AsrJob, DecodeGate
+from asr.gate import DecodeGate
+from asr.jobs import AsrJob
 from asr.messages import (
     AsrAudio,
     AsrCommit,
@@ -45,13 +46,13 @@ def make_job(engine: FakeAsr) -> tuple[AsrJob, Recorder, asyncio.Task[None]]:
     return job, rec, asyncio.create_task(job.run())
 
 
-def audio(seq: int, offset: int, samples: int) -> dict:
+def audio(seq: int, offset: int, samples: int) -> AsrAudio:
     pcm = (np.ones(samples) * 1000).astype("<i2").tobytes()
-    return AsrAudio(job_id="j", item_seq=seq, offset=offset, pcm=pcm).to_message()
+    return AsrAudio(job_id="j", item_seq=seq, offset=offset, pcm=pcm)
 
 
-def open_(seq: int, **kw: object) -> dict:
-    return AsrItemOpen(job_id="j", item_seq=seq, **kw).to_message()
+def open_(seq: int, **kw: object) -> AsrItemOpen:
+    return AsrItemOpen(job_id="j", item_seq=seq, **kw)
 
 
 async def settle(rec: Recorder, kind: type, count: int = 1, timeout: float = 3) -> None:
@@ -68,13 +69,11 @@ async def stop(task: asyncio.Task[None]) -> None:
 
 async def test_asr_sa5_streamed_deltas_then_final_join_to_the_transcript() -> None:
     job, rec, task = make_job(FakeAsr())
-    job.receive(open_(0, stream=True))
+    job.item_open(open_(0, stream=True))
     for i in range(30):  # 6 s in 200 ms messages
-        job.receive(audio(0, i * 3200, 3200))
+        job.audio(audio(0, i * 3200, 3200))
         await asyncio.sleep(0.002)
-    job.receive(
-        AsrCommit(job_id="j", item_seq=0, total_samples=6 * SECOND).to_message()
-    )
+    job.commit(AsrCommit(job_id="j", item_seq=0, total_samples=6 * SECOND))
     await settle(rec, AsrFinal)
     deltas = rec.of(AsrDelta)
     assert deltas and deltas[0].text == "alpha"
@@ -86,16 +85,16 @@ async def test_asr_sa5_streamed_deltas_then_final_join_to_the_transcript() -> No
 
 async def test_asr_wk6_offset_gap_asks_for_a_resync_once() -> None:
     job, rec, task = make_job(FakeAsr())
-    job.receive(open_(0))
-    job.receive(audio(0, 0, 3200))
-    job.receive(audio(0, 6400, 3200))  # 3200..6400 went missing
-    job.receive(audio(0, 9600, 3200))
+    job.item_open(open_(0))
+    job.audio(audio(0, 0, 3200))
+    job.audio(audio(0, 6400, 3200))  # 3200..6400 went missing
+    job.audio(audio(0, 9600, 3200))
     await settle(rec, AsrResync)
     await asyncio.sleep(0.02)
     assert [(m.item_seq, m.have_samples) for m in rec.of(AsrResync)] == [(0, 3200)]
     for offset in (3200, 6400, 9600):
-        job.receive(audio(0, offset, 3200))
-    job.receive(AsrCommit(job_id="j", item_seq=0, total_samples=12800).to_message())
+        job.audio(audio(0, offset, 3200))
+    job.commit(AsrCommit(job_id="j", item_seq=0, total_samples=12800))
     await settle(rec, AsrFinal)
     assert job.items == {}
     await stop(task)
@@ -103,14 +102,12 @@ async def test_asr_wk6_offset_gap_asks_for_a_resync_once() -> None:
 
 async def test_asr_wk6_commit_beyond_the_buffer_waits_for_the_audio() -> None:
     job, rec, task = make_job(FakeAsr())
-    job.receive(open_(0))
-    job.receive(audio(0, 0, SECOND))
-    job.receive(
-        AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND).to_message()
-    )
+    job.item_open(open_(0))
+    job.audio(audio(0, 0, SECOND))
+    job.commit(AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND))
     await settle(rec, AsrResync)
     assert rec.of(AsrFinal) == []
-    job.receive(audio(0, SECOND, SECOND))
+    job.audio(audio(0, SECOND, SECOND))
     await settle(rec, AsrFinal)
     assert rec.of(AsrFinal)[0].text == fake_transcript(2)
     await stop(task)
@@ -120,8 +117,8 @@ async def test_asr_wk8_chunk_failure_reports_stage_chunk() -> None:
     engine = FakeAsr()
     engine.failures = 1
     job, rec, task = make_job(engine)
-    job.receive(open_(3, stream=True))
-    job.receive(audio(3, 0, SECOND))
+    job.item_open(open_(3, stream=True))
+    job.audio(audio(3, 0, SECOND))
     await settle(rec, JobFailed)
     failed = rec.of(JobFailed)[0]
     assert (failed.stage, failed.item_seq, failed.code) == (
@@ -136,19 +133,19 @@ async def test_asr_wk8_final_is_retried_once_then_fails_the_item_only() -> None:
     engine = FakeAsr()
     engine.failures = 1
     job, rec, task = make_job(engine)
-    job.receive(open_(0))
-    job.receive(audio(0, 0, SECOND))
-    job.receive(AsrCommit(job_id="j", item_seq=0, total_samples=SECOND).to_message())
+    job.item_open(open_(0))
+    job.audio(audio(0, 0, SECOND))
+    job.commit(AsrCommit(job_id="j", item_seq=0, total_samples=SECOND))
     await settle(rec, AsrFinal)  # the retry succeeded
     engine.failures = 2
-    job.receive(open_(1))
-    job.receive(audio(1, 0, SECOND))
-    job.receive(AsrCommit(job_id="j", item_seq=1, total_samples=SECOND).to_message())
+    job.item_open(open_(1))
+    job.audio(audio(1, 0, SECOND))
+    job.commit(AsrCommit(job_id="j", item_seq=1, total_samples=SECOND))
     await settle(rec, JobFailed)
     assert (rec.of(JobFailed)[0].stage, rec.of(JobFailed)[0].item_seq) == ("final", 1)
-    job.receive(open_(2))
-    job.receive(audio(2, 0, SECOND))
-    job.receive(AsrCommit(job_id="j", item_seq=2, total_samples=SECOND).to_message())
+    job.item_open(open_(2))
+    job.audio(audio(2, 0, SECOND))
+    job.commit(AsrCommit(job_id="j", item_seq=2, total_samples=SECOND))
     await settle(rec, AsrFinal, 2)
     await stop(task)
 
@@ -156,9 +153,9 @@ async def test_asr_wk8_final_is_retried_once_then_fails_the_item_only() -> None:
 async def test_asr_sa2_slow_decodes_are_coalesced_not_queued() -> None:
     engine = FakeAsr(delay_s=0.2)
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
+    job.item_open(open_(0, stream=True))
     for i in range(25):  # 5 s of audio in 50 ms
-        job.receive(audio(0, i * 3200, 3200))
+        job.audio(audio(0, i * 3200, 3200))
         await asyncio.sleep(0.002)
     await asyncio.sleep(0.5)
     assert 1 <= len(engine.calls) <= 3
@@ -169,13 +166,11 @@ async def test_asr_sa2_slow_decodes_are_coalesced_not_queued() -> None:
 async def test_asr_sa7_commit_cancels_the_chunk_decode_in_flight() -> None:
     engine = FakeAsr(delay_s=0.3)
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
-    job.receive(audio(0, 0, 2 * SECOND))
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, 2 * SECOND))
     await asyncio.sleep(0.05)
     started = time.monotonic()
-    job.receive(
-        AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND).to_message()
-    )
+    job.commit(AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND))
     await settle(rec, AsrFinal)
     assert time.monotonic() - started < 0.5  # not 0.3 (chunk) + 0.3 (final)
     assert rec.of(AsrDelta) == []
@@ -186,8 +181,8 @@ async def test_asr_wk9_cancel_ends_every_task_within_200_ms() -> None:
     engine = FakeAsr(delay_s=5)
     job, rec, task = make_job(engine)
     for seq in range(3):
-        job.receive(open_(seq, stream=True))
-        job.receive(audio(seq, 0, 2 * SECOND))
+        job.item_open(open_(seq, stream=True))
+        job.audio(audio(seq, 0, 2 * SECOND))
     await asyncio.sleep(0.05)
     before = len(asyncio.all_tasks())
     started = time.monotonic()
@@ -201,10 +196,10 @@ async def test_asr_wk9_cancel_ends_every_task_within_200_ms() -> None:
 async def test_asr_wk4_drop_forgets_the_item() -> None:
     engine = FakeAsr(delay_s=0.2)
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
-    job.receive(audio(0, 0, SECOND))
-    job.receive(AsrDrop(job_id="j", item_seq=0).to_message())
-    job.receive(audio(0, SECOND, SECOND))  # late audio of a dropped item is ignored
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, SECOND))
+    job.drop(AsrDrop(job_id="j", item_seq=0))
+    job.audio(audio(0, SECOND, SECOND))  # late audio of a dropped item is ignored
     await asyncio.sleep(0.3)
     assert job.items == {} and rec.sent == []
     await stop(task)
@@ -282,12 +277,10 @@ async def test_asr_wk6_chunk_decodes_ask_for_background_priority(
     )
     engine = FakeAsr()
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
-    job.receive(audio(0, 0, 2 * SECOND))
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, 2 * SECOND))
     await asyncio.sleep(0.05)
-    job.receive(
-        AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND).to_message()
-    )
+    job.commit(AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND))
     await settle(rec, AsrFinal)
 
     assert [call.background for call in engine.calls] == [True, False]
@@ -297,11 +290,9 @@ async def test_asr_wk6_chunk_decodes_ask_for_background_priority(
 @pytest.mark.parametrize("logprobs", [False, True])
 async def test_asr_it10_logprobs_only_when_asked(logprobs: bool) -> None:
     job, rec, task = make_job(FakeAsr())
-    job.receive(open_(0, logprobs=logprobs))
-    job.receive(audio(0, 0, 2 * SECOND))
-    job.receive(
-        AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND).to_message()
-    )
+    job.item_open(open_(0, logprobs=logprobs))
+    job.audio(audio(0, 0, 2 * SECOND))
+    job.commit(AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND))
     await settle(rec, AsrFinal)
     final = rec.of(AsrFinal)[0]
     if logprobs:
@@ -315,23 +306,23 @@ async def test_asr_it10_logprobs_only_when_asked(logprobs: bool) -> None:
 # Issue 13: the final decode is skipped when the last chunk decode covered every sound.
 
 
-def quiet(seq: int, offset: int, samples: int) -> dict:
+def quiet(seq: int, offset: int, samples: int) -> AsrAudio:
     pcm = bytes(2 * samples)
-    return AsrAudio(job_id="j", item_seq=seq, offset=offset, pcm=pcm).to_message()
+    return AsrAudio(job_id="j", item_seq=seq, offset=offset, pcm=pcm)
 
 
-def commit(total: int) -> dict:
-    return AsrCommit(job_id="j", item_seq=0, total_samples=total).to_message()
+def commit(total: int) -> AsrCommit:
+    return AsrCommit(job_id="j", item_seq=0, total_samples=total)
 
 
 async def test_a_chunk_decode_that_covered_all_speech_completes_the_item() -> None:
     engine = FakeAsr()
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
-    job.receive(audio(0, 0, 2 * SECOND))
-    job.receive(quiet(0, 2 * SECOND, SECOND // 2))
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, 2 * SECOND))
+    job.audio(quiet(0, 2 * SECOND, SECOND // 2))
     await asyncio.sleep(0.05)  # the chunk decode of all 2.5 s has finished
-    job.receive(commit(2 * SECOND + SECOND // 2))
+    job.commit(commit(2 * SECOND + SECOND // 2))
     await settle(rec, AsrFinal)
 
     # one decode only; it started after a pause, so at final priority
@@ -344,11 +335,11 @@ async def test_a_chunk_decode_that_covered_all_speech_completes_the_item() -> No
 async def test_speech_after_the_last_chunk_decode_needs_the_final_decode() -> None:
     engine = FakeAsr()
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
-    job.receive(audio(0, 0, 2 * SECOND))
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, 2 * SECOND))
     await asyncio.sleep(0.05)
-    job.receive(audio(0, 2 * SECOND, SECOND // 2))  # less than a chunk, no pause
-    job.receive(commit(2 * SECOND + SECOND // 2))
+    job.audio(audio(0, 2 * SECOND, SECOND // 2))  # less than a chunk, no pause
+    job.commit(commit(2 * SECOND + SECOND // 2))
     await settle(rec, AsrFinal)
 
     assert [call.background for call in engine.calls] == [True, False]
@@ -360,14 +351,14 @@ async def test_a_pause_after_speech_starts_a_chunk_decode_that_completes_the_ite
 ):
     engine = FakeAsr()
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
-    job.receive(audio(0, 0, 3 * SECOND // 2))
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, 3 * SECOND // 2))
     await asyncio.sleep(0.05)  # decoded 1.5 s
-    job.receive(audio(0, 3 * SECOND // 2, SECOND // 2))  # speech to 2.0 s
-    job.receive(quiet(0, 2 * SECOND, SECOND // 4))  # 250 ms pause
+    job.audio(audio(0, 3 * SECOND // 2, SECOND // 2))  # speech to 2.0 s
+    job.audio(quiet(0, 2 * SECOND, SECOND // 4))  # 250 ms pause
     await asyncio.sleep(0.05)
     assert [call.background for call in engine.calls] == [True, False]
-    job.receive(commit(2 * SECOND + SECOND // 4))
+    job.commit(commit(2 * SECOND + SECOND // 4))
     await settle(rec, AsrFinal)
 
     assert len(engine.calls) == 2
@@ -385,13 +376,13 @@ async def test_reuse_and_pause_decodes_are_settings(
     setattr(settings, *setting)
     engine = FakeAsr()
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
-    job.receive(audio(0, 0, 3 * SECOND // 2))
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, 3 * SECOND // 2))
     await asyncio.sleep(0.05)
-    job.receive(audio(0, 3 * SECOND // 2, SECOND // 2))
-    job.receive(quiet(0, 2 * SECOND, SECOND // 4))
+    job.audio(audio(0, 3 * SECOND // 2, SECOND // 2))
+    job.audio(quiet(0, 2 * SECOND, SECOND // 4))
     await asyncio.sleep(0.05)
-    job.receive(commit(2 * SECOND + SECOND // 4))
+    job.commit(commit(2 * SECOND + SECOND // 4))
     await settle(rec, AsrFinal)
 
     assert engine.calls[-1].background is False  # a full final decode ran
@@ -401,11 +392,11 @@ async def test_reuse_and_pause_decodes_are_settings(
 async def test_a_commit_waits_for_the_decode_of_the_pause_in_flight() -> None:
     engine = FakeAsr(delay_s=0.2)
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
-    job.receive(audio(0, 0, 2 * SECOND))
-    job.receive(quiet(0, 2 * SECOND, SECOND // 2))
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, 2 * SECOND))
+    job.audio(quiet(0, 2 * SECOND, SECOND // 2))
     await asyncio.sleep(0.05)  # the decode after the pause is running
-    job.receive(commit(2 * SECOND + SECOND // 2))
+    job.commit(commit(2 * SECOND + SECOND // 2))
     await settle(rec, AsrFinal)
 
     assert len(engine.calls) == 1  # not cancelled, not decoded again
@@ -417,11 +408,11 @@ async def test_a_commit_waits_for_the_decode_of_the_pause_in_flight() -> None:
 async def test_a_commit_still_cancels_a_chunk_decode_before_the_pause() -> None:
     engine = FakeAsr(delay_s=0.2)
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
-    job.receive(audio(0, 0, 2 * SECOND))
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, 2 * SECOND))
     await asyncio.sleep(0.05)  # a chunk decode of speech only is running
-    job.receive(quiet(0, 2 * SECOND, SECOND // 2))
-    job.receive(commit(2 * SECOND + SECOND // 2))
+    job.audio(quiet(0, 2 * SECOND, SECOND // 2))
+    job.commit(commit(2 * SECOND + SECOND // 2))
     await settle(rec, AsrFinal)
 
     assert [call.background for call in engine.calls] == [True, False]
@@ -435,9 +426,9 @@ async def test_asr_chunk_min_s_is_the_cadence_while_no_other_decode_runs(
     settings.ASR_CHUNK_MIN_S = min_s
     engine = FakeAsr()
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
+    job.item_open(open_(0, stream=True))
     for i in range(2):
-        job.receive(audio(0, i * SECOND // 4, SECOND // 4))
+        job.audio(audio(0, i * SECOND // 4, SECOND // 4))
         await asyncio.sleep(0.05)
 
     assert len(engine.calls) == decodes
@@ -450,12 +441,12 @@ async def test_asr_chunk_min_s_does_not_apply_while_another_decode_runs(
     settings.ASR_CHUNK_MIN_S = 0.25
     engine = FakeAsr(delay_s=0.5)
     job, rec, task = make_job(engine)
-    job.receive(open_(0, stream=True))
-    job.receive(open_(1, stream=True))
-    job.receive(audio(1, 0, SECOND))  # item 1: a decode of 0.5 s starts
+    job.item_open(open_(0, stream=True))
+    job.item_open(open_(1, stream=True))
+    job.audio(audio(1, 0, SECOND))  # item 1: a decode of 0.5 s starts
     await asyncio.sleep(0.05)
     for i in range(2):
-        job.receive(audio(0, i * SECOND // 4, SECOND // 4))
+        job.audio(audio(0, i * SECOND // 4, SECOND // 4))
         await asyncio.sleep(0.05)
 
     assert len(engine.calls) == 1  # item 0 waits for a full ASR_CHUNK_S
@@ -474,10 +465,10 @@ async def test_a_bug_in_an_item_s_loop_fails_the_item_instead_of_hanging_it(
     engine = FakeAsr()
     job, rec, task = make_job(engine)
     monkeypatch.setattr(job, "_final" if committed else "_chunk", broken)
-    job.receive(open_(0, stream=True))
-    job.receive(audio(0, 0, SECOND))
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, SECOND))
     if committed:
-        job.receive(commit(SECOND))
+        job.commit(commit(SECOND))
     await settle(rec, JobFailed)
     failed = rec.of(JobFailed)[0]
     assert (failed.stage, failed.item_seq, failed.code) == (

@@ -19,7 +19,9 @@ from asr.config import (
     session_object,
 )
 from asr.protocol import (
+    Dialect,
     ProtocolError,
+    VllmSessionUpdate,
     error_event,
     new_id,
     parse_client_event,
@@ -64,7 +66,7 @@ def test_asr_er5_invalid_json_is_invalid_payload_without_param() -> None:
 
 def test_asr_vl9_invalid_json_in_vllm_is_invalid_json() -> None:
     with pytest.raises(ProtocolError) as exc:
-        parse_client_event("{", None, vllm=True)
+        parse_client_event("{", None, dialect=Dialect.VLLM)
     assert (exc.value.code, exc.value.message) == ("invalid_json", "Invalid JSON")
 
 
@@ -97,7 +99,9 @@ def test_asr_er5_unknown_event_message(kind: str) -> None:
 
 def test_asr_vl9_clear_is_unknown_in_vllm() -> None:
     with pytest.raises(ProtocolError) as exc:
-        parse_client_event('{"type": "input_audio_buffer.clear"}', None, vllm=True)
+        parse_client_event(
+            '{"type": "input_audio_buffer.clear"}', None, dialect=Dialect.VLLM
+        )
     assert exc.value.code == "unknown_event"
     assert exc.value.message == "Unknown event type: input_audio_buffer.clear"
 
@@ -382,7 +386,7 @@ def test_asr_se12_beta_errors_use_beta_paths() -> None:
 def test_asr_vl2_vllm_update_rules() -> None:
     def code(event: dict[str, Any]) -> tuple[str, str]:
         with pytest.raises(ConfigError) as exc:
-            validate_vllm_update(event, DEFAULT, MODELS)
+            validate_vllm_update(VllmSessionUpdate(**event), DEFAULT, MODELS)
         return exc.value.code, exc.value.message
 
     assert code({}) == ("invalid_event", "Missing required field: model")
@@ -394,7 +398,7 @@ def test_asr_vl2_vllm_update_rules() -> None:
     assert "include" in code({"model": "whisper-1", "include": ["x"]})[1]
     assert code({"model": "whisper-1", "language": "de"})[0] == "invalid_event"
     new = validate_vllm_update(
-        {"model": "whisper-1", "language": "en", "prompt": "p", "extra": 1},
+        VllmSessionUpdate(model="whisper-1", language="en", prompt="p"),
         DEFAULT,
         MODELS,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -19,13 +20,12 @@ from asr.items import (
     SpeechStopped,
     WorkerCommit,
 )
-from asr.protocol import ClientEvent
+from asr.protocol import ProtocolError, parse_client_event
 from asr.session import (
     MAX_FORWARD,
     MIN_FORWARD,
     Dialect,
     RealtimeSession,
-    dialect_signal,
 )
 from asr.vad import FRAME
 
@@ -225,14 +225,19 @@ def test_asr_wk6_resend_from_what_the_worker_has() -> None:
         ({"type": "transcription_session.update", "session": {}}, Dialect.OPENAI),
         ({"type": "input_audio_buffer.commit", "final": False}, Dialect.VLLM),
         ({"type": "input_audio_buffer.commit"}, None),
-        ({"type": "input_audio_buffer.append", "audio": "AAAA"}, Dialect.OPENAI),
+        ({"type": "input_audio_buffer.append", "audio": "AAAAAA=="}, Dialect.OPENAI),
         ({"type": "input_audio_buffer.append", "audio": ""}, None),
         ({"type": "input_audio_buffer.clear"}, None),
     ],
 )
 def test_asr_di2_di4_dialect_signals(body: dict, expected: Dialect | None) -> None:
-    event = ClientEvent(type=body["type"], body=body)
-    assert dialect_signal(event) == expected
+    assert parse_client_event(json.dumps(body), None).selects == expected
+
+
+def test_asr_di2_an_append_that_fails_validation_still_selects_openai() -> None:
+    with pytest.raises(ProtocolError) as exc:
+        parse_client_event('{"type": "input_audio_buffer.append", "audio": "!"}', None)
+    assert (exc.value.code, exc.value.selects) == ("invalid_audio", Dialect.OPENAI)
 
 
 def test_asr_vl4_generation_start_reopens_the_item_with_stream() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asr import protocol as asr_protocol
+from asr import errors as asr_errors
 from tts import protocol as tts_protocol
 from veena_cli import errors
 from veena_cli.errors import (
@@ -74,14 +74,12 @@ def test_every_tts_code_has_a_meaning() -> None:
 
 
 def test_every_realtime_code_has_a_meaning() -> None:
-    served = set(asr_protocol.CLOSE_CODES) | set(asr_protocol.ERROR_TYPES)
+    served = set(asr_errors.CLOSE_CODES) | set(asr_errors.ERROR_TYPES)
     assert set(REALTIME_ERRORS) == REALTIME_SPEC_CODES | served
 
 
 def test_every_close_code_has_a_meaning() -> None:
-    used = set(tts_protocol.CLOSE_CODES.values()) | set(
-        asr_protocol.CLOSE_CODES.values()
-    )
+    used = set(tts_protocol.CLOSE_CODES.values()) | set(asr_errors.CLOSE_CODES.values())
     assert set(CLOSE_CODES) == SPEC_CLOSE_CODES | used
 
 

@@ -38,7 +38,8 @@ TTS_MODULES = (
 ASR_MODULES = (
     "asr/consumers.py",
     "asr/handlers.py",
-    "asr/wire.py",
+    "asr/errors.py",
+    "asr/connection.py",
     "asr/events.py",
     "asr/protocol.py",
     "asr/updates.py",
@@ -183,39 +184,6 @@ def field_limits(path: str) -> dict[str, tuple[object, ...]]:
                     values = [a.value for a in args]  # type: ignore[attr-defined]
                     limits[str(values[0])] = tuple(values[1:])
     return limits
-
-
-def keys_read(path: str, function: str, variable: str) -> set[str]:
-    """The constant keys ``function`` reads from ``variable``: ``v["k"]``, ``v.get("k")``,
-    ``"k" in v``."""
-    keys: set[str] = set()
-    for tree in _trees([path]):
-        for fn in ast.walk(tree):
-            if not (isinstance(fn, ast.FunctionDef) and fn.name == function):
-                continue
-            for node in ast.walk(fn):
-                target = None
-                if isinstance(node, ast.Subscript):
-                    target, key = node.value, node.slice
-                elif (
-                    isinstance(node, ast.Call)
-                    and isinstance(node.func, ast.Attribute)
-                    and node.func.attr == "get"
-                    and node.args
-                ):
-                    target, key = node.func.value, node.args[0]
-                elif isinstance(node, ast.Compare) and isinstance(
-                    node.ops[0], ast.In | ast.NotIn
-                ):
-                    target, key = node.comparators[0], node.left
-                if (
-                    isinstance(target, ast.Name)
-                    and target.id == variable
-                    and isinstance(key, ast.Constant)
-                    and isinstance(key.value, str)
-                ):
-                    keys.add(key.value)
-    return keys
 
 
 def leaves(schema: Mapping[str, object], prefix: str) -> set[str]:

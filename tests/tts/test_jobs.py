@@ -37,9 +37,7 @@ class Recorder:
     async def __call__(self, message: Message) -> None:
         self.sent.append(message)
         if self.job is not None and isinstance(message, TtsChunk):
-            self.job.receive(
-                TtsAck(job_id=message.job_id, seq=message.seq).to_message()
-            )
+            self.job.ack(TtsAck(job_id=message.job_id, seq=message.seq))
 
     def chunks(self) -> list[TtsChunk]:
         return [m for m in self.sent if isinstance(m, TtsChunk)]
@@ -166,16 +164,14 @@ async def test_tts_i4_i5_incremental_text_flush_and_end() -> None:
     task = asyncio.create_task(job.run())
     await asyncio.sleep(0.01)
     assert not sent.sent  # waits for text
-    job.receive(TtsText(job_id="j1", epoch=0, segments=segments("a" * 30)).to_message())
-    job.receive(TtsFlush(job_id="j1", epoch=0, flush_id="f1").to_message())
+    job.text(TtsText(job_id="j1", epoch=0, segments=segments("a" * 30)))
+    job.flush(TtsFlush(job_id="j1", epoch=0, flush_id="f1"))
     await wait_for(lambda: any(isinstance(m, TtsFlushed) for m in sent.sent))
     flushed_at = next(i for i, m in enumerate(sent.sent) if isinstance(m, TtsFlushed))
     assert all(not isinstance(m, TtsChunk) for m in sent.sent[flushed_at:])
     assert sent.chunks()[-1].segment_end  # the flushed text's audio is complete
-    job.receive(
-        TtsText(job_id="j1", epoch=0, segments=segments("b" * 20, first=1)).to_message()
-    )
-    job.receive(TtsEnd(job_id="j1", epoch=0).to_message())
+    job.text(TtsText(job_id="j1", epoch=0, segments=segments("b" * 20, first=1)))
+    job.end(TtsEnd(job_id="j1", epoch=0))
     await asyncio.wait_for(task, 2)
     assert isinstance(sent.sent[-1], TtsDone)
     assert [c.segment_seq for c in sent.chunks() if c.segment_start] == [0, 1]
@@ -189,14 +185,12 @@ async def test_tts_c2_clear_drops_queued_text_stops_the_engine_and_starts_an_epo
     task = asyncio.create_task(job.run())
     await wait_for(lambda: len(sent.chunks()) >= 3)
     cleared_at = time.monotonic()
-    job.receive(TtsClear(job_id="j1", epoch=1).to_message())
+    job.clear(TtsClear(job_id="j1", epoch=1))
     await wait_for(lambda: engine.stopped)
     assert engine.stopped[0] - cleared_at < 0.2  # Z2 for clear
     before = len(sent.chunks())
-    job.receive(
-        TtsText(job_id="j1", epoch=1, segments=segments("c" * 20, first=2)).to_message()
-    )
-    job.receive(TtsEnd(job_id="j1", epoch=1).to_message())
+    job.text(TtsText(job_id="j1", epoch=1, segments=segments("c" * 20, first=2)))
+    job.end(TtsEnd(job_id="j1", epoch=1))
     await asyncio.wait_for(task, 2)
     assert [text[0] for text, _ in engine.started] == ["a", "c"]  # "b" was dropped
     after = sent.chunks()[before:]
@@ -209,9 +203,9 @@ async def test_tts_c2_clear_drops_queued_text_stops_the_engine_and_starts_an_epo
 async def test_tts_c2_text_of_an_old_epoch_is_ignored() -> None:
     engine = Traced()
     job, sent = make_job(submit(incremental=True), engine)
-    job.receive(TtsClear(job_id="j1", epoch=1).to_message())
-    job.receive(TtsText(job_id="j1", epoch=0, segments=segments("late")).to_message())
-    job.receive(TtsEnd(job_id="j1", epoch=1).to_message())
+    job.clear(TtsClear(job_id="j1", epoch=1))
+    job.text(TtsText(job_id="j1", epoch=0, segments=segments("late")))
+    job.end(TtsEnd(job_id="j1", epoch=1))
     await asyncio.wait_for(job.run(), 2)
     assert engine.started == [] and not sent.chunks()
 
@@ -242,7 +236,7 @@ async def test_tts_q8_the_job_never_runs_more_than_the_window_ahead(
     task = asyncio.create_task(job.run())
     await asyncio.sleep(0.05)
     assert len(sent.chunks()) == 4
-    job.receive(TtsAck(job_id="j1", seq=1).to_message())
+    job.ack(TtsAck(job_id="j1", seq=1))
     await asyncio.sleep(0.05)
     assert len(sent.chunks()) == 6
     task.cancel()

@@ -56,7 +56,7 @@ async def test_tts_job_never_runs_more_than_the_window_ahead_of_acks(
     task = asyncio.create_task(job.run())
     await asyncio.sleep(0.2)
     assert len(send.of("gpu.tts.chunk")) == 4  # at most the window unacknowledged
-    job.receive(TtsAck(job_id="j1", seq=3).to_message())
+    job.ack(TtsAck(job_id="j1", seq=3))
     await asyncio.sleep(0.1)
     assert len(send.of("gpu.tts.chunk")) == 8
     task.cancel()

@@ -39,6 +39,7 @@ from tts.messages import (
     TtsFlushed,
     TtsSubmit,
     TtsText,
+    sampling_of,
 )
 from tts.pipeline import AudioPipeline
 
@@ -271,17 +272,7 @@ class TtsJob:
 
     def _engine_request(self, text: str) -> TtsEngineRequest:
         job = self.submit
-        return TtsEngineRequest(
-            text=text,
-            voice=job.voice,
-            speed=job.speed,
-            seed=job.seed,
-            temperature=job.temperature,
-            top_k=job.top_k,
-            top_p=job.top_p,
-            max_tokens=job.max_tokens,
-            repetition_penalty=job.repetition_penalty,
-        )
+        return TtsEngineRequest(text=text, voice=job.voice, **sampling_of(job))
 
 
 async def _anext_or_none(stream: AsyncIterator[Pcm]) -> Pcm | None:

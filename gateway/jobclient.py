@@ -44,6 +44,7 @@ from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
 from django.conf import settings
 
+from gateway import unanswered
 from gateway.contracts import (
     CANCELS,
     KEEPALIVES,
@@ -71,30 +72,6 @@ DIRECT_ANSWER_S = 0.25
 # Timers that only matter while a job is being admitted: cancelled on acceptance, so that
 # they cost no channel-layer round trips afterwards.
 ADMISSION_TIMERS = frozenset(("answer", "give_up", "retry", "redirect"))
-
-# Submissions not answered yet, per consumer channel: job id → its answer deadline. A consumer's
-# channel outlives each of its links (a new TTS request, a realtime failover), so this is kept
-# per channel, and ``abandon()`` drains only while one of them may still be answered.
-_unanswered: dict[str, dict[str, float]] = {}
-_drains: set[asyncio.Task[None]] = set()
-
-
-async def abandoned_links_drained() -> None:
-    """Wait until every ``abandon()`` of this loop has finished (tests; each ≤ 1.5 s, none
-    when every submission was answered)."""
-    loop = asyncio.get_running_loop()
-    mine = [task for task in _drains if task.get_loop() is loop]
-    if mine:
-        await asyncio.gather(*mine, return_exceptions=True)
-
-
-def _mark_answered(channel: str, job_id: object) -> None:
-    """A worker answered submission ``job_id`` of ``channel`` (accepted, busy or not ready)."""
-    pending = _unanswered.get(channel)
-    if pending is not None:
-        pending.pop(str(job_id), None)
-        if not pending:
-            del _unanswered[channel]
 
 
 class Outcome(enum.Enum):
@@ -174,7 +151,7 @@ class WorkerLink:
 
     async def on_reply(self, message: dict[str, Any]) -> Outcome | None:
         """Handle gpu.job.accepted / busy / not_ready for this link."""
-        _mark_answered(self.own_channel, message.get("job_id"))
+        unanswered.answered(self.own_channel, message.get("job_id"))
         kind = message["type"]
         if kind == JobAccepted.TYPE:
             return await self._on_accepted(JobAccepted.from_message(message))
@@ -262,7 +239,7 @@ class WorkerLink:
     def forget(self) -> None:
         """Drop the channel's unanswered submissions: its owner drained the channel itself
         (a REST view's own channel ends with the view)."""
-        _unanswered.pop(self.own_channel, None)
+        unanswered.take(self.own_channel)
 
     def abandon(self) -> None:
         """The consumer has ended: close, and cancel acceptances still on their way.
@@ -270,13 +247,11 @@ class WorkerLink:
         Runs as a task of its own, so it may be called from a ``finally`` of a consumer
         that is being cancelled.
         """
-        task = asyncio.ensure_future(self._abandon())
-        _drains.add(task)
-        task.add_done_callback(_drains.discard)
+        unanswered.drain(self._abandon())
 
     async def _abandon(self) -> None:
         await self.close()
-        pending = _unanswered.pop(self.own_channel, {})
+        pending = unanswered.take(self.own_channel)
         if not pending:  # every submission was answered: no acceptance can still come
             return
         until = max(pending.values()) + ANSWER_GRACE_S
@@ -307,9 +282,7 @@ class WorkerLink:
         )
         self._target, self._answered = target.worker_id, False
         deadline = time.time() + self.answer_s
-        if len(_unanswered) > 10_000:  # consumers that never ended through abandon()
-            _unanswered.clear()
-        _unanswered.setdefault(self.own_channel, {})[self.job_id] = deadline
+        unanswered.note(self.own_channel, self.job_id, deadline)
         PLACEMENTS.labels(self.kind, "worker" if target.worker_id else "shared").inc()
         try:
             message = self._build(self.job_id, deadline).to_message()

@@ -34,8 +34,8 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from prometheus_client import REGISTRY
 
-from gateway.jobclient import abandoned_links_drained
 from gateway.liveness import get_liveness
+from gateway.unanswered import abandoned_links_drained
 from tests.asr.conftest import b64, silence
 from tests.conftest import free_port
 from tests.support.services import (

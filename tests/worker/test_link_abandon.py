@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from gateway import jobclient
+from gateway import unanswered
 from gateway.contracts import WORKER_CHANNELS, JobAccepted, JobBusy, Message
 from gateway.jobclient import WorkerLink
 from gateway.memory_layer import EmbeddedChannelLayer
@@ -43,8 +43,8 @@ async def test_an_answered_link_is_abandoned_without_a_drain() -> None:
     link.abandon()
     await asyncio.sleep(0)  # the abandon task runs
     await layer.send(link.own_channel, {"type": "probe"})
-    await jobclient.abandoned_links_drained()
-    assert link.own_channel not in jobclient._unanswered
+    await unanswered.abandoned_links_drained()
+    assert not unanswered.waiting(link.own_channel)
     # Nothing read the consumer's channel after it ended: the probe is still there.
     assert (await asyncio.wait_for(layer.receive(link.own_channel), 1))[
         "type"
@@ -71,5 +71,5 @@ async def test_an_acceptance_arriving_after_the_consumer_ended_is_cancelled() ->
     late = JobAccepted(job_id=sent["job_id"], worker_channel=WORKER, model_version="m")
     await layer.send(link.own_channel, late.to_message())
     assert await cancel_of(layer) == sent["job_id"]
-    await jobclient.abandoned_links_drained()  # ends as soon as the answer came
-    assert link.own_channel not in jobclient._unanswered
+    await unanswered.abandoned_links_drained()  # ends as soon as the answer came
+    assert not unanswered.waiting(link.own_channel)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import time
 import uuid
@@ -38,6 +37,7 @@ from gateway.liveness import get_liveness
 from gateway.unanswered import abandoned_links_drained
 from tests.asr.conftest import b64, silence
 from tests.conftest import free_port
+from tests.support.private_redis import PrivateRedis
 from tests.support.services import (
     Service,
     create_key,
@@ -335,43 +335,6 @@ def leases_in(env: dict[str, str]) -> int:
 
 
 # Redis restarted under a distributed serve
-
-
-class PrivateRedis:
-    """A ``redis-server`` of this test on a free port, without persistence."""
-
-    def __init__(self, log: Path) -> None:
-        self.port, self.log = free_port(), log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.skip("redis-server is not installed")
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1"]
-            + ["--save", "", "--appendonly", "no"],
-            stdout=self.log.open("ab"),
-            stderr=subprocess.STDOUT,
-        )
-        client = redis.Redis.from_url(self.url, socket_timeout=1)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                client.ping()
-                return
-            except redis.RedisError:
-                time.sleep(0.05)
-        raise AssertionError("private redis-server did not start")
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
 
 
 async def tts_session(port: int, raw: str) -> str:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import shutil
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,7 +18,7 @@ from channels_redis.core import RedisChannelLayer
 from gateway import process_layer
 from gateway.process_layer import ProcessChannelLayer
 from gateway.redis_layer import redis_host
-from tests.conftest import free_port
+from tests.support.private_redis import PrivateRedis
 
 pytestmark = [pytest.mark.redis]
 
@@ -217,49 +215,12 @@ async def test_the_reader_ends_when_idle_and_restarts(
     assert (await asyncio.wait_for(layer.receive(channel), 5))["n"] == 2
 
 
-class PrivateRedis:
-    """A ``redis-server`` of this test on a free port, without persistence."""
-
-    def __init__(self, log: Path) -> None:
-        self.port = free_port()
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.skip("redis-server is not installed")
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--save", "", "--appendonly", "no"],
-            stdout=self.log.open("ab"),
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                redis.Redis.from_url(self.url, socket_timeout=1).ping()
-                return
-            except redis.RedisError:
-                time.sleep(0.05)
-        raise AssertionError("private redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-            self.proc = None
-
-
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
     server = PrivateRedis(tmp_path / "redis.log")
     server.start()
     yield server
-    server.stop()
+    server.kill()
 
 
 async def test_a_redis_outage_reaches_every_waiter_and_receives_work_after(
@@ -269,7 +230,7 @@ async def test_a_redis_outage_reaches_every_waiter_and_receives_work_after(
     channels = [await layer.new_channel(p) for p in ("specific.", "worker.", "readyz.")]
     waiting = [asyncio.ensure_future(layer.receive(c)) for c in channels]
     await asyncio.sleep(0.2)
-    private_redis.stop()
+    private_redis.kill()
     done, _ = await asyncio.wait(waiting, timeout=10)
     assert len(done) == len(waiting), "a waiter hung through the outage"
     for task in waiting:

@@ -143,7 +143,7 @@ def test_postgres_and_redis_when_set(
     got = probe(tmp_path, REDIS_URL=redis_url, DATABASE_URL=postgres_url)
     assert got == {
         "db": "django.db.backends.postgresql",
-        "layer": "channels_redis.core.RedisChannelLayer",
+        "layer": "gateway.process_layer.ProcessChannelLayer",
         "broker": redis_url,
         "eager": False,
     }
@@ -173,3 +173,31 @@ def test_migrations_apply_on_postgres(tmp_path: object, postgres_url: str) -> No
     finally:
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+WORKER_CAPACITY_PROBE = (
+    "import asyncio, django, json; django.setup(); "
+    "from channels.layers import get_channel_layer; "
+    "layer = get_channel_layer(); "
+    "names = [asyncio.run(layer.new_channel(p)) for p in ('worker.', 'specific.')]; "
+    "print(json.dumps([layer.get_capacity(n) for n in names]))"
+)
+
+
+@pytest.mark.parametrize(
+    "backend", ["memory", pytest.param("redis", marks=pytest.mark.redis)]
+)
+def test_a_workers_own_channel_has_room_for_every_slot(
+    tmp_path: object, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """A worker's own channel takes its running jobs' acks, keepalives and audio: it filled
+    at ~40 concurrent jobs with a reply channel's capacity (100)."""
+    env = {
+        "TTS_WORKER_SLOTS": "40",
+        "ASR_WORKER_SLOTS": "16",
+        "CHANNEL_CAPACITY": "100",
+    }
+    if backend == "redis":
+        env["REDIS_URL"] = request.getfixturevalue("redis_url")
+    got = probe(tmp_path, WORKER_CAPACITY_PROBE, **env)
+    assert got == [16 * (40 + 16), 100]

@@ -139,7 +139,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Channel layer: in-process without Redis (embedded default), channels-redis core layer with it.
+# Channel layer: in-process without Redis (embedded default), gateway.process_layer with it.
 REDIS_URL = env("REDIS_URL", default="")
 CHANNEL_CAPACITY = env.int("CHANNEL_CAPACITY", default=100)
 WORKER_CHANNEL_CAPACITY = env.int("WORKER_CHANNEL_CAPACITY", default=500)
@@ -156,7 +156,7 @@ WORKER_CHANNEL_CAPACITIES = {
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "gateway.process_layer.ProcessChannelLayer",
             "CONFIG": {
                 "hosts": [
                     redis_host(REDIS_URL, socket_timeout_s=REDIS_SOCKET_TIMEOUT_S)
@@ -199,6 +199,19 @@ TTS_WORKER_SLOTS = env.int(
     "TTS_WORKER_SLOTS", default=4 if TTS_ENGINE == "vllm" else 8 * CPU_COUNT
 )
 ASR_WORKER_SLOTS = env.int("ASR_WORKER_SLOTS", default=16)
+# Each worker's own channel ("worker.", veena_site.worker) takes every running job's acks,
+# keepalives, cancels and ASR audio: room for WORKER_CHANNEL_PER_JOB messages per slot. At the
+# shared default it filled at ~40 concurrent jobs; ProcessChannelLayer gives the prefix its
+# own capacity without starving it behind the consumers' channels.
+WORKER_CHANNEL_PER_JOB = 16
+WORKER_OWN_CHANNEL_CAPACITY = env.int(
+    "WORKER_OWN_CHANNEL_CAPACITY",
+    default=max(
+        WORKER_CHANNEL_CAPACITY,
+        WORKER_CHANNEL_PER_JOB * (TTS_WORKER_SLOTS + ASR_WORKER_SLOTS),
+    ),
+)
+WORKER_CHANNEL_CAPACITIES["worker.*"] = WORKER_OWN_CHANNEL_CAPACITY
 ENGINE_THREADS = env.int("ENGINE_THREADS", default=CPU_COUNT)
 # Piper's ONNX sessions by intra-op threads (issue 13): empty = ENGINE_THREADS and 1, so a lone
 # stream uses every core and many streams one each; a 1-thread session is always added.

@@ -37,10 +37,10 @@ class GpuWorkerConsumer(AsyncConsumer):
         out a layer outage: the channel that running jobs are pinned to stays the same."""
         self.scope = scope
         self.channel_layer = get_channel_layer(self.channel_layer_alias)
-        # The default prefix, as every consumer of the process: channels-redis pops one
-        # process-specific prefix at a time behind one lock, so a second prefix ("worker.")
-        # starved this channel behind the consumers' (acceptances never confirmed).
-        self.channel_name = await self.channel_layer.new_channel()
+        # Every running job's acks, keepalives, cancels and audio come here: the "worker.*"
+        # capacity (WORKER_OWN_CHANNEL_CAPACITY), not a reply channel's. On Redis the prefix
+        # shares the process's one reader (gateway.process_layer), so it cannot starve.
+        self.channel_name = await self.channel_layer.new_channel("worker.")
         self.channel_receive = functools.partial(
             receive_through_outages, self.channel_layer, self.channel_name
         )

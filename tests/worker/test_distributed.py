@@ -37,7 +37,7 @@ def redis_layer(redis_url: str, prefix: str, settings: object) -> str:
     settings.REDIS_URL = redis_url
     settings.CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "gateway.process_layer.ProcessChannelLayer",
             "CONFIG": {
                 "hosts": [redis_host(redis_url, socket_timeout_s=30)],
                 "prefix": prefix,

@@ -16,8 +16,10 @@ Here every ``new_channel`` name, whatever its prefix, lies under the one real ch
 ``receive()`` on a process-specific channel only waits on its inbox, so cancelling it loses
 nothing; a message handed to a receive that was cancelled before it ran goes back to the front.
 The reader starts with the first receive and ends by itself after ``READER_IDLE_S`` without a
-receiver (between two pops, never by cancellation); when it fails (Redis down) every waiting
-receive raises its error, as the plain layer's would, and the next receive starts a new one.
+receiver, or when the layer closes (between two pops, not by cancellation); when it fails
+(Redis down) every waiting receive raises its error, as the plain layer's would, and the next
+receive starts a new one. A reader cancelled with its event loop (``asyncio.run`` ending) can
+lose a reply on its way, as any cancelled Redis command.
 Messages nobody takes are dropped after the layer's ``expiry``, and an inbox keeps at most its
 channel's capacity (the oldest go first, as channels-redis' ``BoundedQueue``). Channels without
 ``!`` (the worker queues) keep channels-redis' own receive. Commands wait for a free pooled
@@ -41,6 +43,7 @@ logger = logging.getLogger(__name__)
 READER_WAIT_S = 1  # one BZPOPMIN of the reader: how soon it sees it is idle
 READER_IDLE_S = 5.0  # a reader with no receiver for this long ends
 READER_BATCH = 100  # messages taken per round trip after a blocking pop
+STOP_PATIENCE_S = 2.0  # a closing layer's reader gets its pop plus this to end
 POOL_CONNECTIONS = 200  # per event loop; beyond them a command waits for a free one
 POOL_WAIT_S = 10.0  # then fails with redis.ConnectionError
 
@@ -169,9 +172,10 @@ class ProcessChannelLayer(RedisChannelLayer):  # type: ignore[misc]
     async def _read(self, loop: asyncio.AbstractEventLoop) -> None:
         """Pop the real channel into the inboxes until idle, or fail every waiter."""
         key = self.prefix + self.real_channel
+        me = asyncio.current_task()
         try:
             connection = self.connection(self.consistent_hash(self.real_channel))
-            while True:
+            while self._reader is me:  # a stopped or replaced reader ends between pops
                 result = await connection.bzpopmin(key, timeout=READER_WAIT_S)
                 if result is not None:
                     self._route(result[1])
@@ -187,7 +191,8 @@ class ProcessChannelLayer(RedisChannelLayer):  # type: ignore[misc]
             raise
         except Exception as error:  # boundary: Redis failed; every receive sees it
             logger.debug("channel-layer reader failed", exc_info=True)
-            self._fail(loop, error)
+            if self._reader in (me, None):  # not a replaced one: its successor serves
+                self._fail(loop, error)
 
     def _route(self, content: bytes) -> None:
         try:
@@ -263,6 +268,10 @@ class ProcessChannelLayer(RedisChannelLayer):  # type: ignore[misc]
         loop = asyncio.get_running_loop()
         if reader.get_loop() is not loop:
             return
-        reader.cancel()
-        await asyncio.gather(reader, return_exceptions=True)
+        # It ends after its current pop, with what that pop brought routed; cancelling it
+        # could lose a reply on its way (and redis-py may take seconds to give in).
+        await asyncio.wait({reader}, timeout=READER_WAIT_S + STOP_PATIENCE_S)
+        if not reader.done():
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
         self._fail(loop, ConnectionError("the channel layer was closed"))

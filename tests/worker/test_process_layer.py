@@ -288,3 +288,30 @@ async def test_a_redis_outage_reaches_every_waiter_and_receives_work_after(
     message = await asyncio.wait_for(layer.receive(channels[1]), 10)
     assert message == {"type": "t.back"}
     await layer.flush()
+
+
+def test_a_layer_receives_on_one_event_loop_after_another(redis_url: str) -> None:
+    """Tests and sync callers run loops one after another: the reader of a finished loop is
+    replaced, and what it had routed before is still delivered."""
+    layer = make(ProcessChannelLayer, redis_url)
+
+    async def on_first_loop() -> tuple[str, str]:
+        kept, other = await layer.new_channel(), await layer.new_channel()
+        await layer.send(kept, {"type": "t.n", "n": 1})
+        await layer.send(other, {"type": "t.n", "n": 2})
+        assert (await asyncio.wait_for(layer.receive(other), 5))["n"] == 2
+        return kept, other  # "kept" was routed before "other": it waits in its inbox
+
+    kept, other = asyncio.run(on_first_loop())
+
+    async def on_second_loop() -> list[int]:
+        try:
+            await layer.send(other, {"type": "t.n", "n": 3})
+            return [
+                (await asyncio.wait_for(layer.receive(c), 5))["n"]
+                for c in (kept, other)
+            ]
+        finally:
+            await layer.flush()
+
+    assert asyncio.run(on_second_loop()) == [1, 3]

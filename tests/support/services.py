@@ -53,12 +53,20 @@ def create_key(env: dict[str, str], account: str = "faults") -> tuple[str, str]:
 
 
 class Service:
-    """One long-running ``manage.py`` child with its log."""
+    """One long-running ``manage.py`` child (or the command line ``argv``) with its log."""
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path):
+    def __init__(
+        self,
+        name: str,
+        args: list[str],
+        env: dict[str, str],
+        log: Path,
+        *,
+        argv: list[str] | None = None,
+    ):
         self.name, self.log = name, log
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), *args],
+            argv or [sys.executable, str(ROOT / "manage.py"), *args],
             cwd=ROOT,
             env=env,
             stdout=log.open("wb"),
@@ -104,6 +112,14 @@ def start_gateway(env: dict[str, str], port: int, log: Path) -> Service:
 def start_worker(env: dict[str, str], log: Path) -> Service:
     """``manage.py gpuworker`` (needs ``REDIS_URL`` in ``env``)."""
     return Service("worker", ["gpuworker"], env, log)
+
+
+def start_celery(env: dict[str, str], log: Path) -> Service:
+    """The Celery worker exactly as the distributed ``serve`` starts it (no beat)."""
+    from veena_site.management.commands.serve import role_commands
+
+    (argv,) = role_commands(["celery"], "127.0.0.1", 0, 0)
+    return Service("celery", [], env, log, argv=argv)
 
 
 def get_json(port: int, path: str, timeout: float = 2) -> tuple[int, Any]:

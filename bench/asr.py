@@ -308,6 +308,8 @@ MODES: dict[str, dict[str, Any]] = {
     "defaults": {},
     "no reuse": {"ASR_FINAL_REUSE": False},
     "agreement": {"ASR_UNFIXED_WORDS": 0, "ASR_CHUNK_MIN_S": 0.5},
+    "agreement hold 1": {"ASR_UNFIXED_WORDS": 1, "ASR_CHUNK_MIN_S": 0.5},
+    "agreement 0.3 s": {"ASR_UNFIXED_WORDS": 0, "ASR_CHUNK_MIN_S": 0.3},
     "before": {  # streaming as before issue 13
         "ASR_FINAL_REUSE": False,
         "ASR_PAUSE_DECODE_S": 0.0,
@@ -326,6 +328,11 @@ async def main() -> None:
     from veena_site.embedded import start_embedded_worker
     from veena_site.runtime import get_runtime
 
+    modes = [
+        m.strip() for m in os.environ.get("BENCH_ASR_MODES", DEFAULT_MODES).split(",")
+    ]
+    if unknown := [m for m in modes if m not in MODES]:  # before minutes of set-up
+        sys.exit(f"unknown BENCH_ASR_MODES {unknown}; known: {', '.join(MODES)}")
     speech_pcm, speech16k = await asyncio.to_thread(speech)
     pcm = speech_pcm + bytes(2 * int(TAIL_S * RATE))
     audio16k = np.concatenate(
@@ -341,7 +348,6 @@ async def main() -> None:
     lines: list[str] = []
     errors: list[str] = []
     rows: list[list[object]] = []  # the combined table's (bench/compare.py)
-    modes = os.environ.get("BENCH_ASR_MODES", DEFAULT_MODES).split(",")
     configured = {k: getattr(settings, k) for m in MODES.values() for k in m}
     for level in LEVELS:  # modes take turns level by level
         for name in modes:

@@ -13,11 +13,21 @@ client that stops reading makes them pile up in the transport. Each WebSocket sc
 carries ``scope["extensions"]["veena.transport"]``, a ``TransportProbe`` whose ``buffered()``
 is the bytes Twisted has not written to the socket yet; the TTS consumer acknowledges worker
 audio only while it is small (issue 9). Without Daphne (tests) the extension is absent.
+
+Daphne cancels an application instance that has not ended ``application_close_timeout`` after
+its client left, with a warning that names only the instance's outermost coroutine. The warning
+here also names every coroutine on the instance's await chain (``awaiting``), so the log says
+where a consumer hung.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 REASON_MAX_BYTES = 123
 TRANSPORT_EXTENSION = "veena.transport"
@@ -41,6 +51,42 @@ class TransportProbe:
             total += int(getattr(transport, "_tempDataLen", 0))
             transport = getattr(transport, "transport", None)
         return max(0, total)
+
+
+def awaiting(task: asyncio.Future[Any]) -> list[str]:
+    """``file:line function`` of each coroutine on ``task``'s await chain, outermost first,
+    then the type of what the innermost one awaits (a future: ``FutureIter``)."""
+    chain: list[str] = []
+    step: Any = getattr(task, "get_coro", lambda: None)()
+    while step is not None and len(chain) < 64:
+        frame = getattr(step, "cr_frame", None) or getattr(step, "gi_frame", None)
+        if frame is None:
+            chain.append(type(step).__name__)
+            break
+        chain.append(
+            f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}"
+        )
+        step = getattr(step, "cr_await", None) or getattr(step, "gi_yieldfrom", None)
+    return chain
+
+
+def _name_hung(server: Any) -> None:
+    """Log the await chain of each instance Daphne is about to cancel for not ending."""
+    for protocol, details in list(server.connections.items()):
+        disconnected = details.get("disconnected")
+        instance = details.get("application_instance")
+        if (
+            disconnected
+            and time.time() - disconnected > server.application_close_timeout
+            and instance is not None
+            and not instance.done()
+        ):
+            logger.warning(
+                "application for %r still running %.0f s after its client left; awaiting:\n  %s",
+                protocol,
+                time.time() - disconnected,
+                "\n  ".join(awaiting(instance)),
+            )
 
 
 def install() -> None:
@@ -71,6 +117,13 @@ def install() -> None:
             extensions[TRANSPORT_EXTENSION] = TransportProbe(protocol)
         return create_application(self, protocol, scope)
 
+    application_checker = Server.application_checker
+
+    def naming_hung(self: Any) -> None:
+        _name_hung(self)
+        application_checker(self)
+
     WebSocketProtocol.handle_reply = handle_reply
     Server.create_application = with_probe
+    Server.application_checker = naming_hung
     WebSocketProtocol._veena_close_codes = True

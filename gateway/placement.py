@@ -40,7 +40,10 @@ logger = logging.getLogger(__name__)
 SNAPSHOT_MAX_AGE_S = (
     0.025  # a registry read older than this is refreshed (in the background)
 )
-BLOCK_AFTER_S = 1.0  # older than this, the choice waits for a fresh read
+# A snapshot older than this is read again before the choice: another gateway may have placed
+# jobs since (with 1 s, 3 of 5 sequential jobs from two gateways went to the worker that
+# already had one).
+BLOCK_AFTER_S = 0.1
 STALE_BEATS = 2.5  # a status this many heartbeats old may be a dead worker's
 WARN_EVERY_S = 10.0
 

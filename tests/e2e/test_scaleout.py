@@ -75,7 +75,8 @@ PLANS = {  # plan limits of each phase's account (accounts §5)
 }
 MAKE_KEYS = """
 import json, os
-from accounts.models import Account, Plan
+from accounts.models.accounts import Account
+from accounts.models.plans import Plan
 from accounts.services.api_keys import api_key_create
 keys = {}
 for name, limits in json.loads(os.environ["SCALEOUT_PLANS"]).items():

@@ -295,3 +295,19 @@ def test_an_unknown_placement_is_a_configuration_error(settings: Any) -> None:
     assert placement_is_known() == []
     settings.WORKER_PLACEMENT = "round_robin"
     assert [e.id for e in placement_is_known()] == ["veena.E004"]
+
+
+async def test_a_gateway_reads_the_registry_again_before_a_job_after_a_pause() -> None:
+    """Another gateway placed two jobs on worker a 0.3 s after this one last read the registry:
+    this one reads it again (default snapshot ages) instead of choosing a from its last read."""
+    clock = Clock()
+    store = MemoryLiveness(ttl_s=5)
+    await store.publish(status("a", slots=3))
+    await store.publish(status("b", slots=3, busy=1))
+    placement = Placement(store, heartbeat_s=1.0, clock=clock)
+    early = await placement.choose("tts", job_id="early")  # its last read: now
+    assert early.worker_id == "a"
+    placement.forget("a", "tts", "early")  # withdrawn: nothing of its own counts
+    clock.now += 0.3
+    await store.publish(status("a", slots=3, busy=2, at=clock.now))  # the other's jobs
+    assert (await placement.choose("tts", job_id="late")).worker_id == "b"

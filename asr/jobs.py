@@ -222,7 +222,12 @@ class AsrJob:
         """A chunk of new audio, or a pause after speech the last decode did not cover.
 
         While no other decode runs, ``ASR_CHUNK_MIN_S`` of new audio is a chunk (issue 13).
+        Audio that is all silence since the last decode started is never one: decoding it
+        adds no word, and a decode still running at the commit would delay the completed
+        event (at a 0.3 s cadence, by 0.3 s on average).
         """
+        if item.decoded_at >= item.speech_end:
+            return False
         new = item.samples - item.decoded_at
         if new >= item.state.chunk_samples:
             return True

@@ -4,8 +4,8 @@ One process, embedded topology: the ``/v1/realtime`` consumer driven through the
 application, the in-memory channel layer, the worker consumer and faster-whisper tiny.en on CPU.
 Each session streams Piper speech and 0.6 s of silence (where server VAD would end the turn) at
 24 kHz in 100 ms appends, paced in real time, then commits. Per concurrency level (1, 4, 16) the
-modes (``MODES``: the configured settings, without final reuse, with local agreement and a short
-idle cadence, and streaming as before issue 13) take turns, so machine load falls on all alike:
+modes (``MODES``: the configured settings, without final reuse, three words held back at a 1 s
+cadence, and streaming as before issue 13) take turns, so machine load falls on all alike:
 
 * commit → ``completed`` through the stack, and the same audio decoded by the engine directly
   at the same concurrency, after as long an idle time as a session streams (odd rounds direct
@@ -307,9 +307,10 @@ HEADER = (
 MODES: dict[str, dict[str, Any]] = {
     "defaults": {},
     "no reuse": {"ASR_FINAL_REUSE": False},
-    "agreement": {"ASR_UNFIXED_WORDS": 0, "ASR_CHUNK_MIN_S": 0.5},
-    "agreement hold 1": {"ASR_UNFIXED_WORDS": 1, "ASR_CHUNK_MIN_S": 0.5},
-    "agreement 0.3 s": {"ASR_UNFIXED_WORDS": 0, "ASR_CHUNK_MIN_S": 0.3},
+    "held back 3": {
+        "ASR_UNFIXED_WORDS": 3,
+        "ASR_CHUNK_MIN_S": 1.0,
+    },  # the last defaults
     "before": {  # streaming as before issue 13
         "ASR_FINAL_REUSE": False,
         "ASR_PAUSE_DECODE_S": 0.0,
@@ -318,7 +319,7 @@ MODES: dict[str, dict[str, Any]] = {
     },
     "no deltas": {"ASR_PRECOMMIT_DELTAS": False},
 }
-DEFAULT_MODES = "defaults,no reuse,agreement,before"
+DEFAULT_MODES = "defaults,no reuse,held back 3,before"
 TAIL_S = 0.6  # silence before the commit (server VAD ends a turn after 0.5 s)
 
 

@@ -478,3 +478,30 @@ async def test_a_bug_in_an_item_s_loop_fails_the_item_instead_of_hanging_it(
     )
     assert 0 not in job.items
     await stop(task)
+
+
+async def test_audio_that_is_all_silence_since_the_last_decode_is_never_decoded(
+    settings: Any,
+) -> None:
+    """Issue 13: at a 0.3 s idle cadence a decode of the silence after speech would often
+    still run at the commit, and the completed event would wait for it."""
+    settings.ASR_CHUNK_MIN_S = 0.3
+    settings.ASR_PAUSE_DECODE_S = 0.2
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    job.item_open(open_(0, stream=True))
+    offset = 0
+    for piece in [quiet] * 10 + [audio] * 10 + [quiet] * 20:  # 1 s, 1 s speech, 2 s
+        job.audio(piece(0, offset, SECOND // 10))
+        offset += SECOND // 10
+        await asyncio.sleep(0.03)
+        if piece is quiet and offset == SECOND:
+            assert not engine.calls, "leading silence was decoded"
+        if offset == 2 * SECOND:
+            await asyncio.sleep(0.1)
+            during_speech = len(engine.calls)
+            assert during_speech >= 1
+    assert len(engine.calls) <= during_speech + 1  # the pause's decode at most
+    job.commit(commit(offset))
+    await settle(rec, AsrFinal)
+    await stop(task)

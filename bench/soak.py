@@ -194,27 +194,41 @@ async def tts_request(ws: Any, tally: Tally, text: str) -> bool:
             return True
 
 
-async def tts_socket(url: str, key: str, tally: Tally, stop_at: float) -> None:
+async def keep_connected(
+    url: str, key: str, tally: Tally, stop_at: float, serve: Any
+) -> None:
+    """Connect to ``url``, run ``await serve(ws)`` on the socket, and connect again after a
+    1 s back-off until ``stop_at``; a client-side failure is tallied as an error."""
     import websockets
 
     headers = {"Authorization": f"Bearer {key}"}
     while time.monotonic() < stop_at:
         try:
             async with websockets.connect(
-                url + "/v1/tts/ws", additional_headers=headers, max_size=None
+                url, additional_headers=headers, max_size=None
             ) as ws:
-                while time.monotonic() < stop_at:
-                    if not await tts_request(ws, tally, random.choice(TEXTS)):
-                        break
-                    await asyncio.sleep(random.uniform(0.5, 1.5) * tally.think_s)
-            if time.monotonic() < stop_at:  # it ended in an error: back off, reconnect
-                await asyncio.sleep(1)
+                await serve(ws)
         except (TimeoutError, OSError) as exc:
             tally.error(f"CLIENT_{type(exc).__name__}")
-            await asyncio.sleep(1)
         except websockets.ConnectionClosed as exc:
             tally.error(f"CLOSED_{exc.rcvd.code if exc.rcvd else 'NONE'}")
+        if time.monotonic() < stop_at:  # it ended in an error: back off, reconnect
             await asyncio.sleep(1)
+
+
+async def think(tally: Tally) -> None:
+    """The pause between two requests of one socket."""
+    await asyncio.sleep(random.uniform(0.5, 1.5) * tally.think_s)
+
+
+async def tts_socket(url: str, key: str, tally: Tally, stop_at: float) -> None:
+    async def serve(ws: Any) -> None:
+        while time.monotonic() < stop_at:
+            if not await tts_request(ws, tally, random.choice(TEXTS)):
+                return
+            await think(tally)
+
+    await keep_connected(url + "/v1/tts/ws", key, tally, stop_at, serve)
 
 
 def tone_pcm(seconds: int) -> bytes:
@@ -253,34 +267,19 @@ async def realtime_session(ws: Any, tally: Tally, pcm: bytes) -> bool:
 
 
 async def realtime_socket(url: str, key: str, tally: Tally, stop_at: float) -> None:
-    import websockets
-
-    headers = {"Authorization": f"Bearer {key}"}
     pcm = tone_pcm(REALTIME_SECONDS)
-    while time.monotonic() < stop_at:
-        try:
-            async with websockets.connect(
-                url + "/v1/realtime", additional_headers=headers, max_size=None
-            ) as ws:
-                created = json.loads(await asyncio.wait_for(ws.recv(), timeout=30))
-                if created.get("type") != "session.created":
-                    tally.error(
-                        str(created.get("error", {}).get("code") or "NO_SESSION")
-                    )
-                    await asyncio.sleep(1)
-                    continue
-                while time.monotonic() < stop_at:
-                    if not await realtime_session(ws, tally, pcm):
-                        break
-                    await asyncio.sleep(random.uniform(0.5, 1.5) * tally.think_s)
-            if time.monotonic() < stop_at:  # it ended in an error: back off, reconnect
-                await asyncio.sleep(1)
-        except (TimeoutError, OSError) as exc:
-            tally.error(f"CLIENT_{type(exc).__name__}")
-            await asyncio.sleep(1)
-        except websockets.ConnectionClosed as exc:
-            tally.error(f"CLOSED_{exc.rcvd.code if exc.rcvd else 'NONE'}")
-            await asyncio.sleep(1)
+
+    async def serve(ws: Any) -> None:
+        created = json.loads(await asyncio.wait_for(ws.recv(), timeout=30))
+        if created.get("type") != "session.created":
+            tally.error(str(created.get("error", {}).get("code") or "NO_SESSION"))
+            return
+        while time.monotonic() < stop_at:
+            if not await realtime_session(ws, tally, pcm):
+                return
+            await think(tally)
+
+    await keep_connected(url + "/v1/realtime", key, tally, stop_at, serve)
 
 
 def process_tree(root: int) -> list[int]:

@@ -18,6 +18,7 @@ from channels.exceptions import ChannelFull, StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from gateway import jsontext, lifecycle, metrics
+from gateway.dispatch import dispatch
 from gateway.jobclient import TIMER, Outcome, WorkerLink
 
 logger = logging.getLogger(__name__)
@@ -76,9 +77,10 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
             logger.exception("%s stream: release on exit failed", self.endpoint)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        """Run the message's handler; anything it raises ends the stream here, once."""
+        """Run the message's handler (``gateway.dispatch``: no database hop); anything it
+        raises ends the stream here, once."""
         try:
-            await super().dispatch(message)
+            await dispatch(self, message)
         except StopConsumer:
             raise
         except Exception:  # boundary: one stream (STYLE 46)

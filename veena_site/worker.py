@@ -20,6 +20,7 @@ from channels.utils import await_many_dispatch
 from asr.jobs import AsrJob
 from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen, AsrOpen
 from gateway.contracts import JobAccepted, JobBusy, JobNotReady, Kind, Message
+from gateway.dispatch import dispatch
 from gateway.jobs import J, WorkerJob, reply_sender
 from gateway.listener import receive_through_outages
 from tts.jobs import TtsJob
@@ -49,6 +50,12 @@ class GpuWorkerConsumer(AsyncConsumer):
             await await_many_dispatch([receive, self.channel_receive], self.dispatch)
         except StopConsumer:
             pass
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Run the handler without Channels' database hop (``gateway.dispatch``): the
+        worker never touches the database, and the hop queued every message behind the
+        gateway's queries."""
+        await dispatch(self, message)
 
     async def tts_job_submit(self, message: dict[str, Any]) -> None:
         """Handle tts.job.submit: accept into a slot, or answer busy / not_ready."""
@@ -136,7 +143,12 @@ class GpuWorkerConsumer(AsyncConsumer):
         runtime = get_runtime()
         runtime.start()
         if time.time() > deadline:
-            logger.info("%s job %s dropped: past its deadline", kind, job_id)
+            logger.info(
+                "%s job %s dropped: past its deadline by %.3f s",
+                kind,
+                job_id,
+                time.time() - deadline,
+            )
             return
         send = reply_sender(self.channel_layer, reply_channel)
         engine = runtime.engine(kind)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -33,3 +34,40 @@ async def test_a_reseeded_consumer_channel_gets_only_its_own_messages() -> None:
     assert (await layer.receive(new))["job_id"] == "j"
     await layer.flush()
     assert old != new
+
+
+@pytest.mark.asyncio
+async def test_expired_messages_are_swept_at_most_once_a_second(monkeypatch) -> None:
+    from gateway import memory_layer
+
+    layer = EmbeddedChannelLayer(expiry=1)
+    sweeps = []
+    monkeypatch.setattr(
+        memory_layer.InMemoryChannelLayer,
+        "_clean_expired",
+        lambda self: sweeps.append(1),
+    )
+    for n in range(50):
+        await layer.send("c", {"type": "m", "n": n})
+        await layer.receive("c")
+    assert len(sweeps) == 1  # 50 receives, one walk over every channel
+    layer._swept_at -= memory_layer.SWEEP_EVERY_S
+    await layer.send("c", {"type": "m"})
+    await layer.receive("c")
+    assert len(sweeps) == 2
+
+
+@pytest.mark.asyncio
+async def test_an_expired_message_still_goes_with_the_next_sweep() -> None:
+    from gateway import memory_layer
+
+    layer = EmbeddedChannelLayer(expiry=0)
+    await layer.send("abandoned", {"type": "m"})
+    await layer.send("other", {"type": "n"})
+    await asyncio.sleep(0.01)
+    layer._swept_at -= memory_layer.SWEEP_EVERY_S
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(
+            layer.receive("other"), 0.05
+        )  # expired: swept, not given
+    assert "abandoned" not in layer.channels

@@ -25,8 +25,13 @@ Each attempt goes where ``gateway.placement`` says: the least-loaded live worker
 channel, or the shared channel. A worker asked directly that answers busy or not_ready, or
 nothing within ``DIRECT_ANSWER_S`` (killed), is skipped for the rest of the admission, and the
 next attempt goes at once to the next worker with a free slot; only when none is left does the
-link wait 25–50 ms and ask again. Every attempt is a new job id, so a late acceptance of an
-earlier attempt is cancelled like any stray one.
+link wait 25–50 ms and ask again. Every attempt is a new job id; the first acceptance of any
+attempt of the admission wins, and a later one is cancelled like any stray one.
+
+Every attempt carries the admission's own deadline (the answer time plus the admission wait),
+so a worker that is only slow (a starved CPU: one event loop behind 200 sockets) still accepts
+it. Silence means "not loaded" only when the liveness registry knows no live worker of the
+kind; while one is live, a late answer is load, and the admission ends as overloaded.
 """
 
 from __future__ import annotations
@@ -131,6 +136,10 @@ class WorkerLink:
         )
         self._answered = False  # the current attempt got a reply
         self._skip: set[str] = set()  # workers that refused this admission
+        self._deadline = 0.0  # the admission's end, by the wall clock the workers read
+        self._asked: dict[
+            str, str
+        ] = {}  # job id of every attempt → its worker ("" shared)
 
     async def submit(
         self, build: Callable[[str, float], Message], *, job_id: str | None = None
@@ -145,6 +154,7 @@ class WorkerLink:
         self._build = build
         self._id_base = job_id or uuid.uuid4().hex
         self._started = time.monotonic()
+        self._deadline = time.time() + self.answer_s + self.wait_s
         self._later(self.answer_s, "answer")
         self._later(self.wait_s + self.answer_s, "give_up")
         return await self._attempt()
@@ -178,13 +188,14 @@ class WorkerLink:
             and self.phase is Phase.SUBMITTING
             and message.get("job_id") == self.job_id
             and not self._answered
+            and self._elsewhere()
         ):
-            self._refuse()  # silent, not busy: ask the next worker (or the shared channel) now
+            self._refuse()  # silent, not busy: ask the next worker now
             return await self._attempt()
-        if name == "answer" and self.phase is Phase.SUBMITTING and not self._saw_busy:
+        if name == "answer" and self.phase is Phase.SUBMITTING and not self._loaded():
             return Outcome.NOT_LOADED
         if name == "give_up" and self.phase is Phase.SUBMITTING:
-            return Outcome.OVERLOADED if self._saw_busy else Outcome.NOT_LOADED
+            return Outcome.OVERLOADED if self._loaded() else Outcome.NOT_LOADED
         if name == "stall" and self.phase is Phase.ACCEPTED:
             # A stall check can wait in the consumer's queue behind a long handler, ahead of
             # heartbeats that already arrived: confirm only after everything queued before
@@ -231,8 +242,8 @@ class WorkerLink:
         for task in self._timers:
             task.cancel()
         self._timers.clear()
-        if previous is Phase.SUBMITTING and self._target:
-            get_placement().forget(self._target, self.kind, self.job_id)
+        if previous is Phase.SUBMITTING:
+            self._forget_attempts()
         if previous is Phase.ACCEPTED:
             await self._cancel_at(self.worker_channel, self.job_id)
 
@@ -281,11 +292,11 @@ class WorkerLink:
             self.kind, job_id=self.job_id, exclude=self._skip
         )
         self._target, self._answered = target.worker_id, False
-        deadline = time.time() + self.answer_s
-        unanswered.note(self.own_channel, self.job_id, deadline)
+        self._asked[self.job_id] = target.worker_id
+        unanswered.note(self.own_channel, self.job_id, self._deadline)
         PLACEMENTS.labels(self.kind, "worker" if target.worker_id else "shared").inc()
         try:
-            message = self._build(self.job_id, deadline).to_message()
+            message = self._build(self.job_id, self._deadline).to_message()
             await self.layer.send(target.channel, message)
         except ChannelFull:
             if target.worker_id:  # that worker's channel is full: try the others
@@ -295,6 +306,26 @@ class WorkerLink:
         if target.worker_id:
             self._later(DIRECT_ANSWER_S, "redirect", job_id=self.job_id)
         return None
+
+    def _forget_attempts(self, *, but: str = "") -> None:
+        """Stop counting this admission's placements (all ``but`` one) at their workers."""
+        placement = get_placement()
+        for job_id, worker_id in self._asked.items():
+            if worker_id and job_id != but:
+                placement.forget(worker_id, self.kind, job_id)
+
+    def _loaded(self) -> bool:
+        """Whether a worker may still take the job: one answered busy, or the registry
+        knows a live worker of the kind (a silent one is slow, not missing)."""
+        return self._saw_busy or get_placement().live(self.kind)
+
+    def _elsewhere(self) -> bool:
+        """Whether a worker other than the silent current target could take the job; with
+        none, a second submission would only queue behind the first at the same worker."""
+        if not self._target:
+            return False
+        skip = self._skip | {self._target}
+        return get_placement().pick(self.kind, exclude=skip) is not None
 
     def _refuse(self) -> float:
         """The current attempt was refused (busy, not ready, silent, full): skip its worker
@@ -311,15 +342,17 @@ class WorkerLink:
         return random.uniform(0.025, 0.05)
 
     async def _on_accepted(self, accepted: JobAccepted) -> Outcome | None:
-        if accepted.job_id != self.job_id or self.phase is not Phase.SUBMITTING:
+        if accepted.job_id not in self._asked or self.phase is not Phase.SUBMITTING:
             await self._cancel_at(accepted.worker_channel, accepted.job_id)
             return None
         self.phase = Phase.ACCEPTED
+        self.job_id = accepted.job_id  # an earlier attempt's late acceptance wins too
         for task in list(self._admission_timers):
             task.cancel()
-        if self._target:
+        self._forget_attempts(but=accepted.job_id)
+        if worker_id := self._asked[accepted.job_id]:
             get_placement().accepted(
-                self._target, self.kind, accepted.job_id, accepted.sent_at
+                worker_id, self.kind, accepted.job_id, accepted.sent_at
             )
         self.worker_channel = accepted.worker_channel
         self.model_version = accepted.model_version

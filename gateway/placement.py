@@ -91,9 +91,9 @@ class Placement:
         self, kind: Kind, *, job_id: str, exclude: Iterable[str] = ()
     ) -> Target:
         """The target of submission ``job_id`` of ``kind``, skipping ``exclude``."""
+        await self._fresh()  # read in shared placement too: live() answers from it
         if not self.enabled:
             return Target(WORKER_CHANNELS[kind])
-        await self._fresh()
         best = self.pick(kind, exclude=exclude)
         if best is None:
             return Target(WORKER_CHANNELS[kind])
@@ -123,6 +123,16 @@ class Placement:
             elif free == most and free > 0:
                 best.append(status)
         return random.choice(best) if best else None
+
+    def live(self, kind: Kind) -> bool:
+        """Whether the snapshot holds a fresh status of a worker with ``kind`` loaded, busy
+        or not, answering or not: a job that gets no answer then waits for load, not for a
+        model."""
+        now = self.clock()
+        return any(
+            status.serves(kind) and now - status.at <= self.stale_s
+            for status in self.snapshot
+        )
 
     def free(self, status: WorkerStatus, kind: Kind) -> int:
         """Free slots of ``kind`` on the worker, less the jobs placed there by this process

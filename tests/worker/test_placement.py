@@ -179,37 +179,57 @@ class Submit(Message):
 
 @pytest.fixture
 async def workers() -> AsyncIterator[dict[str, Any]]:
-    """Fake workers on their own channels; ``behaviour[id]``: accept, busy or silent."""
+    """Fake workers on their own channels; ``behaviour[id]``: accept, busy, silent, or
+    the seconds after which it accepts (a slow worker)."""
     layer = get_channel_layer()
-    behaviour: dict[str, str] = {}
+    behaviour: dict[str, str | float] = {}
     asked: list[tuple[str, str]] = []
+    submissions: list[dict[str, Any]] = []
+    cancelled: list[tuple[str, str]] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def answer(worker_id: str, message: dict[str, Any]) -> None:
+        channel = f"tts-worker.{worker_id}"
+        job_id, reply, how = (
+            message["job_id"],
+            message["reply_channel"],
+            behaviour[worker_id],
+        )
+        if isinstance(how, float):
+            await asyncio.sleep(how)
+        if how == "busy":
+            answer: Message = JobBusy(job_id=job_id)
+        elif how != "silent":
+            answer = JobAccepted(
+                job_id=job_id, worker_channel=channel, model_version="m"
+            )
+        else:
+            return
+        await layer.send(reply, answer.to_message())
 
     async def serve(worker_id: str) -> None:
-        channel = f"tts-worker.{worker_id}"
         while True:
-            message = await layer.receive(channel)
+            message = await layer.receive(f"tts-worker.{worker_id}")
+            if message["type"] == "tts.job.cancel":
+                cancelled.append((worker_id, message["job_id"]))
             if message["type"] != Submit.TYPE:
                 continue
             asked.append((worker_id, message["job_id"]))
-            job_id, reply = message["job_id"], message["reply_channel"]
-            if behaviour[worker_id] == "accept":
-                answer: Message = JobAccepted(
-                    job_id=job_id, worker_channel=channel, model_version="m"
-                )
-            elif behaviour[worker_id] == "busy":
-                answer = JobBusy(job_id=job_id)
-            else:
-                continue
-            await layer.send(reply, answer.to_message())
+            submissions.append(message)
+            tasks.append(asyncio.create_task(answer(worker_id, message)))
 
-    tasks: list[asyncio.Task[None]] = []
-
-    async def add(worker_id: str, how: str, *, busy: int) -> None:
+    async def add(worker_id: str, how: str | float, *, busy: int) -> None:
         behaviour[worker_id] = how
         await get_liveness().publish(status(worker_id, busy=busy, at=time.time()))
         tasks.append(asyncio.create_task(serve(worker_id)))
 
-    yield {"add": add, "asked": asked, "layer": layer}
+    yield {
+        "add": add,
+        "asked": asked,
+        "layer": layer,
+        "submissions": submissions,
+        "cancelled": cancelled,
+    }
     for task in tasks:
         task.cancel()
 
@@ -287,6 +307,68 @@ async def test_when_every_worker_is_full_the_shared_channel_is_used(
     assert outcome is Outcome.ACCEPTED and link.worker_channel == "w"
     assert workers["asked"] == []
     await task
+
+
+# A slow worker (a starved CPU) is load, not a missing model (issue 17's soak collapse)
+
+
+async def test_a_worker_slower_than_the_answer_time_still_gets_the_job(
+    workers: dict[str, Any],
+) -> None:
+    await workers["add"]("a", 0.8, busy=0)  # answers 0.3 s after the 500 ms answer time
+    started = time.monotonic()
+    outcome, link = await admit(workers["layer"])
+    assert outcome is Outcome.ACCEPTED and link.job_id == "job"
+    assert time.monotonic() - started >= 0.8
+    # No second submission queued behind the first at the only worker.
+    assert workers["asked"] == [("a", "job")]
+
+
+async def test_the_submission_deadline_is_the_end_of_the_admission(
+    workers: dict[str, Any],
+) -> None:
+    await workers["add"]("a", "accept", busy=0)
+    before = time.time()
+    await admit(workers["layer"])
+    (submission,) = workers["submissions"]
+    # answer_ms 500 + wait_ms 1000: a worker that reads it late does not drop it.
+    assert before + 1.4 < submission["deadline"] <= time.time() + 1.5
+
+
+async def test_a_live_worker_that_never_answers_means_overloaded(
+    workers: dict[str, Any],
+) -> None:
+    await workers["add"]("a", "silent", busy=0)
+    started = time.monotonic()
+    outcome, _ = await admit(workers["layer"])
+    assert outcome is Outcome.OVERLOADED
+    assert time.monotonic() - started >= 1.4  # the whole admission wait, not 500 ms
+
+
+async def test_with_no_live_worker_silence_means_not_loaded(
+    workers: dict[str, Any],
+) -> None:
+    await get_liveness().publish(status("gone", at=time.time() - 10))  # stale status
+    started = time.monotonic()
+    outcome, _ = await admit(workers["layer"])
+    assert outcome is Outcome.NOT_LOADED
+    assert time.monotonic() - started < 1.0  # at the 500 ms answer time
+
+
+async def test_a_late_acceptance_of_an_earlier_attempt_wins(
+    workers: dict[str, Any],
+) -> None:
+    await workers["add"]("a", 0.4, busy=0)  # past the 250 ms redirect, then accepts
+    await workers["add"]("b", 0.8, busy=1)
+    outcome, link = await admit(workers["layer"])
+    assert outcome is Outcome.ACCEPTED
+    assert workers["asked"] == [("a", "job"), ("b", "job.1")]
+    assert (link.job_id, link.worker_channel) == ("job", "tts-worker.a")
+    await asyncio.sleep(0.6)  # b's acceptance of the superseded attempt arrives
+    message = await asyncio.wait_for(workers["layer"].receive(link.own_channel), 1)
+    assert await link.on_reply(message) is None
+    await asyncio.sleep(0.05)
+    assert ("b", "job.1") in workers["cancelled"]
 
 
 def test_an_unknown_placement_is_a_configuration_error(settings: Any) -> None:

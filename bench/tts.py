@@ -18,7 +18,11 @@ rotates by level), so machine load falls on all of them alike.
 
 * first audio: request sent → first audio bytes; total: request sent → last audio;
 * RTF: total ÷ seconds of audio produced;
-* peak RSS: each gateway process (VmHWM) and this process (the direct runs).
+* peak RSS: each gateway process (VmHWM) and this process (the direct runs);
+* memory: each gateway's VmRSS 1.5 s after each level (``TTS_PIPER_RETURN_MEMORY`` has
+  released by then) and its VmHWM so far, against a bare Piper process that synthesizes the same
+  requests at the same level (``bench/_tts_footprint.py piper``) plus a bare ``django.setup()``
+  process (``bench/_tts_footprint.py django``); the sum counts the interpreter twice (~10 MiB).
 """
 
 from __future__ import annotations
@@ -212,10 +216,26 @@ class Gateway:
 
     def peak_rss_mib(self) -> float:
         """The gateway process's peak resident set (VmHWM)."""
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return math.nan
+        return self.memory_mib().get("peak_mib", math.nan)
+
+    def memory_mib(self) -> dict[str, float]:
+        """The gateway process's VmRSS (``rss_mib``) and VmHWM (``peak_mib``)."""
+        from bench._tts_footprint import memory_mib
+
+        return memory_mib(self.proc.pid)
+
+
+def footprint(*args: str) -> dict[str, float]:
+    """A baseline process's memory (``bench/_tts_footprint.py``)."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "_tts_footprint.py"), *args],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "veena_site.settings"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 @contextmanager
@@ -299,10 +319,15 @@ def attempt(label: str, errors: list[str], measure: Callable[[], Any]) -> Any:
         return None
 
 
+IDLE_WAIT_S = 1.5  # after a level, before a gateway's VmRSS: its memory release has run
+
+
 def measure(
-    errors: list[str], gateways: dict[str, Gateway]
+    errors: list[str],
+    gateways: dict[str, Gateway],
+    memory: dict[int, dict[str, dict[str, float]]],
 ) -> dict[int, dict[str, Samples]]:
-    """Every level: direct and each gateway, taking turns."""
+    """Every level: direct and each gateway, taking turns; ``memory``: each gateway's after it."""
     voices = {CORES: direct_voice(CORES), 1: direct_voice(1)} if CORES > 1 else {}
     voices = voices or {1: direct_voice(1)}
     sides: dict[str, Callable[[int], Samples]] = {
@@ -324,7 +349,51 @@ def measure(
             )
             if got is not None:
                 results[level][name] = got
+        memory[level] = {}
+        if gateways:
+            time.sleep(IDLE_WAIT_S)
+        for name, gw in gateways.items():
+            memory[level][name] = gw.memory_mib()
     return results
+
+
+def baselines(
+    errors: list[str], memory: dict[int, dict[str, dict[str, float]]]
+) -> None:
+    """Add Piper alone at each level and Django alone to ``memory``."""
+    django = attempt("django baseline", errors, lambda: footprint("django"))
+    for level, row in memory.items():
+        count = str(sum(shares(level)))
+        piper = attempt(
+            f"piper baseline {level}",
+            errors,
+            lambda: footprint("piper", str(level), count),  # noqa: B023
+        )
+        if piper and django:
+            row["piper alone"] = piper
+            row["piper + django"] = {
+                k: piper[k] + django[k] for k in ("rss_mib", "peak_mib")
+            }
+
+
+def memory_table(memory: dict[int, dict[str, dict[str, float]]]) -> None:
+    """One row per level and process: MiB after the level and peak, ÷ Piper + Django."""
+    print(
+        "| clients | process | RSS after MiB | peak MiB | ÷ piper+django: after | peak |"
+    )
+    print("|---:|---|---:|---:|---:|---:|")
+    for level, row in memory.items():
+        base = row.get("piper + django")
+        for name, m in row.items():
+            ratios = [
+                f"{m[k] / base[k]:.2f}" if base else "—"
+                for k in ("rss_mib", "peak_mib")
+            ]
+            print(
+                f"| {level} | {name} | {m['rss_mib']:.0f} | {m['peak_mib']:.0f} | "
+                + " | ".join(ratios)
+                + " |"
+            )
 
 
 def cell(values: list[float], scale: float, fmt: str) -> str:
@@ -381,6 +450,7 @@ def main() -> None:
     errors: list[str] = []
     results: dict[int, dict[str, Samples]] = {}
     rss: dict[str, float] = {}
+    memory: dict[int, dict[str, dict[str, float]]] = {}
     with ExitStack() as stack:
         gateways = {}
         for name, overrides in STACKS.items():
@@ -391,11 +461,14 @@ def main() -> None:
             )  # type: ignore[misc]
             if gw is not None:
                 gateways[name] = gw
-        results = attempt("run", errors, lambda: measure(errors, gateways)) or {}
+        results = (
+            attempt("run", errors, lambda: measure(errors, gateways, memory)) or {}
+        )
         rss = {name: gw.peak_rss_mib() for name, gw in gateways.items()}
     rss["direct (this process)"] = (
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     )
+    baselines(errors, memory)
     print(
         f"\nTTS benchmark (measured under load: the CPUs are shared): Piper en_US-joe-medium, "
         f"{CORES} CPUs, PCM {RATE} Hz; median / p95; ratios of medians"
@@ -408,6 +481,7 @@ def main() -> None:
     table(results)
     write_summary("tts", summary_rows(results))
     print("peak RSS: " + ", ".join(f"{k} {v:.0f} MiB" for k, v in rss.items()))
+    memory_table(memory)
     print(f"(benchmark took {time.monotonic() - started:.0f} s)")
     for error in errors:
         print(f"FAILED {error}")

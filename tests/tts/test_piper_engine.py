@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tts.engines.base import Pcm, TtsEngineRequest
-from tts.engines.piper import PiperTts
+from tts.engines.piper import RELEASE_IDLE_S, PiperTts
 
 pytestmark = pytest.mark.slow
 
@@ -165,3 +166,37 @@ async def test_a_stream_right_after_others_keeps_one_thread_for_the_hold() -> No
         assert engine.sessions.runs[1] - before[1] == 2
     finally:
         engine.close()
+
+
+def resident_mib() -> float:
+    """This process's VmRSS."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+async def test_the_runs_memory_goes_back_to_the_os_once_the_engine_is_idle() -> None:
+    engine = PiperTts.load(threads=2)
+    try:
+        await synthesize(engine, " ".join([FIRST_WORDS] * 4))
+        busy = resident_mib()  # the arenas hold the runs' activations
+        deadline = time.monotonic() + RELEASE_IDLE_S + 10
+        while resident_mib() > busy - 40 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert resident_mib() <= busy - 40
+        assert len(await synthesize(engine, SHORT_TEXT)) == 2  # still serves
+    finally:
+        engine.close()
+
+
+async def test_a_stream_within_the_idle_time_puts_the_release_off(
+    piper: PiperTts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    releases: list[float] = []
+    monkeypatch.setattr(piper, "release_memory", lambda: releases.append(1) or True)
+    await synthesize(piper, SHORT_TEXT)
+    await asyncio.sleep(RELEASE_IDLE_S / 4)
+    await synthesize(piper, SHORT_TEXT)
+    await asyncio.sleep(RELEASE_IDLE_S + 0.5)
+    assert releases == [1]  # one release, after the second stream

@@ -8,11 +8,14 @@ import time
 import pytest
 
 from tts.engines.piper_sessions import (
+    ARENA_SHRINK_KEY,
     Demand,
     SessionPool,
+    run_options,
     session_options,
     session_thread_counts,
     share_of_budget,
+    trim_heap,
 )
 
 
@@ -142,3 +145,16 @@ def test_demand_without_hold_is_the_streams_now() -> None:
     demand.enter()
     demand.leave()
     assert demand.current() == 1
+
+
+def test_run_options_ask_for_the_arena_shrink_only_when_returning_memory() -> None:
+    assert (
+        run_options(return_memory=True).get_run_config_entry(ARENA_SHRINK_KEY)
+        == "cpu:0"
+    )
+    with pytest.raises(RuntimeError):  # not set: the arena keeps its chunks
+        run_options(return_memory=False).get_run_config_entry(ARENA_SHRINK_KEY)
+
+
+def test_trim_heap_calls_glibc_malloc_trim() -> None:
+    assert trim_heap() is True  # the gateway's images are glibc

@@ -19,6 +19,7 @@ def load_piper() -> TtsEngine:
         spinning=getattr(settings, "TTS_PIPER_SPINNING", False),
         wait_for_cores=getattr(settings, "TTS_PIPER_WAIT_FOR_CORES", True),
         share_hold_s=getattr(settings, "TTS_PIPER_SHARE_HOLD_S", 1.0),
+        return_memory=getattr(settings, "TTS_PIPER_RETURN_MEMORY", True),
     )
 
 

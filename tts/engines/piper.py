@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -21,8 +22,10 @@ from tts.engines.base import Pcm, TtsEngineRequest
 from tts.engines.piper_sessions import (
     Demand,
     SessionPool,
+    run_options,
     session_thread_counts,
     share_of_budget,
+    trim_heap,
 )
 
 logger = logging.getLogger(__name__)
@@ -30,6 +33,8 @@ logger = logging.getLogger(__name__)
 # A fixed gain, not per-sentence peak normalisation, keeps levels even (§1.5).
 VOLUME = 1.4
 WARMUP_TEXT = "Ready."
+# Seconds without a stream before the runs' memory goes back to the OS (return_memory).
+RELEASE_IDLE_S = 1.0
 
 
 def build_voice(
@@ -82,8 +87,12 @@ class PiperTts:
         pool: SessionPool,
         executor: ThreadPoolExecutor,
         demand: Demand | None = None,
+        *,
+        return_memory: bool = True,
     ) -> None:
         self._voice = voice
+        self._return_memory = return_memory
+        self._idle: asyncio.TimerHandle | None = None  # the pending release_memory
         self._pool = pool
         self._executor = executor
         self._demand = demand or Demand(0.0)  # streams between first and last sentence
@@ -98,11 +107,14 @@ class PiperTts:
         spinning: bool = False,
         wait_for_cores: bool = True,
         share_hold_s: float = 0.0,
+        return_memory: bool = True,
     ) -> PiperTts:
         """Load the voice for ``threads`` cores (slot threads and the ONNX thread budget).
 
         ``session_threads`` lists the sessions' intra-op thread counts (default: all and one);
-        a run's share of the cores counts the most streams of the last ``share_hold_s``.
+        a run's share of the cores counts the most streams of the last ``share_hold_s``;
+        ``return_memory``: the runs' working memory goes back to the OS when the last stream
+        leaves (``release_memory``).
         """
         started = time.monotonic()
         size = threads or engine_threads()
@@ -110,7 +122,9 @@ class PiperTts:
             size, session_threads, spinning=spinning, wait_for_cores=wait_for_cores
         )
         executor = ThreadPoolExecutor(size, thread_name_prefix="piper")
-        engine = cls(voice, pool, executor, Demand(share_hold_s))
+        engine = cls(
+            voice, pool, executor, Demand(share_hold_s), return_memory=return_memory
+        )
         engine._warm_up()
         logger.info(
             "piper loaded in %.2f s with %d threads, sessions %s",
@@ -123,6 +137,8 @@ class PiperTts:
     async def stream(self, req: TtsEngineRequest) -> AsyncGenerator[Pcm, None]:
         """Yield one float32 chunk per sentence of ``req.text``."""
         loop = asyncio.get_running_loop()
+        if self._idle is not None:
+            self._idle.cancel()
         self._demand.enter()
         try:
             sentences = await loop.run_in_executor(
@@ -134,6 +150,8 @@ class PiperTts:
                     yield await self._run_sentence(phonemes, scales)
         finally:
             self._demand.leave()
+            if self._return_memory and self._demand.streams == 0:
+                self._idle = loop.call_later(RELEASE_IDLE_S, self._release_soon, loop)
 
     @property
     def sessions(self) -> SessionPool:
@@ -156,15 +174,15 @@ class PiperTts:
         self, phonemes: list[str], scales: npt.NDArray[np.float32]
     ) -> Pcm:
         """Synthesize one sentence in the pool, terminating the run if cancelled."""
-        run_options = onnxruntime.RunOptions()
+        options = onnxruntime.RunOptions()
         loop = asyncio.get_running_loop()
         want = share_of_budget(self._pool.budget, self._demand.current())
         try:
             pcm = await loop.run_in_executor(
-                self._executor, self._synthesize, phonemes, scales, run_options, want
+                self._executor, self._synthesize, phonemes, scales, options, want
             )
         except asyncio.CancelledError:
-            run_options.terminate = True
+            options.terminate = True
             raise
         assert pcm is not None  # only a terminated run returns None
         return pcm
@@ -173,7 +191,7 @@ class PiperTts:
         self,
         phonemes: list[str],
         scales: npt.NDArray[np.float32],
-        run_options: onnxruntime.RunOptions,
+        options: onnxruntime.RunOptions,
         want: int = 1,
     ) -> Pcm | None:
         """Run the model on one sentence on at most ``want`` threads; None: terminated."""
@@ -184,21 +202,50 @@ class PiperTts:
             "scales": scales,
         }
         with self._pool.lease(want) as session:
-            if run_options.terminate:  # cancelled while waiting for cores
+            if options.terminate:  # cancelled while waiting for cores
                 return None
             try:
-                outputs = session.run(None, inputs, run_options=run_options)
+                outputs = session.run(None, inputs, run_options=options)
             except Fail:
-                if run_options.terminate:
+                if options.terminate:
                     logger.debug("piper run terminated by cancellation")
                     return None
                 raise
         return postprocess(outputs[0])
+
+    def _release_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Queue ``release_memory`` in the slot pool (the engine idle for RELEASE_IDLE_S)."""
+        with contextlib.suppress(RuntimeError):  # the engine is closed
+            loop.run_in_executor(self._executor, self.release_memory)
+
+    def release_memory(self) -> bool:
+        """When no stream is in the engine: shrink every session's arena, then trim the heap.
+
+        ONNX Runtime shrinks an arena only at the end of a run that asks for it, so each
+        session runs the warm-up sentence once more with the shrink option (tens of ms). Runs
+        in the slot pool once no stream has been in the engine for RELEASE_IDLE_S (streams that
+        follow each other closely reuse the arena instead); False: a stream came in meanwhile.
+        """
+        for threads in self._pool.sessions:
+            if self._demand.streams:
+                return False
+            for phonemes in self._voice.phonemize(WARMUP_TEXT):
+                self._synthesize(
+                    phonemes,
+                    self._scales(1.0),
+                    run_options(return_memory=True),
+                    threads,
+                )
+        trim_heap()
+        return True
 
     def _warm_up(self) -> None:
         """Initialise espeak-ng and every session so the first request is not slower."""
         for threads in self._pool.sessions:
             for phonemes in self._voice.phonemize(WARMUP_TEXT):
                 self._synthesize(
-                    phonemes, self._scales(1.0), onnxruntime.RunOptions(), threads
+                    phonemes,
+                    self._scales(1.0),
+                    onnxruntime.RunOptions(),
+                    threads,
                 )

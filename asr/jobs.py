@@ -89,6 +89,7 @@ class AsrJob:
         self.reuse = settings.ASR_FINAL_REUSE
         self.silence_dbfs = settings.ASR_SILENCE_DBFS
         self.pause_samples = int(settings.ASR_PAUSE_DECODE_S * MODEL_RATE)
+        self.pause_confirm = settings.ASR_PAUSE_CONFIRM
         chunk_s = min(settings.ASR_CHUNK_MIN_S, settings.ASR_CHUNK_S)
         self.idle_chunk_samples = int(chunk_s * MODEL_RATE)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -271,14 +272,13 @@ class AsrJob:
         """One chunk decode; False when it failed and the job must end (IT-13)."""
         item.decoded_at = item.samples
         plan = item.state.plan(item.samples, final=False)
+        after_pause = (
+            self.pause_samples > 0
+            and item.samples - item.speech_end >= self.pause_samples
+        )
         # After a pause, with no final waiting, the decode is likely the item's last: at
         # final priority, so the commit can wait for it instead of decoding again.
-        item.speculative = (
-            self.reuse
-            and self.pause_samples > 0
-            and item.samples - item.speech_end >= self.pause_samples
-            and self.gate.idle(final=True)
-        )
+        item.speculative = self.reuse and after_pause and self.gate.idle(final=True)
         item.chunk = self._spawn(
             self._decode(item, plan, item.samples, final=item.speculative)
         )
@@ -306,7 +306,9 @@ class AsrJob:
         finally:
             item.chunk = None
         item.last_chunk = (hyp, plan, item.decoded_at)
-        emission = item.state.on_chunk(hyp, plan)
+        # Audio ending in a pause: nothing after it can change the words (issue 13).
+        settled = self.pause_confirm and after_pause
+        emission = item.state.on_chunk(hyp, plan, settled=settled)
         if emission is not None and emission.text:
             await self.send(
                 AsrDelta(

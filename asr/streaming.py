@@ -137,8 +137,14 @@ class StreamState:
             final=final,
         )
 
-    def on_chunk(self, hyp: AsrHypothesis, plan: DecodePlan) -> Emission | None:
-        """Confirm what two hypotheses agree on (SA-5); None when nothing new."""
+    def on_chunk(
+        self, hyp: AsrHypothesis, plan: DecodePlan, *, settled: bool = False
+    ) -> Emission | None:
+        """Confirm what two hypotheses agree on (SA-5); None when nothing new.
+
+        A ``settled`` hypothesis is of audio that ends in a pause after the speech (issue 13):
+        no later audio can change its words, so all of them are confirmed at once.
+        """
         hyp_pieces = pieces(hyp.text)
         done = pieces(self.window_text)
         self.chunks += 1
@@ -147,11 +153,15 @@ class StreamState:
             return None
         prev = pieces(self.previous)
         self.previous = hyp.text
-        stop = max(len(done), len(hyp_pieces) - self.unfixed_words)
+        if settled:
+            stop = len(hyp_pieces)
+        else:
+            stop = max(len(done), len(hyp_pieces) - self.unfixed_words)
         count = 0
         for index in range(len(done), stop):
-            if index >= len(prev) or normalized(prev[index]) != normalized(
-                hyp_pieces[index]
+            if not settled and (
+                index >= len(prev)
+                or normalized(prev[index]) != normalized(hyp_pieces[index])
             ):
                 break
             count += 1

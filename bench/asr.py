@@ -11,7 +11,8 @@ cadence, and streaming as before issue 13) take turns, so machine load falls on 
   at the same concurrency, after as long an idle time as a session streams (odd rounds direct
   first); the worker's own final time (``gpu.asr.final`` ``decode_ms``: ~0 when reused);
 * first ``delta`` after the speech starts; the share of the transcript's words sent as deltas
-  by the time the speech has been sent; the WER of the transcript against the text spoken;
+  by the time the speech has been sent, and by the commit (the item's audio, silence included,
+  has been sent); the WER of the transcript against the text spoken;
 * bytes through the channel layer per session (every ``asr.job.*`` message, msgpack-encoded as
   channels_redis would send it) ÷ the PCM bytes the client sent; the process's peak RSS.
 
@@ -141,7 +142,8 @@ async def session(
     ``speech`` is where speech starts and ends in ``pcm`` (seconds). Returned: ``latency``
     (commit → completed), ``first_delta`` (from the first append), ``first_from_speech``
     (from the speech start), ``shown`` (share of the transcript's words sent as deltas by
-    the time the speech has been sent) and ``transcript``.
+    the time the speech has been sent), ``shown_commit`` (the same by the commit, when the
+    item's audio, trailing silence included, has been sent) and ``transcript``.
     """
     from veena_site.asgi import application
 
@@ -185,12 +187,17 @@ async def session(
         await comm.disconnect()
     first = deltas[0][0] if deltas else None
     words = len(transcript.split())
-    shown = len("".join(t for at, t in deltas if at <= speech[1]).split())
+
+    def shown_by(end: float) -> float:
+        shown = len("".join(t for at, t in deltas if at <= end).split())
+        return shown / words if words else 1.0
+
     return {
         "latency": completed - committed,
         "first_delta": first,
         "first_from_speech": None if first is None else first - speech[0],
-        "shown": shown / words if words else 1.0,
+        "shown": shown_by(speech[1]),
+        "shown_commit": shown_by(committed),
         "transcript": transcript,
     }
 
@@ -242,6 +249,7 @@ class Level:
     engine: list[float] = field(default_factory=list)
     firsts: list[float] = field(default_factory=list)  # from speech start
     shown: list[float] = field(default_factory=list)
+    shown_commit: list[float] = field(default_factory=list)
     wer: list[float] = field(default_factory=list)
 
     async def round(
@@ -271,6 +279,7 @@ class Level:
             if r["first_from_speech"] is not None
         ]
         self.shown += [r["shown"] for r in results]
+        self.shown_commit += [r["shown_commit"] for r in results]
         self.wer += [word_error_rate(" ".join(TEXTS), r["transcript"]) for r in results]
 
     def line(self, meter: ChannelMeter, pcm_bytes: int) -> str:
@@ -291,6 +300,7 @@ class Level:
             f"{stack / alone:.2f}",
             first,
             f"{statistics.median(self.shown) * 100:.0f} %",
+            f"{statistics.median(self.shown_commit) * 100:.0f} %",
             f"{statistics.mean(self.wer) * 100:.1f} %",
             f"{per_session / pcm_bytes:.3f}",
         ]
@@ -301,12 +311,13 @@ HEADER = (
     "| mode | concurrency (sessions) | commit→completed p50 (p95) "
     "| worker's final p50 | engine alone p50 | stack ÷ engine "
     "| first delta after speech start p50 (p95) | words shown by speech end p50 "
-    "| WER mean | channel bytes ÷ client PCM bytes |"
+    "| words shown by audio end (commit) p50 | WER mean | channel bytes ÷ client PCM bytes |"
 )
 # name → settings changed from the configured ones (the defaults unless set in the environment)
 MODES: dict[str, dict[str, Any]] = {
     "defaults": {},
     "no reuse": {"ASR_FINAL_REUSE": False},
+    "pause confirm": {"ASR_PAUSE_CONFIRM": True},
     "held back 3": {
         "ASR_UNFIXED_WORDS": 3,
         "ASR_CHUNK_MIN_S": 1.0,
@@ -319,7 +330,7 @@ MODES: dict[str, dict[str, Any]] = {
     },
     "no deltas": {"ASR_PRECOMMIT_DELTAS": False},
 }
-DEFAULT_MODES = "defaults,no reuse,held back 3,before"
+DEFAULT_MODES = "defaults,pause confirm,no reuse,held back 3,before"
 TAIL_S = 0.6  # silence before the commit (server VAD ends a turn after 0.5 s)
 
 
@@ -378,7 +389,7 @@ async def main() -> None:
     for name in modes:
         print(f"mode {name}: {MODES[name] or 'the configured settings'}")
     print(HEADER)
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines))
     out = os.environ.get("BENCH_JSON_DIR")
     if out:  # for bench/compare.py (make bench)

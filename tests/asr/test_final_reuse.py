@@ -60,8 +60,13 @@ async def until(condition: Any, timeout: float = 60) -> None:
         await asyncio.sleep(0.01)
 
 
-async def transcribe(engine: Counting, pcm: bytes) -> str:
-    """Stream ``pcm`` (16 kHz PCM16) as described above; the joined transcript."""
+async def transcribe(
+    engine: Counting, pcm: bytes, parts: list[tuple[str, str]] | None = None
+) -> str:
+    """Stream ``pcm`` (16 kHz PCM16) as described above; the joined transcript.
+
+    ``parts`` gets the text sent as deltas before the commit and the final's remainder.
+    """
     sent: list[Message] = []
 
     async def send(message: Message) -> None:
@@ -92,12 +97,15 @@ async def transcribe(engine: Counting, pcm: bytes) -> str:
     await until(lambda: engine.done > before or covered())
     await until(covered)
     total = len(pcm) // 2 + PAUSE
+    before_commit = "".join(m.text for m in sent if isinstance(m, AsrDelta))
     job.commit(AsrCommit(job_id="j", item_seq=0, total_samples=total))
     await until(lambda: any(isinstance(m, AsrFinal) for m in sent))
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     deltas = "".join(m.text for m in sent if isinstance(m, AsrDelta))
     final = next(m for m in sent if isinstance(m, AsrFinal))
+    if parts is not None:
+        parts.append((before_commit, final.text))
     return deltas + final.text
 
 
@@ -108,6 +116,9 @@ async def test_reused_finals_equal_full_final_decodes_on_the_corpus(
     decodes: dict[bool, int] = {}
     for reuse in (True, False):
         settings.ASR_FINAL_REUSE = reuse
+        # The reference is the full final decode of streaming without pause confirmation
+        # (issue 13): all words sent as deltas before the commit change no transcript.
+        settings.ASR_PAUSE_CONFIRM = reuse
         engine = Counting(whisper)
         results[reuse] = [
             await transcribe(engine, clip.pcm16k.astype("<i2").tobytes())
@@ -121,3 +132,20 @@ async def test_reused_finals_equal_full_final_decodes_on_the_corpus(
     )  # one final decode per clip saved
     for clip, text in zip(clips.values(), results[True], strict=True):
         assert word_error_rate(clip.text, text) <= 0.2, (clip.text, text)
+
+
+@pytest.mark.parametrize("confirm", [True, False])
+async def test_the_pause_decode_shows_every_word_before_the_commit(
+    settings: Any, whisper: FasterWhisperAsr, clips: dict[str, Clip], confirm: bool
+) -> None:
+    """Issue 13 (ASR_PAUSE_CONFIRM): the decode of the pause confirms all its words."""
+    settings.ASR_PAUSE_CONFIRM = confirm
+    parts: list[tuple[str, str]] = []
+    for clip in clips.values():
+        await transcribe(Counting(whisper), clip.pcm16k.astype("<i2").tobytes(), parts)
+    shown = sum(len(before.split()) for before, _ in parts)
+    words = sum(len((before + rest).split()) for before, rest in parts)
+    if confirm:
+        assert shown == words, parts
+    else:
+        assert shown < words, parts

@@ -505,3 +505,28 @@ async def test_audio_that_is_all_silence_since_the_last_decode_is_never_decoded(
     job.commit(commit(offset))
     await settle(rec, AsrFinal)
     await stop(task)
+
+
+@pytest.mark.parametrize("confirm", [True, False])
+async def test_the_pause_decode_confirms_every_word_before_the_commit(
+    settings: Any, confirm: bool
+) -> None:
+    """Issue 13: nothing after a pause can change its words, so the pause decode sends them
+    all as deltas (ASR_PAUSE_CONFIRM); without it three words stay held back."""
+    settings.ASR_PAUSE_CONFIRM = confirm
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, 7 * SECOND // 2))
+    await asyncio.sleep(0.05)  # a chunk decode of 3.5 s of speech
+    job.audio(audio(0, 7 * SECOND // 2, SECOND // 2))  # speech to 4.0 s
+    job.audio(quiet(0, 4 * SECOND, SECOND // 4))  # 250 ms pause: its decode
+    await asyncio.sleep(0.05)
+    before_commit = "".join(d.text for d in rec.of(AsrDelta))
+    job.commit(commit(4 * SECOND + SECOND // 4))
+    await settle(rec, AsrFinal)
+
+    assert before_commit == (fake_transcript(4) if confirm else fake_transcript(1))
+    assert before_commit + rec.of(AsrFinal)[0].text == fake_transcript(4)
+    assert len(engine.calls) == 2  # the final reused the pause decode
+    await stop(task)

@@ -264,3 +264,26 @@ def test_asr_it8_random_revisions_never_retract(seed: int) -> None:
     remainder = state.on_final(hyp(" ".join(truth))).text
     assert state.emitted == seen + remainder
     assert not state.emitted[:1].isspace()
+
+
+def test_a_settled_hypothesis_confirms_every_word_without_agreement() -> None:
+    """Issue 13: the decode of a pause confirms all its words, after the confirmed ones."""
+    state = StreamState(unfixed_words=3)
+    first = state.on_chunk(
+        hyp("one two three four"), state.plan(MODEL_RATE, final=False)
+    )
+    assert first is None  # no previous hypothesis to agree with
+    plan = state.plan(2 * MODEL_RATE, final=False)
+    settled = state.on_chunk(hyp("one two three four five"), plan, settled=True)
+    assert settled is not None and settled.text == "one two three four five"
+    assert state.on_final(hyp("one two three four five")).text == ""
+
+
+def test_a_settled_hypothesis_disagreeing_with_emitted_text_emits_nothing() -> None:
+    state = StreamState(unfixed_words=0)
+    for n in (1, 2):
+        state.on_chunk(hyp("one two"), state.plan(n * MODEL_RATE, final=False))
+    assert state.emitted == "one two"
+    plan = state.plan(3 * MODEL_RATE, final=False)
+    assert state.on_chunk(hyp("won too three"), plan, settled=True) is None
+    assert state.emitted == "one two"

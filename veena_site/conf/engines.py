@@ -78,6 +78,11 @@ ASR_UNFIXED_CHUNKS = env.int("ASR_UNFIXED_CHUNKS", default=2)
 ASR_FINAL_REUSE = env.bool("ASR_FINAL_REUSE", default=True)
 ASR_SILENCE_DBFS = env.float("ASR_SILENCE_DBFS", default=-50.0)
 ASR_PAUSE_DECODE_S = env.float("ASR_PAUSE_DECODE_S", default=0.2)
+# That pause decode confirms every word of its hypothesis (no agreement with the previous one
+# needed: no audio after the pause can change them), so they are sent as deltas before the
+# commit (issue 13). Off by default: not yet shown to help on a loaded 2 vCPU host, where the
+# pause decode rarely ends before the commit (bench/asr.py mode "pause confirm").
+ASR_PAUSE_CONFIRM = env.bool("ASR_PAUSE_CONFIRM", default=False)
 
 # ASR_ENGINE=vllm: Whisper on vLLM (shared/specs/engines.md §3-4). Unset ASR_VLLM_MODEL: the
 # bundled tiny.en, converted once into DATA_DIR/models (prepare_whisper_hf).

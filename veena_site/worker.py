@@ -142,12 +142,9 @@ class GpuWorkerConsumer(AsyncConsumer):
     ) -> None:
         runtime = get_runtime()
         runtime.start()
-        if time.time() > deadline:
+        if (late := time.time() - deadline) > 0:
             logger.info(
-                "%s job %s dropped: past its deadline by %.3f s",
-                kind,
-                job_id,
-                time.time() - deadline,
+                "%s job %s dropped: past its deadline by %.3f s", kind, job_id, late
             )
             return
         send = reply_sender(self.channel_layer, reply_channel)

@@ -229,23 +229,21 @@ class PiperTts:
         for threads in self._pool.sessions:
             if self._demand.streams:
                 return False
-            for phonemes in self._voice.phonemize(WARMUP_TEXT):
-                self._synthesize(
-                    phonemes,
-                    self._scales(1.0),
-                    run_options(return_memory=True),
-                    threads,
-                )
+            self._speak_warm_up_text(threads, return_memory=True)
         trim_heap()
         return True
 
     def _warm_up(self) -> None:
         """Initialise espeak-ng and every session so the first request is not slower."""
         for threads in self._pool.sessions:
-            for phonemes in self._voice.phonemize(WARMUP_TEXT):
-                self._synthesize(
-                    phonemes,
-                    self._scales(1.0),
-                    onnxruntime.RunOptions(),
-                    threads,
-                )
+            self._speak_warm_up_text(threads, return_memory=False)
+
+    def _speak_warm_up_text(self, threads: int, *, return_memory: bool) -> None:
+        """Synthesize WARMUP_TEXT on the session of ``threads`` threads."""
+        for phonemes in self._voice.phonemize(WARMUP_TEXT):
+            self._synthesize(
+                phonemes,
+                self._scales(1.0),
+                run_options(return_memory=return_memory),
+                threads,
+            )

@@ -31,7 +31,8 @@ TTS_PIPER_SESSION_THREADS = [
 TTS_PIPER_SPINNING = env.bool("TTS_PIPER_SPINNING", default=False)
 TTS_PIPER_WAIT_FOR_CORES = env.bool("TTS_PIPER_WAIT_FOR_CORES", default=True)
 TTS_PIPER_SHARE_HOLD_S = env.float("TTS_PIPER_SHARE_HOLD_S", default=1.0)
-# Each Piper run's working memory back to the OS when it ends (ONNX arena shrink, malloc_trim).
+# Piper's working memory back to the OS once no stream has been in the engine for 1 s (each
+# session's ONNX arena shrunk by one warm-up run, then malloc_trim).
 TTS_PIPER_RETURN_MEMORY = env.bool("TTS_PIPER_RETURN_MEMORY", default=True)
 # Unset: the engine's default (piper 0, vllm-snac 80).
 TTS_SEGMENT_PAUSE_MS = env.int("TTS_SEGMENT_PAUSE_MS", default=None)

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
 
-from tests.conftest import ROOT, child_env
+from tests.conftest import child_env
+from tests.support.sources import package_imports
 
 SERVER = {"accounts", "asr", "tts", "gateway", "veena_site", "django", "channels"}
 
 
 def imported_top_levels(package: str) -> set[str]:
-    names = set()
-    for path in (ROOT / package).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names.add(node.module.split(".")[0])
-            elif isinstance(node, ast.Import):
-                names.update(a.name.split(".")[0] for a in node.names)
-    return names
+    return {name.split(".")[0] for _, name in package_imports(package)}
 
 
 def test_the_cli_imports_no_server_module() -> None:

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.sources import parse
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # The modules of each endpoint's gateway side (wire, consumer, REST) and the shared ones.
@@ -57,7 +59,7 @@ CLOSE_KEYWORDS = frozenset(("close_code", "code", "closing"))
 
 def _trees(paths: Iterable[str]) -> Iterator[ast.AST]:
     for path in paths:
-        yield ast.parse((ROOT / path).read_text(), filename=path)
+        yield parse(ROOT / path, filename=path)
 
 
 def _called(node: ast.Call) -> str | None:

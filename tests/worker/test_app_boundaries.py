@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-import ast
-
 import pytest
 
 from tests.conftest import ROOT
+from tests.support.sources import package_imports
 
-ALLOWED = {"accounts.admission", "accounts.metering", "accounts.exceptions"}
+ALLOWED = ("accounts.admission", "accounts.metering", "accounts.exceptions")
+
+
+def allowed(name: str) -> bool:
+    return name.split(".")[0] != "accounts" or any(
+        name == a or name.startswith(a + ".") for a in ALLOWED
+    )
 
 
 @pytest.mark.parametrize("app", ["tts", "asr"])
 def test_apps_import_only_the_accounts_interface(app: str) -> None:
-    offenders = []
-    for path in (ROOT / app).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            for name in names:
-                if name.split(".")[0] == "accounts" and name not in ALLOWED:
-                    offenders.append(f"{path.relative_to(ROOT)}: {name}")
+    offenders = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path, name in package_imports(app)
+        if not allowed(name)
+    ]
     assert offenders == []

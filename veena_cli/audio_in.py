@@ -35,14 +35,16 @@ class AudioSource:
             self._container.close()
             raise CliError(f"{path} has no audio stream", EXIT_INPUT)
         self._stream = self._container.streams.audio[0]
+        # Read while the container is open: blocks() closes it at the end of the file,
+        # and the progress line still asks for the duration after that.
+        self.seconds = self._header_seconds()
 
-    @property
-    def seconds(self) -> float | None:
+    def _header_seconds(self) -> float | None:
         """The duration from the container's header, if it has one."""
         if self._stream.duration is not None and self._stream.time_base is not None:
             return float(self._stream.duration * self._stream.time_base)
         if self._container.duration is not None:
-            return self._container.duration / 1_000_000
+            return float(self._container.duration / 1_000_000)
         return None
 
     def blocks(self) -> Iterator[Pcm]:

@@ -52,9 +52,9 @@ serve: $(VENV)/.installed
 
 ## make test: install test tools and the vLLM tier, lint, run the whole suite
 test: $(VENV)/.dev-installed $(VENV)/.vllm-installed node-examples browser lint
-	$(BIN)/python -m pytest -p no:cacheprovider -m "not soak" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
-## make soak: the short soak (50 sockets x 40 s, fake engines) as a test; bench/soak.py for longer runs
+## make soak: the short soak alone (50 sockets x 60 s, fake engines; make test runs it too); bench/soak.py for longer runs
 soak: $(VENV)/.dev-installed
 	$(BIN)/python -m pytest -p no:cacheprovider -m soak tests/e2e/test_soak.py -q
 

@@ -1,11 +1,11 @@
 """The soak harness (issue 17): its checker catches bad streams, and a short soak is clean.
 
 The checker tests feed ``bench/soak.py``'s TTS request loop a scripted socket. The soak test runs
-the harness itself against an embedded ``manage.py serve`` with the fake engines: 50 sockets
-(TTS and realtime mixed, 1 s between a socket's requests: the CI machine is shared) for 40 s,
-failing on any lost, duplicated or out-of-order chunk, any error (worker answer deadlines are
-raised to 5 s for the shared machine), or the server's RSS in the last window above the window
-after warm-up by over 30 %.
+the harness itself against an embedded ``manage.py serve`` with the fake engines and default
+settings: 50 sockets (TTS and realtime mixed, 1 s between a socket's requests) for 60 s, failing
+on any lost, duplicated or out-of-order chunk, any error (50 sockets fit the slots, so not even
+a capacity refusal), or the server's RSS in the last window above the window after warm-up by
+over 30 %. ``make test`` runs it (issue 17: CI runs a short soak).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 from tests.conftest import ROOT, child_env
 
 SOCKETS = 50
-SECONDS = 40
+SECONDS = 60
 RSS_BOUND = 1.30
 
 

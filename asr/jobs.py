@@ -90,6 +90,8 @@ class AsrJob:
         self.silence_dbfs = settings.ASR_SILENCE_DBFS
         self.pause_samples = int(settings.ASR_PAUSE_DECODE_S * MODEL_RATE)
         self.pause_confirm = settings.ASR_PAUSE_CONFIRM
+        context_s = settings.ASR_CHUNK_CONTEXT_S
+        self.chunk_context_s = context_s if 0 < context_s < 30 else None
         chunk_s = min(settings.ASR_CHUNK_MIN_S, settings.ASR_CHUNK_S)
         self.idle_chunk_samples = int(chunk_s * MODEL_RATE)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -133,6 +135,7 @@ class AsrJob:
             window_samples=int(settings.ASR_WINDOW_S * MODEL_RATE),
             unfixed_words=settings.ASR_UNFIXED_WORDS,
             unfixed_chunks=settings.ASR_UNFIXED_CHUNKS,
+            agree_samples=int(settings.ASR_AGREE_S * MODEL_RATE),
             logprobs=opened.logprobs,
         )
         item = Item(seq=opened.item_seq, options=opened, state=state)
@@ -228,7 +231,7 @@ class AsrJob:
         event (at a 0.3 s cadence, by 0.3 s on average).
         """
         if item.decoded_at >= item.speech_end:
-            return False
+            return self._full_decode_of_pause_due(item)
         new = item.samples - item.decoded_at
         if new >= item.state.chunk_samples:
             return True
@@ -239,6 +242,20 @@ class AsrJob:
             self.pause_samples > 0
             and item.decoded_at < item.speech_end
             and item.samples - item.speech_end >= self.pause_samples
+        )
+
+    def _full_decode_of_pause_due(self, item: Item) -> bool:
+        """The speech ended inside the last chunk decode, which had a short encoder context
+        (``ASR_CHUNK_CONTEXT_S``), and a pause follows: decode it once more with the full
+        context, at final priority, so the commit can complete from that decode (issue 13)."""
+        last = item.last_chunk
+        return (
+            self.reuse
+            and self.pause_samples > 0
+            and last is not None
+            and not last[0].full_context
+            and item.samples - item.speech_end >= self.pause_samples
+            and self.gate.idle(final=True)  # so it runs at final priority (_chunk)
         )
 
     def _will_cover(self, item: Item) -> bool:
@@ -262,6 +279,8 @@ class AsrJob:
         if not self.reuse or item.last_chunk is None:
             return None
         hyp, plan, covered = item.last_chunk
+        if not hyp.full_context:
+            return None  # the final's transcript is always a full-context decode's
         if covered > total or covered < min(item.speech_end, total):
             return None
         if item.options.words and timed_words(hyp, plan) is None:
@@ -306,8 +325,9 @@ class AsrJob:
         finally:
             item.chunk = None
         item.last_chunk = (hyp, plan, item.decoded_at)
-        # Audio ending in a pause: nothing after it can change the words (issue 13).
-        settled = self.pause_confirm and after_pause
+        # Audio ending in a pause: nothing after it can change the words (issue 13), when
+        # they are a full-context decode's (the final's own; a short one may misspell them).
+        settled = self.pause_confirm and after_pause and hyp.full_context
         emission = item.state.on_chunk(hyp, plan, settled=settled)
         if emission is not None and emission.text:
             await self.send(
@@ -381,6 +401,7 @@ class AsrJob:
             word_timestamps=plan.words or (plan.final and item.options.words),
             logprobs=item.state.logprobs,
             background=not final,
+            context_s=None if final else self.chunk_context_s,
         )
         async with self.gate.slot(final=final):
             return await self.engine.decode(request)

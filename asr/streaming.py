@@ -2,8 +2,11 @@
 
 A chunk decode gives a hypothesis ``H`` of the item's audio from the window start ``W``. A piece
 (a word with its leading whitespace, SA-4) is confirmed when it follows the already confirmed
-window text ``Ew``, is not among the last ``unfixed_words`` pieces, and the previous hypothesis
-agrees with it at the same position (SA-5). Confirmed text is appended to ``E`` and never
+window text ``Ew``, is not among the last ``unfixed_words`` pieces, and an earlier hypothesis
+agrees with it at the same position (SA-5): the latest one of audio that ended at least
+``agree_samples`` before this one's (issue 13; 0: the previous hypothesis). At a short re-decode
+cadence two consecutive hypotheses both end inside the word being spoken and agree on a guess;
+one of audio ``agree_samples`` shorter agreeing means the word was heard whole that long ago. Confirmed text is appended to ``E`` and never
 retracted; the final decode's remainder completes it (SA-7), so ``E + R`` is the transcript.
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +81,7 @@ class DecodePlan:
     """What to decode next: audio from ``start``, prompt, forced prefix, word times."""
 
     start: int
+    end: int  # samples of the item the decode covers
     prompt: str = field(repr=False)
     prefix: str = field(repr=False)
     words: bool
@@ -100,6 +105,8 @@ class StreamState:
     window_start: int = 0  # W, samples
     window_text: str = ""  # Ew, the part of E decoded from audio >= W
     previous: str = ""  # Hprev
+    # Earlier hypotheses of the window as (end sample, text), oldest first (agree_samples).
+    history: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=16))
     chunks: int = 0  # k
     confirmed_end: int | None = None  # end sample of the last timed confirmed word
     confirmed_pieces: int = 0  # pieces of E up to that word
@@ -107,6 +114,7 @@ class StreamState:
     window_samples: int = 28 * MODEL_RATE
     unfixed_words: int = 3
     unfixed_chunks: int = 2
+    agree_samples: int = 0
     logprobs: bool = False
 
     @classmethod
@@ -131,6 +139,7 @@ class StreamState:
         )
         return DecodePlan(
             start=self.window_start,
+            end=total,
             prompt=prompt,
             prefix=prefix,
             words=self.logprobs or near_edge,
@@ -148,11 +157,12 @@ class StreamState:
         hyp_pieces = pieces(hyp.text)
         done = pieces(self.window_text)
         self.chunks += 1
-        if not starts_with(hyp_pieces, done):
-            self.previous = hyp.text
-            return None
-        prev = pieces(self.previous)
+        earlier = self._earlier(plan.end)
         self.previous = hyp.text
+        self.history.append((plan.end, hyp.text))
+        if not starts_with(hyp_pieces, done):
+            return None
+        prev = pieces(earlier)
         if settled:
             stop = len(hyp_pieces)
         else:
@@ -169,6 +179,15 @@ class StreamState:
         if not count:
             return None
         return self._emit(hyp, hyp_pieces, len(done), len(done) + count)
+
+    def _earlier(self, end: int) -> str:
+        """The hypothesis a new one of audio up to ``end`` is compared with (SA-5)."""
+        if self.agree_samples <= 0:
+            return self.previous
+        for seen_end, text in reversed(self.history):
+            if seen_end <= end - self.agree_samples:
+                return text
+        return ""
 
     def completes(self, hyp: AsrHypothesis, plan: DecodePlan) -> bool:
         """Whether a chunk hypothesis can stand in for the final decode (issue 13).
@@ -249,6 +268,7 @@ class StreamState:
         self.window_start = end
         self.window_text = "".join(pieces(self.emitted)[self.confirmed_pieces :])
         self.previous = ""
+        self.history.clear()
 
 
 def timed_words(hyp: AsrHypothesis, plan: DecodePlan) -> list[dict[str, Any]] | None:

@@ -72,9 +72,18 @@ def configure(**env: str) -> str:
     return data_dir
 
 
-TEXTS = (
-    "Hello world. This is a test of the speech gateway.",
+# One item a session, each about 5-7 s of speech; the sessions of a level take them in turn,
+# so the WER is of a corpus, not of one sentence (issue 13: words confirmed early must not
+# cost accuracy).
+CORPUS = (
+    "Hello world. This is a test of the speech gateway. "
     "The quick brown fox jumps over the lazy dog.",
+    "The lighthouse keeper rose before the sun, as he had done every morning "
+    "for many years.",
+    "His daughter lived in the town across the bay. Once a week she rowed out "
+    "with bread, letters and news.",
+    "In the spring, a storm arrived without warning. The clouds turned dark green "
+    "and the waves grew tall.",
 )
 RATE = 24000
 APPEND_S = 0.1
@@ -84,24 +93,44 @@ ROUNDS = int(
 )  # sequential rounds give small levels a median
 
 
-def speech() -> tuple[bytes, np.ndarray]:
-    """Piper's reading of TEXTS: 24 kHz PCM16 bytes and the same audio at 16 kHz float32."""
+@dataclass(frozen=True)
+class Clip:
+    """One corpus item as a session streams it (speech, then ``TAIL_S`` of silence)."""
+
+    text: str
+    pcm: bytes = field(repr=False)  # 24 kHz PCM16, the tail included
+    audio16k: np.ndarray = field(repr=False)  # the same at 16 kHz float32
+    speech_s: float  # seconds of speech before the tail
+
+
+def speech() -> list[Clip]:
+    """Piper's reading of each CORPUS text, with TAIL_S of silence after it."""
     from tts.engines.base import TtsEngineRequest
     from tts.engines.piper import PiperTts
 
-    async def run() -> np.ndarray:
+    async def run() -> list[np.ndarray]:
         engine = PiperTts.load(threads=1)
         try:
-            req = TtsEngineRequest(text=" ".join(TEXTS), voice=engine.default_voice)
-            chunks = [c async for c in engine.stream(req)]
-            return soxr.resample(np.concatenate(chunks), engine.native_rate, RATE)
+            out = []
+            for text in CORPUS:
+                req = TtsEngineRequest(text=text, voice=engine.default_voice)
+                chunks = [c async for c in engine.stream(req)]
+                out.append(
+                    soxr.resample(np.concatenate(chunks), engine.native_rate, RATE)
+                )
+            return out
         finally:
             engine.close()
 
-    audio = asyncio.run(run())
-    pcm = np.clip(np.rint(audio * 32767), -32768, 32767).astype("<i2")
-    at16k = soxr.resample(pcm.astype(np.float32) / 32768.0, RATE, MODEL_RATE)
-    return pcm.tobytes(), np.asarray(at16k, dtype=np.float32)
+    clips = []
+    for text, audio in zip(CORPUS, asyncio.run(run()), strict=True):
+        pcm = np.clip(np.rint(audio * 32767), -32768, 32767).astype("<i2")
+        pcm = np.concatenate([pcm, np.zeros(int(TAIL_S * RATE), dtype="<i2")])
+        at16k = soxr.resample(pcm.astype(np.float32) / 32768.0, RATE, MODEL_RATE)
+        clips.append(
+            Clip(text, pcm.tobytes(), np.asarray(at16k, np.float32), len(audio) / RATE)
+        )
+    return clips
 
 
 def api_key() -> str:
@@ -212,9 +241,9 @@ def speech_span(pcm: bytes) -> tuple[float, float]:
 
 
 async def direct(
-    engine: object, audio: np.ndarray, concurrency: int, *, idle: bool = True
-) -> list[float]:
-    """The engine alone on the same audio, ``concurrency`` decodes at once.
+    engine: object, audios: list[np.ndarray], *, idle: bool = True
+) -> list[tuple[float, str]]:
+    """The engine alone on the same audio as the sessions, all decodes at once.
 
     With ``idle`` it first waits as long as a session streams: the stack's final decode always
     follows seconds of streaming, and a decode right after another one runs warm (18 ms faster
@@ -223,14 +252,14 @@ async def direct(
     from asr.engines.base import AsrDecodeRequest
 
     if idle:
-        await asyncio.sleep(len(audio) / MODEL_RATE)
+        await asyncio.sleep(max(len(a) for a in audios) / MODEL_RATE)
 
-    async def one() -> float:
+    async def one(audio: np.ndarray) -> tuple[float, str]:
         started = time.monotonic()
-        await engine.decode(AsrDecodeRequest(audio=audio, language="en"))  # type: ignore[attr-defined]
-        return time.monotonic() - started
+        hyp = await engine.decode(AsrDecodeRequest(audio=audio, language="en"))  # type: ignore[attr-defined]
+        return time.monotonic() - started, str(hyp.text)
 
-    return list(await asyncio.gather(*(one() for _ in range(concurrency))))
+    return list(await asyncio.gather(*(one(a) for a in audios)))
 
 
 def p95(values: list[float]) -> float:
@@ -251,28 +280,34 @@ class Level:
     shown: list[float] = field(default_factory=list)
     shown_commit: list[float] = field(default_factory=list)
     wer: list[float] = field(default_factory=list)
+    wer_alone: list[float] = field(default_factory=list)  # the engine's full decode
 
-    async def round(
-        self, key: str, pcm: bytes, engine: object, audio: np.ndarray, n: int
-    ) -> None:
-        """Sessions and direct decodes of one round; odd rounds decode directly first."""
+    async def round(self, key: str, clips: list[Clip], engine: object, n: int) -> None:
+        """Sessions and direct decodes of one round; odd rounds decode directly first.
+
+        Session ``i`` of round ``n`` speaks corpus item ``n * level + i`` (in turn)."""
         from tests.wer import word_error_rate
 
-        span = speech_span(pcm)
+        chosen = [clips[(n * self.level + i) % len(clips)] for i in range(self.level)]
 
         async def sessions() -> list[dict[str, Any]]:
             return list(
                 await asyncio.gather(
-                    *(session(key, pcm, span) for _ in range(self.level))
+                    *(session(key, c.pcm, speech_span(c.pcm)) for c in chosen)
                 )
             )
 
+        audios = [c.audio16k for c in chosen]
         if n % 2:
-            alone, results = await direct(engine, audio, self.level), await sessions()
+            alone, results = await direct(engine, audios), await sessions()
         else:
-            results, alone = await sessions(), await direct(engine, audio, self.level)
+            results, alone = await sessions(), await direct(engine, audios)
         self.latencies += [r["latency"] for r in results]
-        self.engine += alone
+        self.engine += [seconds for seconds, _ in alone]
+        self.wer_alone += [
+            word_error_rate(c.text, text)
+            for c, (_, text) in zip(chosen, alone, strict=True)
+        ]
         self.firsts += [
             r["first_from_speech"]
             for r in results
@@ -280,7 +315,10 @@ class Level:
         ]
         self.shown += [r["shown"] for r in results]
         self.shown_commit += [r["shown_commit"] for r in results]
-        self.wer += [word_error_rate(" ".join(TEXTS), r["transcript"]) for r in results]
+        self.wer += [
+            word_error_rate(c.text, r["transcript"])
+            for c, r in zip(chosen, results, strict=True)
+        ]
 
     def line(self, meter: ChannelMeter, pcm_bytes: int) -> str:
         """The level's table row."""
@@ -302,6 +340,7 @@ class Level:
             f"{statistics.median(self.shown) * 100:.0f} %",
             f"{statistics.median(self.shown_commit) * 100:.0f} %",
             f"{statistics.mean(self.wer) * 100:.1f} %",
+            f"{statistics.mean(self.wer_alone) * 100:.1f} %",
             f"{per_session / pcm_bytes:.3f}",
         ]
         return "| " + " | ".join(cells) + " |"
@@ -311,7 +350,8 @@ HEADER = (
     "| mode | concurrency (sessions) | commit→completed p50 (p95) "
     "| worker's final p50 | engine alone p50 | stack ÷ engine "
     "| first delta after speech start p50 (p95) | words shown by speech end p50 "
-    "| words shown by audio end (commit) p50 | WER mean | channel bytes ÷ client PCM bytes |"
+    "| words shown by audio end (commit) p50 | WER mean | WER engine alone "
+    "| channel bytes ÷ client PCM bytes |"
 )
 # name → settings changed from the configured ones (the defaults unless set in the environment)
 MODES: dict[str, dict[str, Any]] = {
@@ -321,16 +361,20 @@ MODES: dict[str, dict[str, Any]] = {
     "held back 3": {
         "ASR_UNFIXED_WORDS": 3,
         "ASR_CHUNK_MIN_S": 1.0,
-    },  # the last defaults
+    },  # the defaults of late 2026-12-01
     "before": {  # streaming as before issue 13
         "ASR_FINAL_REUSE": False,
         "ASR_PAUSE_DECODE_S": 0.0,
         "ASR_CHUNK_MIN_S": 1.0,
         "ASR_UNFIXED_WORDS": 3,
+        "ASR_CHUNK_CONTEXT_S": 30.0,
+        "ASR_AGREE_S": 0.0,
     },
     "no deltas": {"ASR_PRECOMMIT_DELTAS": False},
+    "full context": {"ASR_CHUNK_CONTEXT_S": 30.0},  # chunk decodes encode 30 s
+    "next hypothesis": {"ASR_AGREE_S": 0.0},  # agreement with the previous hypothesis
 }
-DEFAULT_MODES = "defaults,pause confirm,no reuse,held back 3,before"
+DEFAULT_MODES = "defaults,next hypothesis,full context,no reuse,before"
 TAIL_S = 0.6  # silence before the commit (server VAD ends a turn after 0.5 s)
 
 
@@ -345,18 +389,15 @@ async def main() -> None:
     ]
     if unknown := [m for m in modes if m not in MODES]:  # before minutes of set-up
         sys.exit(f"unknown BENCH_ASR_MODES {unknown}; known: {', '.join(MODES)}")
-    speech_pcm, speech16k = await asyncio.to_thread(speech)
-    pcm = speech_pcm + bytes(2 * int(TAIL_S * RATE))
-    audio16k = np.concatenate(
-        [speech16k, np.zeros(int(TAIL_S * MODEL_RATE), dtype=np.float32)]
-    )
+    clips = await asyncio.to_thread(speech)
+    pcm_bytes = int(statistics.mean(len(c.pcm) for c in clips))
     key = await asyncio.to_thread(api_key)
     meter = ChannelMeter()
     task = start_embedded_worker()
     runtime = get_runtime()
     await runtime.wait_loaded()
     engine = runtime.engine("asr")
-    await direct(engine, audio16k, 1, idle=False)  # warm up
+    await direct(engine, [clips[0].audio16k], idle=False)  # warm up
     lines: list[str] = []
     errors: list[str] = []
     rows: list[list[object]] = []  # the combined table's (bench/compare.py)
@@ -370,11 +411,11 @@ async def main() -> None:
             row = Level(name, level)
             try:
                 for n in range(max(1, ROUNDS // level)):  # ≥ ROUNDS sessions per level
-                    await row.round(key, pcm, engine, audio16k, n)
+                    await row.round(key, clips, engine, n)
             except Exception as exc:  # boundary: one level; the rest still runs
                 errors.append(f"{row.mode} {level}: {type(exc).__name__}: {exc}")
             if row.latencies:
-                lines.append(row.line(meter, len(pcm)))
+                lines.append(row.line(meter, pcm_bytes))
                 ratio = statistics.median(row.latencies) / statistics.median(row.engine)
                 label = f"{row.mode} conc {level} commit→completed stack ÷ engine"
                 rows.append([label, ratio, "ratio"])
@@ -383,13 +424,14 @@ async def main() -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"\nRealtime ASR bench (measured under load: the CPUs are shared): faster-whisper "
-        f"tiny.en, {os.cpu_count()} CPUs, {len(speech_pcm) / 2 / RATE:.1f} s of 24 kHz speech "
+        f"tiny.en, {os.cpu_count()} CPUs, {len(clips)} items of "
+        f"{min(c.speech_s for c in clips):.1f}-{max(c.speech_s for c in clips):.1f} s of 24 kHz speech "
         f"+ {TAIL_S} s silence per session, 100 ms appends in real time, then commit"
     )
     for name in modes:
         print(f"mode {name}: {MODES[name] or 'the configured settings'}")
     print(HEADER)
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines))
     out = os.environ.get("BENCH_JSON_DIR")
     if out:  # for bench/compare.py (make bench)

@@ -40,6 +40,10 @@ class AsrDecodeRequest:
     logprobs: bool = False
     # A chunk decode: it may run slower, and must not slow a final decode down.
     background: bool = False
+    # A chunk decode may encode this many seconds of context instead of Whisper's 30 (the
+    # audio and 2 s of padding, at least this much; issue 13); None: the full 30 s. An engine
+    # without the notion ignores it. Finals are never shortened.
+    context_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,9 @@ class AsrHypothesis:
     words: tuple[Word, ...] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # False: decoded with less than Whisper's 30 s of encoder context (a quick chunk decode,
+    # issue 13); such a hypothesis never stands in for a final decode.
+    full_context: bool = True
 
 
 class AsrEngine(Protocol):

@@ -7,9 +7,11 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from asr.engines.background import build_in_background
 from asr.engines.base import AsrDecodeRequest, AsrHypothesis, Word
@@ -22,6 +24,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CT2_THREADS = 2
+SAMPLES_PER_FRAME = 160  # Whisper's mel hop at 16 kHz
+FULL_FRAMES = 3000  # the 30 s Whisper was trained on, padded with silence
+PAD_FRAMES = 200  # padding kept after a shortened decode's audio (2 s)
+# A chunk decode's new tokens: far above speech's 3-5 a second, and a bound on a decode that
+# loops on one syllable (those ran to Whisper's 448 tokens, ~0.8 s on 2 vCPU).
+CHUNK_TOKENS_PER_S = 8
+CHUNK_TOKENS_MIN = 10
 
 
 def load_model(replicas: int = 1) -> WhisperModel:
@@ -65,12 +74,49 @@ def with_prefix(prefix: str, text: str) -> str:
     return (prefix + text).strip()
 
 
+def context_frames(samples: int, context_s: float | None) -> int | None:
+    """Encoder frames for a decode of ``samples``: the audio and ``PAD_FRAMES``, at least
+    ``context_s``; None when that is Whisper's full 30 s anyway."""
+    if context_s is None:
+        return None
+    frames = max(samples // SAMPLES_PER_FRAME + PAD_FRAMES, int(context_s * 100))
+    frames += frames % 2  # the encoder's convolution halves it
+    return frames if frames < FULL_FRAMES else None
+
+
+class EncoderContext:
+    """A model whose encoder sees only the first ``frames`` of its padded 30 s input, for
+    the decodes that ask, on the thread that runs them (issue 13).
+
+    faster-whisper pads every window to 30 s and CTranslate2 encodes all of it: ~195 ms of a
+    ~265 ms chunk decode on 2 vCPUs, whatever the audio's length; 10 s encode in ~30 ms.
+    """
+
+    def __init__(self, model: WhisperModel) -> None:
+        self._encode = model.encode
+        self._local = threading.local()
+        model.encode = self._limited  # type: ignore[method-assign]
+
+    def _limited(self, features: Any) -> Any:
+        frames = getattr(self._local, "frames", None)
+        return self._encode(features if frames is None else features[..., :frames])
+
+    @contextmanager
+    def limit(self, frames: int | None) -> Iterator[None]:
+        self._local.frames = frames
+        try:
+            yield
+        finally:
+            self._local.frames = None
+
+
 @dataclass(frozen=True)
 class Lane:
     """A model and the threads that wait on it: one for final decodes, one for chunk decodes."""
 
     model: WhisperModel
     executor: ThreadPoolExecutor
+    context: EncoderContext | None = None  # the chunk lane's
 
 
 class FasterWhisperAsr:
@@ -100,7 +146,9 @@ class FasterWhisperAsr:
         )
         chunk_model = build_in_background(lambda: load_model(size))
         chunk = Lane(
-            chunk_model, ThreadPoolExecutor(size, thread_name_prefix="asr-chunk")
+            chunk_model,
+            ThreadPoolExecutor(size, thread_name_prefix="asr-chunk"),
+            EncoderContext(chunk_model),
         )
         logger.info(
             "faster-whisper loaded in %.2f s with %d threads",
@@ -116,7 +164,7 @@ class FasterWhisperAsr:
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(
-                lane.executor, self._decode, lane.model, req, stop
+                lane.executor, self._decode_in, lane, req, stop
             )
         except asyncio.CancelledError:
             stop.set()
@@ -127,11 +175,34 @@ class FasterWhisperAsr:
         for lane in (self._final, self._chunk):
             lane.executor.shutdown(wait=False, cancel_futures=True)
 
+    def _decode_in(
+        self, lane: Lane, req: AsrDecodeRequest, stop: threading.Event
+    ) -> AsrHypothesis:
+        """The decode on ``lane``: with a shortened encoder context when the request allows
+        it (chunk decodes), else the full 30 s."""
+        frames = None
+        if lane.context is not None and req.background:
+            frames = context_frames(len(req.audio), req.context_s)
+        if frames is None:
+            return self._decode(lane.model, req, stop)
+        assert lane.context is not None
+        with lane.context.limit(frames):
+            return self._decode(lane.model, req, stop, full_context=False)
+
     def _decode(
-        self, model: WhisperModel, req: AsrDecodeRequest, stop: threading.Event
+        self,
+        model: WhisperModel,
+        req: AsrDecodeRequest,
+        stop: threading.Event,
+        *,
+        full_context: bool = True,
     ) -> AsrHypothesis:
         """Run the decode in a pool thread, iterating the lazy segments here."""
         prefix = req.prefix.strip()
+        max_new_tokens = None
+        if req.background:
+            seconds = len(req.audio) / SAMPLES_PER_FRAME / 100
+            max_new_tokens = CHUNK_TOKENS_MIN + int(CHUNK_TOKENS_PER_S * seconds)
         segments_iter, _info = model.transcribe(
             req.audio,
             language=req.language,
@@ -143,6 +214,7 @@ class FasterWhisperAsr:
             vad_filter=False,
             without_timestamps=not req.word_timestamps,
             word_timestamps=req.word_timestamps,
+            max_new_tokens=max_new_tokens,
         )
         segments: list[Segment] = []
         for segment in segments_iter:
@@ -155,6 +227,7 @@ class FasterWhisperAsr:
             words=to_words(segments) if req.word_timestamps else (),
             prompt_tokens=self._prompt_tokens(model, req, prefix),
             completion_tokens=sum(len(segment.tokens) for segment in segments),
+            full_context=full_context,
         )
 
     @staticmethod

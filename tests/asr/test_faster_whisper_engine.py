@@ -134,3 +134,31 @@ async def test_wk6_chunk_decodes_run_on_idle_priority_threads_only(
     python_threads = {t.native_id for t in threading.enumerate()}
     assert not idle & python_threads  # no Python thread can starve holding the GIL
     assert chunk.text == final.text  # the same model, only scheduled differently
+
+
+def test_context_frames_cover_the_audio_and_its_padding() -> None:
+    """Issue 13: a chunk decode encodes its audio, 2 s of padding, at least context_s."""
+    from asr.engines.faster_whisper import context_frames
+
+    assert context_frames(16_000, None) is None  # full 30 s
+    assert context_frames(16_000, 10.0) == 1000  # 1 s of audio: the 10 s floor
+    assert context_frames(16_000 * 9, 10.0) == 1100  # 9 s + 2 s padding
+    assert context_frames(16_000 * 28, 10.0) is None  # 30 s anyway
+    assert context_frames(16_001 * 9, 10.0) % 2 == 0  # the encoder halves it
+
+
+async def test_a_short_context_chunk_decode_transcribes_and_says_so(
+    whisper: FasterWhisperAsr, speech: Pcm
+) -> None:
+    """Issue 13: a chunk decode with context_s encodes less than 30 s and marks it; a final
+    (not background) ignores context_s; word times still come."""
+    short = await whisper.decode(
+        AsrDecodeRequest(
+            audio=speech, background=True, context_s=10.0, word_timestamps=True
+        )
+    )
+    full = await whisper.decode(AsrDecodeRequest(audio=speech, context_s=10.0))
+
+    assert not short.full_context and full.full_context
+    assert word_error_rate(TEXT, short.text) <= 0.10
+    assert short.words and short.words[-1].end <= len(speech) / MODEL_RATE + 0.5

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
@@ -303,6 +304,41 @@ async def test_asr_it10_logprobs_only_when_asked(logprobs: bool) -> None:
     await stop(task)
 
 
+class ShortContextAsr(FakeAsr):
+    """Chunk decodes that asked for a shortened encoder context say they had one."""
+
+    async def decode(self, req: Any) -> Any:
+        hyp = await super().decode(req)
+        return dataclasses.replace(hyp, full_context=req.context_s is None)
+
+
+@pytest.mark.parametrize("context_s", [10.0, 30.0])
+async def test_only_chunk_decodes_ask_for_a_short_context_and_never_stand_in_for_a_final(
+    settings: Any, context_s: float
+) -> None:
+    """Issue 13: ASR_CHUNK_CONTEXT_S shortens chunk decodes only, and a final is always a
+    full-context decode's transcript (30: chunk decodes are full too, and one is reused)."""
+    settings.ASR_CHUNK_CONTEXT_S = context_s
+    engine = ShortContextAsr()
+    job, rec, task = make_job(engine)
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, 2 * SECOND))
+    await asyncio.sleep(0.05)  # the chunk decode of all 2 s has finished
+    job.commit(AsrCommit(job_id="j", item_seq=0, total_samples=2 * SECOND))
+    await settle(rec, AsrFinal)
+
+    if context_s < 30:
+        assert [(c.background, c.context_s) for c in engine.calls] == [
+            (True, 10.0),
+            (False, None),
+        ]
+    else:  # the full-context chunk decode covered the audio: it completes the item
+        assert [(c.background, c.context_s) for c in engine.calls] == [(True, None)]
+    text = "".join(d.text for d in rec.of(AsrDelta)) + rec.of(AsrFinal)[0].text
+    assert text == fake_transcript(2)
+    await stop(task)
+
+
 # Issue 13: the final decode is skipped when the last chunk decode covered every sound.
 
 
@@ -529,4 +565,34 @@ async def test_the_pause_decode_confirms_every_word_before_the_commit(
     assert before_commit == (fake_transcript(4) if confirm else fake_transcript(1))
     assert before_commit + rec.of(AsrFinal)[0].text == fake_transcript(4)
     assert len(engine.calls) == 2  # the final reused the pause decode
+    await stop(task)
+
+
+class NeverFullAsr(FakeAsr):
+    """Every decode says it had a short encoder context."""
+
+    async def decode(self, req: Any) -> Any:
+        return dataclasses.replace(await super().decode(req), full_context=False)
+
+
+async def test_a_short_context_pause_decode_confirms_only_what_agrees(
+    settings: Any,
+) -> None:
+    """Issue 13: ASR_PAUSE_CONFIRM trusts a pause decode whole only when it is a full-context
+    decode (the one the final reuses); a short-context one goes through agreement."""
+    settings.ASR_PAUSE_CONFIRM = True
+    engine = NeverFullAsr()
+    job, rec, task = make_job(engine)
+    job.item_open(open_(0, stream=True))
+    job.audio(audio(0, 0, 7 * SECOND // 2))
+    await asyncio.sleep(0.05)
+    job.audio(audio(0, 7 * SECOND // 2, SECOND // 2))
+    job.audio(quiet(0, 4 * SECOND, SECOND // 4))
+    await asyncio.sleep(0.05)
+    before_commit = "".join(d.text for d in rec.of(AsrDelta))
+    job.commit(commit(4 * SECOND + SECOND // 4))
+    await settle(rec, AsrFinal)
+
+    assert before_commit == fake_transcript(1)  # three held back, as without confirm
+    assert before_commit + rec.of(AsrFinal)[0].text == fake_transcript(4)
     await stop(task)

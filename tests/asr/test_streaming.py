@@ -99,6 +99,31 @@ def test_asr_sa5_words_wait_for_agreement_and_the_unfixed_tail() -> None:
     assert state.emitted == "one two three"
 
 
+def test_agreement_is_with_a_hypothesis_of_audio_agree_samples_shorter() -> None:
+    """Issue 13 (ASR_AGREE_S): at a 0.2 s cadence two consecutive hypotheses both end in
+    the word being spoken; a word is confirmed once a hypothesis of audio at least
+    ``agree_samples`` shorter had it too."""
+    step = MODEL_RATE // 5
+    state = StreamState(unfixed_words=0, agree_samples=3 * step)
+    said = ["is", "is", "His daughter", "His daughter", "His daughter lived"]
+    shown = []
+    for n, text in enumerate(said, start=1):
+        emission = state.on_chunk(hyp(text), state.plan(n * step, final=False))
+        shown.append(emission.text if emission else None)
+    # "is" agreed only with hypotheses 0.2 and 0.4 s older; by 0.8 s the one from 0.2 s
+    # (0.6 s older) said "is" where this one says "His": nothing is confirmed.
+    assert shown == [None, None, None, None, None]
+    emission = state.on_chunk(
+        hyp("His daughter lived in"), state.plan(6 * step, final=False)
+    )
+    assert emission is not None and emission.text == "His daughter"  # as said at 0.6 s
+    # The previous hypothesis alone (agree_samples 0) had confirmed the misheard "is".
+    quick = StreamState(unfixed_words=0)
+    quick.on_chunk(hyp("is"), quick.plan(step, final=False))
+    first = quick.on_chunk(hyp("is"), quick.plan(2 * step, final=False))
+    assert first is not None and first.text == "is"
+
+
 def test_asr_sa5_hypothesis_disagreeing_with_emitted_text_emits_nothing() -> None:
     state = StreamState(unfixed_words=0)
     for n, text in enumerate(["a b c", "a b c"], start=1):
@@ -255,7 +280,9 @@ def test_asr_it8_random_revisions_never_retract(seed: int) -> None:
         hypotheses.append(" ".join(words))
     seen = ""
     state = StreamState(
-        unfixed_words=rng.randint(0, 3), unfixed_chunks=rng.randint(0, 3)
+        unfixed_words=rng.randint(0, 3),
+        unfixed_chunks=rng.randint(0, 3),
+        agree_samples=rng.choice([0, MODEL_RATE // 2, 2 * MODEL_RATE]),
     )
     for n, text in enumerate(hypotheses, start=1):
         state.on_chunk(hyp(text), state.plan(n * MODEL_RATE, final=False))

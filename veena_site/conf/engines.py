@@ -66,23 +66,33 @@ TTS_SNAC_THREADS = env.int("TTS_SNAC_THREADS", default=max(1, CPU_COUNT - 1))
 
 # How a streaming ASR job decodes (asr.jobs).
 ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=1.0)
-# A shorter re-decode cadence while no other decode of the worker runs (CPU to spare). 0.3 s
-# with local agreement alone (ASR_UNFIXED_WORDS 0): first delta 1.29 s after speech start
-# instead of 2.64 s at 1 session, same WER (bench/asr.py, issue 13).
-ASR_CHUNK_MIN_S = env.float("ASR_CHUNK_MIN_S", default=0.3)
+# A shorter re-decode cadence while no other decode of the worker runs (CPU to spare). With
+# chunk decodes of 10 s context (ASR_CHUNK_CONTEXT_S) and agreement over 0.6 s of audio
+# (ASR_AGREE_S): first delta 1.04 s after speech start at 1 session (2.46 s before issue 13),
+# WER equal to the engine alone's on the bench corpus (bench/asr.py; README "Benchmarks").
+ASR_CHUNK_MIN_S = env.float("ASR_CHUNK_MIN_S", default=0.2)
 ASR_WINDOW_S = env.float("ASR_WINDOW_S", default=28.0)
+# faster-whisper chunk decodes (not finals, not a pause decode that may stand in for one)
+# encode the audio plus 2 s of padding, at least ASR_CHUNK_CONTEXT_S, instead of Whisper's
+# padded 30 s (0 or 30: always 30 s). Issue 13: see bench/asr.py and the README for the numbers.
+ASR_CHUNK_CONTEXT_S = env.float("ASR_CHUNK_CONTEXT_S", default=10.0)
 ASR_UNFIXED_WORDS = env.int("ASR_UNFIXED_WORDS", default=0)
 ASR_UNFIXED_CHUNKS = env.int("ASR_UNFIXED_CHUNKS", default=2)
+# A word is confirmed when a hypothesis of audio at least ASR_AGREE_S shorter agreed on it
+# (0: the previous hypothesis, however close: at a 0.2 s cadence WER 10-22 % against the
+# engine alone's 1.2 % on the bench corpus, words misheard mid-word confirmed; 0.4: 2.5 %).
+ASR_AGREE_S = env.float("ASR_AGREE_S", default=0.6)
 # Issue 13: a commit whose audio after the last chunk decode is silence (below ASR_SILENCE_DBFS)
 # completes with that decode instead of a second full decode; a chunk decode also starts once
 # ASR_PAUSE_DECODE_S of silence follows speech the last decode did not cover (0: never).
 ASR_FINAL_REUSE = env.bool("ASR_FINAL_REUSE", default=True)
 ASR_SILENCE_DBFS = env.float("ASR_SILENCE_DBFS", default=-50.0)
 ASR_PAUSE_DECODE_S = env.float("ASR_PAUSE_DECODE_S", default=0.2)
-# That pause decode confirms every word of its hypothesis (no agreement with the previous one
-# needed: no audio after the pause can change them), so they are sent as deltas before the
-# commit (issue 13). Off by default: not yet shown to help on a loaded 2 vCPU host, where the
-# pause decode rarely ends before the commit (bench/asr.py mode "pause confirm").
+# That pause decode confirms every word of its hypothesis (no agreement needed), so they are
+# sent as deltas before the commit, when it is a full-context decode (the one a final reuses).
+# Off by default: a pause inside an item (between sentences) is not its end, and the decode
+# of more audio can still change words before it (bench/asr.py, 4-item corpus: WER 2.6-8.2 %
+# at 4 sessions against 1.2 % for the engine alone, equal without it).
 ASR_PAUSE_CONFIRM = env.bool("ASR_PAUSE_CONFIRM", default=False)
 
 # ASR_ENGINE=vllm: Whisper on vLLM (shared/specs/engines.md §3-4). Unset ASR_VLLM_MODEL: the

@@ -238,11 +238,7 @@ class AsrJob:
         gate_idle = self.gate.idle(final=False) and self.gate.idle(final=True)
         if new >= self.idle_chunk_samples and gate_idle:
             return True
-        return (
-            self.pause_samples > 0
-            and item.decoded_at < item.speech_end
-            and item.samples - item.speech_end >= self.pause_samples
-        )
+        return self._after_pause(item)
 
     def _full_decode_of_pause_due(self, item: Item) -> bool:
         """The speech ended inside the last chunk decode, which had a short encoder context
@@ -250,13 +246,20 @@ class AsrJob:
         context, at final priority, so the commit can complete from that decode (issue 13)."""
         last = item.last_chunk
         return (
-            self.reuse
-            and self.pause_samples > 0
-            and last is not None
-            and not last[0].full_context
-            and item.samples - item.speech_end >= self.pause_samples
-            and self.gate.idle(final=True)  # so it runs at final priority (_chunk)
+            last is not None and not last[0].full_context and self._may_be_final(item)
         )
+
+    def _after_pause(self, item: Item) -> bool:
+        """``ASR_PAUSE_DECODE_S`` of silence follows the item's speech."""
+        return (
+            self.pause_samples > 0
+            and item.samples - item.speech_end >= self.pause_samples
+        )
+
+    def _may_be_final(self, item: Item) -> bool:
+        """A decode started now is likely the item's last: after a pause, with no final
+        waiting, it runs at final priority so the commit can wait for it (issue 13)."""
+        return self.reuse and self._after_pause(item) and self.gate.idle(final=True)
 
     def _will_cover(self, item: Item) -> bool:
         """The chunk decode in flight is a likely final that covers every sound (issue 13).
@@ -291,13 +294,8 @@ class AsrJob:
         """One chunk decode; False when it failed and the job must end (IT-13)."""
         item.decoded_at = item.samples
         plan = item.state.plan(item.samples, final=False)
-        after_pause = (
-            self.pause_samples > 0
-            and item.samples - item.speech_end >= self.pause_samples
-        )
-        # After a pause, with no final waiting, the decode is likely the item's last: at
-        # final priority, so the commit can wait for it instead of decoding again.
-        item.speculative = self.reuse and after_pause and self.gate.idle(final=True)
+        after_pause = self._after_pause(item)
+        item.speculative = self._may_be_final(item)
         item.chunk = self._spawn(
             self._decode(item, plan, item.samples, final=item.speculative)
         )

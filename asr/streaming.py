@@ -4,10 +4,11 @@ A chunk decode gives a hypothesis ``H`` of the item's audio from the window star
 (a word with its leading whitespace, SA-4) is confirmed when it follows the already confirmed
 window text ``Ew``, is not among the last ``unfixed_words`` pieces, and an earlier hypothesis
 agrees with it at the same position (SA-5): the latest one of audio that ended at least
-``agree_samples`` before this one's (issue 13; 0: the previous hypothesis). At a short re-decode
-cadence two consecutive hypotheses both end inside the word being spoken and agree on a guess;
-one of audio ``agree_samples`` shorter agreeing means the word was heard whole that long ago. Confirmed text is appended to ``E`` and never
-retracted; the final decode's remainder completes it (SA-7), so ``E + R`` is the transcript.
+``agree_samples`` before this one's (issue 13; 0: the previous hypothesis). At a short
+re-decode cadence two consecutive hypotheses both end inside the word being spoken and agree
+on a guess; one of audio ``agree_samples`` shorter agreeing means the word was heard whole that
+long ago. Confirmed text is appended to ``E`` and never retracted; the final decode's
+remainder completes it (SA-7), so ``E + R`` is the transcript.
 """
 
 from __future__ import annotations
@@ -104,8 +105,7 @@ class StreamState:
     emitted: str = ""  # E
     window_start: int = 0  # W, samples
     window_text: str = ""  # Ew, the part of E decoded from audio >= W
-    previous: str = ""  # Hprev
-    # Earlier hypotheses of the window as (end sample, text), oldest first (agree_samples).
+    # Earlier hypotheses of the window (Hprev and before) as (end sample, text), oldest first.
     history: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=16))
     chunks: int = 0  # k
     confirmed_end: int | None = None  # end sample of the last timed confirmed word
@@ -158,7 +158,6 @@ class StreamState:
         done = pieces(self.window_text)
         self.chunks += 1
         earlier = self._earlier(plan.end)
-        self.previous = hyp.text
         self.history.append((plan.end, hyp.text))
         if not starts_with(hyp_pieces, done):
             return None
@@ -181,9 +180,8 @@ class StreamState:
         return self._emit(hyp, hyp_pieces, len(done), len(done) + count)
 
     def _earlier(self, end: int) -> str:
-        """The hypothesis a new one of audio up to ``end`` is compared with (SA-5)."""
-        if self.agree_samples <= 0:
-            return self.previous
+        """The hypothesis a new one of audio up to ``end`` is compared with (SA-5): the latest
+        of audio ``agree_samples`` shorter (0: the previous one); "" when none is kept."""
         for seen_end, text in reversed(self.history):
             if seen_end <= end - self.agree_samples:
                 return text
@@ -267,7 +265,6 @@ class StreamState:
             return
         self.window_start = end
         self.window_text = "".join(pieces(self.emitted)[self.confirmed_pieces :])
-        self.previous = ""
         self.history.clear()
 
 

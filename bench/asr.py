@@ -101,6 +101,9 @@ class Clip:
     pcm: bytes = field(repr=False)  # 24 kHz PCM16, the tail included
     audio16k: np.ndarray = field(repr=False)  # the same at 16 kHz float32
     speech_s: float  # seconds of speech before the tail
+    span: tuple[
+        float, float
+    ]  # where the speech starts and ends in ``pcm`` (speech_span)
 
 
 def speech() -> list[Clip]:
@@ -127,8 +130,15 @@ def speech() -> list[Clip]:
         pcm = np.clip(np.rint(audio * 32767), -32768, 32767).astype("<i2")
         pcm = np.concatenate([pcm, np.zeros(int(TAIL_S * RATE), dtype="<i2")])
         at16k = soxr.resample(pcm.astype(np.float32) / 32768.0, RATE, MODEL_RATE)
+        data = pcm.tobytes()
         clips.append(
-            Clip(text, pcm.tobytes(), np.asarray(at16k, np.float32), len(audio) / RATE)
+            Clip(
+                text,
+                data,
+                np.asarray(at16k, np.float32),
+                len(audio) / RATE,
+                speech_span(data),
+            )
         )
     return clips
 
@@ -292,9 +302,7 @@ class Level:
 
         async def sessions() -> list[dict[str, Any]]:
             return list(
-                await asyncio.gather(
-                    *(session(key, c.pcm, speech_span(c.pcm)) for c in chosen)
-                )
+                await asyncio.gather(*(session(key, c.pcm, c.span) for c in chosen))
             )
 
         audios = [c.audio16k for c in chosen]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from asr.engines.background import build_in_background
-from asr.engines.base import AsrDecodeRequest, AsrHypothesis, Word
+from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrHypothesis, Word
 from gateway.threads import engine_threads
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class EncoderContext:
         return self._encode(features if frames is None else features[..., :frames])
 
     @contextmanager
-    def limit(self, frames: int | None) -> Iterator[None]:
+    def limit(self, frames: int) -> Iterator[None]:
         self._local.frames = frames
         try:
             yield
@@ -180,13 +180,11 @@ class FasterWhisperAsr:
     ) -> AsrHypothesis:
         """The decode on ``lane``: with a shortened encoder context when the request allows
         it (chunk decodes), else the full 30 s."""
-        frames = None
-        if lane.context is not None and req.background:
-            frames = context_frames(len(req.audio), req.context_s)
-        if frames is None:
+        context = lane.context if req.background else None
+        frames = context_frames(len(req.audio), req.context_s) if context else None
+        if context is None or frames is None:
             return self._decode(lane.model, req, stop)
-        assert lane.context is not None
-        with lane.context.limit(frames):
+        with context.limit(frames):
             return self._decode(lane.model, req, stop, full_context=False)
 
     def _decode(
@@ -201,7 +199,7 @@ class FasterWhisperAsr:
         prefix = req.prefix.strip()
         max_new_tokens = None
         if req.background:
-            seconds = len(req.audio) / SAMPLES_PER_FRAME / 100
+            seconds = len(req.audio) / MODEL_RATE
             max_new_tokens = CHUNK_TOKENS_MIN + int(CHUNK_TOKENS_PER_S * seconds)
         segments_iter, _info = model.transcribe(
             req.audio,

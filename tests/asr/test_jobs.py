@@ -304,12 +304,17 @@ async def test_asr_it10_logprobs_only_when_asked(logprobs: bool) -> None:
     await stop(task)
 
 
-class ShortContextAsr(FakeAsr):
-    """Chunk decodes that asked for a shortened encoder context say they had one."""
+class ContextAsr(FakeAsr):
+    """The fake engine, its hypotheses' ``full_context`` decided by ``full(request)``; by
+    default a decode that asked for a shortened encoder context says it had one."""
+
+    def __init__(self, full: Any = lambda req: req.context_s is None) -> None:
+        super().__init__()
+        self.full = full
 
     async def decode(self, req: Any) -> Any:
         hyp = await super().decode(req)
-        return dataclasses.replace(hyp, full_context=req.context_s is None)
+        return dataclasses.replace(hyp, full_context=self.full(req))
 
 
 @pytest.mark.parametrize("context_s", [10.0, 30.0])
@@ -319,7 +324,7 @@ async def test_only_chunk_decodes_ask_for_a_short_context_and_never_stand_in_for
     """Issue 13: ASR_CHUNK_CONTEXT_S shortens chunk decodes only, and a final is always a
     full-context decode's transcript (30: chunk decodes are full too, and one is reused)."""
     settings.ASR_CHUNK_CONTEXT_S = context_s
-    engine = ShortContextAsr()
+    engine = ContextAsr()
     job, rec, task = make_job(engine)
     job.item_open(open_(0, stream=True))
     job.audio(audio(0, 0, 2 * SECOND))
@@ -551,6 +556,16 @@ async def test_the_pause_decode_confirms_every_word_before_the_commit(
     all as deltas (ASR_PAUSE_CONFIRM); without it three words stay held back."""
     settings.ASR_PAUSE_CONFIRM = confirm
     engine = FakeAsr()
+    before_commit, final = await speech_pause_commit(engine)
+
+    assert before_commit == (fake_transcript(4) if confirm else fake_transcript(1))
+    assert before_commit + final == fake_transcript(4)
+    assert len(engine.calls) == 2  # the final reused the pause decode
+
+
+async def speech_pause_commit(engine: FakeAsr) -> tuple[str, str]:
+    """3.5 s of speech decoded, 0.5 s more, a 250 ms pause and its decode, then the commit:
+    the deltas sent before the commit, and the final's text."""
     job, rec, task = make_job(engine)
     job.item_open(open_(0, stream=True))
     job.audio(audio(0, 0, 7 * SECOND // 2))
@@ -561,18 +576,8 @@ async def test_the_pause_decode_confirms_every_word_before_the_commit(
     before_commit = "".join(d.text for d in rec.of(AsrDelta))
     job.commit(commit(4 * SECOND + SECOND // 4))
     await settle(rec, AsrFinal)
-
-    assert before_commit == (fake_transcript(4) if confirm else fake_transcript(1))
-    assert before_commit + rec.of(AsrFinal)[0].text == fake_transcript(4)
-    assert len(engine.calls) == 2  # the final reused the pause decode
     await stop(task)
-
-
-class NeverFullAsr(FakeAsr):
-    """Every decode says it had a short encoder context."""
-
-    async def decode(self, req: Any) -> Any:
-        return dataclasses.replace(await super().decode(req), full_context=False)
+    return before_commit, rec.of(AsrFinal)[0].text
 
 
 async def test_a_short_context_pause_decode_confirms_only_what_agrees(
@@ -581,18 +586,7 @@ async def test_a_short_context_pause_decode_confirms_only_what_agrees(
     """Issue 13: ASR_PAUSE_CONFIRM trusts a pause decode whole only when it is a full-context
     decode (the one the final reuses); a short-context one goes through agreement."""
     settings.ASR_PAUSE_CONFIRM = True
-    engine = NeverFullAsr()
-    job, rec, task = make_job(engine)
-    job.item_open(open_(0, stream=True))
-    job.audio(audio(0, 0, 7 * SECOND // 2))
-    await asyncio.sleep(0.05)
-    job.audio(audio(0, 7 * SECOND // 2, SECOND // 2))
-    job.audio(quiet(0, 4 * SECOND, SECOND // 4))
-    await asyncio.sleep(0.05)
-    before_commit = "".join(d.text for d in rec.of(AsrDelta))
-    job.commit(commit(4 * SECOND + SECOND // 4))
-    await settle(rec, AsrFinal)
+    before_commit, final = await speech_pause_commit(ContextAsr(lambda req: False))
 
     assert before_commit == fake_transcript(1)  # three held back, as without confirm
-    assert before_commit + rec.of(AsrFinal)[0].text == fake_transcript(4)
-    await stop(task)
+    assert before_commit + final == fake_transcript(4)

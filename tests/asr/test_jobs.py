@@ -415,8 +415,9 @@ async def test_reuse_and_pause_decodes_are_settings(
     settings: Any, setting: tuple[str, object]
 ) -> None:
     setattr(settings, *setting)
-    settings.ASR_CHUNK_S = 1.0  # the 0.75 s after the first decode is no chunk: only a pause
-    engine = FakeAsr()  # decode covers it
+    # The 0.75 s after the first decode is no chunk: only a pause decode covers it.
+    settings.ASR_CHUNK_S = 1.0
+    engine = FakeAsr()
     job, rec, task = make_job(engine)
     job.item_open(open_(0, stream=True))
     job.audio(audio(0, 0, 3 * SECOND // 2))

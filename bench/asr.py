@@ -118,7 +118,7 @@ def corpus_path() -> Path:
 
 
 def readings() -> list[np.ndarray]:
-    """Piper's reading of each CORPUS text at its native rate, from ``corpus_path()`` when a
+    """Piper's reading of each CORPUS text at 24 kHz, from ``corpus_path()`` when a
     run kept one (``BENCH_ASR_FRESH=1``: read again and keep the new one)."""
     path = corpus_path()
     if path.exists() and os.environ.get("BENCH_ASR_FRESH") != "1":

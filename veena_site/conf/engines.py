@@ -67,13 +67,14 @@ TTS_SNAC_THREADS = env.int("TTS_SNAC_THREADS", default=max(1, CPU_COUNT - 1))
 # How a streaming ASR job decodes (asr.jobs). ASR_CHUNK_S is the cadence while other decodes
 # run: 0.6 s (ASR_AGREE_S, so each hypothesis can confirm the previous one's words) showed the
 # first delta at 4 sessions 1.91 s after speech start instead of 2.48-2.51 s at 1.0 s, words
-# shown by speech end 68 % instead of 44-54 %, WER and 16 sessions unchanged, 0.4 s worse at 4
+# shown by speech end 68 % instead of 44-54 %, WER unchanged; at 16 sessions commit→completed
+# p95 7.5-8.1 s against 7.2-7.3 s (a saturated machine's noise, not shown better); 0.4 s worse at 4
 # (1.9 % WER, 2.22 s: the decodes crowd each other) (bench/asr.py, 2 vCPU AMD EPYC, 2026-12-04).
 ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=0.6)
 # A shorter re-decode cadence while no other decode of the worker runs (CPU to spare). With
 # chunk decodes of 10 s context (ASR_CHUNK_CONTEXT_S) and agreement over 0.6 s of audio
 # (ASR_AGREE_S): first delta 1.04 s after speech start at 1 session (2.46 s before issue 13) on
-# a 2 vCPU host with AVX-512, 1.17 s on one without (chunk decodes 2x slower); README "Benchmarks".
+# the 2 vCPU host of those runs, 1.17 s on a slower one (chunk decodes 2x slower); README "Benchmarks".
 ASR_CHUNK_MIN_S = env.float("ASR_CHUNK_MIN_S", default=0.2)
 ASR_WINDOW_S = env.float("ASR_WINDOW_S", default=28.0)
 # faster-whisper chunk decodes (not finals, not a pause decode that may stand in for one)

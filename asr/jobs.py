@@ -136,6 +136,7 @@ class AsrJob:
             unfixed_words=settings.ASR_UNFIXED_WORDS,
             unfixed_chunks=settings.ASR_UNFIXED_CHUNKS,
             agree_samples=int(settings.ASR_AGREE_S * MODEL_RATE),
+            agree_followed=settings.ASR_AGREE_FOLLOWED,
             logprobs=opened.logprobs,
         )
         item = Item(seq=opened.item_seq, options=opened, state=state)

@@ -7,7 +7,10 @@ agrees with it at the same position (SA-5): the latest one of audio that ended a
 ``agree_samples`` before this one's (issue 13; 0: the previous hypothesis). At a short
 re-decode cadence two consecutive hypotheses both end inside the word being spoken and agree
 on a guess; one of audio ``agree_samples`` shorter agreeing means the word was heard whole that
-long ago. Confirmed text is appended to ``E`` and never retracted; the final decode's
+long ago. With ``agree_followed`` set, a piece is also confirmed when the previous hypothesis,
+however close, agrees with it and both hold that many more pieces after it: a word followed by
+another was heard whole, where a hypothesis' last word may be a guess at a word cut off.
+Confirmed text is appended to ``E`` and never retracted; the final decode's
 remainder completes it (SA-7), so ``E + R`` is the transcript.
 """
 
@@ -115,6 +118,7 @@ class StreamState:
     unfixed_words: int = 3
     unfixed_chunks: int = 2
     agree_samples: int = 0
+    agree_followed: int = 0
     logprobs: bool = False
 
     @classmethod
@@ -157,27 +161,43 @@ class StreamState:
         hyp_pieces = pieces(hyp.text)
         done = pieces(self.window_text)
         self.chunks += 1
-        earlier = self._earlier(plan.end)
+        earlier = pieces(self._earlier(plan.end))
+        last = pieces(self.history[-1][1]) if self.history else []
         self.history.append((plan.end, hyp.text))
         if not starts_with(hyp_pieces, done):
             return None
-        prev = pieces(earlier)
         if settled:
             stop = len(hyp_pieces)
         else:
             stop = max(len(done), len(hyp_pieces) - self.unfixed_words)
         count = 0
         for index in range(len(done), stop):
-            if not settled and (
-                index >= len(prev)
-                or normalized(prev[index]) != normalized(hyp_pieces[index])
-            ):
+            if not settled and not self._agreed(hyp_pieces, index, earlier, last):
                 break
             count += 1
         self._note_confirmed_end(hyp, plan, len(done) + count)
         if not count:
             return None
         return self._emit(hyp, hyp_pieces, len(done), len(done) + count)
+
+    def _agreed(
+        self, hyp: list[str], index: int, earlier: list[str], last: list[str]
+    ) -> bool:
+        """Whether piece ``index`` of ``hyp`` is confirmed (SA-5): the ``earlier``
+        hypothesis agrees with it, or the ``last`` one does with ``agree_followed`` pieces
+        after it in both."""
+
+        def same(other: list[str]) -> bool:
+            return index < len(other) and normalized(other[index]) == normalized(
+                hyp[index]
+            )
+
+        if same(earlier):
+            return True
+        after = index + self.agree_followed
+        return (
+            self.agree_followed > 0 and after < min(len(hyp), len(last)) and same(last)
+        )
 
     def _earlier(self, end: int) -> str:
         """The hypothesis a new one of audio up to ``end`` is compared with (SA-5): the latest

@@ -124,6 +124,37 @@ def test_agreement_is_with_a_hypothesis_of_audio_agree_samples_shorter() -> None
     assert first is not None and first.text == "is"
 
 
+def test_agree_followed_confirms_a_word_the_previous_hypothesis_heard_before_another() -> (
+    None
+):
+    """Issue 13 (ASR_AGREE_FOLLOWED): a word the previous hypothesis, however close, agrees
+    on is confirmed when both hold ``agree_followed`` words after it; its last word is not."""
+    step = MODEL_RATE // 5
+    state = StreamState(unfixed_words=0, agree_samples=3 * step, agree_followed=1)
+    said = ["His", "His daughter", "His daughter lived", "His daughter lived in"]
+    shown = []
+    for n, text in enumerate(said, start=1):
+        emission = state.on_chunk(hyp(text), state.plan(n * step, final=False))
+        shown.append(emission.text if emission else None)
+    # "His" is followed by "daughter" in both the second and third hypotheses; "daughter" by
+    # "lived" in the third and fourth. No hypothesis' last word is confirmed this way.
+    assert shown == [None, None, "His", " daughter"]
+    # Disagreement on the word stops it whatever follows it ("is" for "His").
+    other = StreamState(unfixed_words=0, agree_samples=3 * step, agree_followed=1)
+    other.on_chunk(hyp("is daughter"), other.plan(step, final=False))
+    assert (
+        other.on_chunk(hyp("His daughter"), other.plan(2 * step, final=False)) is None
+    )
+    # Off (0), the same hypotheses wait for agreement over agree_samples: "His" at the
+    # fourth, with the first's.
+    off = StreamState(unfixed_words=0, agree_samples=3 * step)
+    late = [
+        off.on_chunk(hyp(t), off.plan(n * step, final=False))
+        for n, t in enumerate(said, 1)
+    ]
+    assert [e.text if e else None for e in late] == [None, None, None, "His"]
+
+
 def test_asr_sa5_hypothesis_disagreeing_with_emitted_text_emits_nothing() -> None:
     state = StreamState(unfixed_words=0)
     for n, text in enumerate(["a b c", "a b c"], start=1):

@@ -432,6 +432,24 @@ async def test_reuse_and_pause_decodes_are_settings(
     await stop(task)
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "state_field", "expected"),
+    [
+        ("ASR_AGREE_S", 0.3, "agree_samples", 3 * SECOND // 10),
+        ("ASR_AGREE_FOLLOWED", 2, "agree_followed", 2),
+        ("ASR_AGREE_FOLLOWED", 0, "agree_followed", 0),
+    ],
+)
+async def test_agreement_settings_reach_each_item(
+    settings: Any, name: str, value: object, state_field: str, expected: int
+) -> None:
+    setattr(settings, name, value)
+    job, _rec, task = make_job(FakeAsr())
+    job.item_open(open_(0, stream=True))
+    assert getattr(job.items[0].state, state_field) == expected
+    await stop(task)
+
+
 async def test_a_commit_waits_for_the_decode_of_the_pause_in_flight() -> None:
     engine = FakeAsr(delay_s=0.2)
     job, rec, task = make_job(engine)

@@ -1,7 +1,3 @@
-"""WebSocket routes of the realtime ASR app."""
+"""WebSocket route of the realtime ASR app: its path and consumer (``gateway.lazy_app``)."""
 
-from django.urls import path
-
-from asr.consumers import RealtimeConsumer
-
-websocket_urlpatterns = [path("v1/realtime", RealtimeConsumer.as_asgi())]
+ROUTE = ("v1/realtime", "asr.consumers:RealtimeConsumer")

@@ -1,7 +1,3 @@
-"""WebSocket routes of the TTS app."""
+"""WebSocket route of the TTS app: its path and consumer (``gateway.lazy_app``)."""
 
-from django.urls import path
-
-from tts.consumers import TtsConsumer
-
-websocket_urlpatterns = [path("v1/tts/ws", TtsConsumer.as_asgi())]
+ROUTE = ("v1/tts/ws", "tts.consumers:TtsConsumer")

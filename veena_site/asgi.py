@@ -12,15 +12,21 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "veena_site.settings")
 django_asgi_app = get_asgi_application()  # must precede consumer imports
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 
-from asr.routing import websocket_urlpatterns as asr_routes  # noqa: E402
-from tts.routing import websocket_urlpatterns as tts_routes  # noqa: E402
+from asr.routing import ROUTE as ASR_ROUTE  # noqa: E402
+from gateway.lazy_app import websocket_routes  # noqa: E402
+from tts.routing import ROUTE as TTS_ROUTE  # noqa: E402
 from veena_site.routing import channel_router  # noqa: E402
 
+# The GATEWAY_KINDS consumers load now, the others on their first connection.
+websocket = websocket_routes(
+    {"tts": TTS_ROUTE, "asr": ASR_ROUTE}, settings.GATEWAY_KINDS
+)
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": URLRouter(tts_routes + asr_routes),
+        "websocket": URLRouter(websocket),
         "channel": channel_router,
     }
 )

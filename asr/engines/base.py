@@ -10,6 +10,19 @@ import numpy.typing as npt
 
 Pcm = npt.NDArray[np.float32]
 MODEL_RATE = 16_000
+# New tokens a decode may emit: far above speech's 3-5 a second (and 250 for a 30 s window,
+# above the 224 Whisper was trained to emit per window). A decode that loops on one syllable
+# runs on to Whisper's 448 tokens otherwise (~0.8 s on 2 vCPU), on noise or after a wrong
+# forced prefix ("A L O W L L L …" for "Hello world", issue 13).
+NEW_TOKENS_PER_S = 8
+NEW_TOKENS_MIN = 10
+
+
+def new_token_limit(samples: int, prompt_tokens: int, max_length: int) -> int:
+    """New tokens a decode of ``samples`` may emit after ``prompt_tokens`` of decoder prompt,
+    within the model's ``max_length`` (at least one)."""
+    bound = NEW_TOKENS_MIN + NEW_TOKENS_PER_S * samples // MODEL_RATE
+    return max(1, min(bound, max_length - prompt_tokens))
 
 
 @dataclass(frozen=True)

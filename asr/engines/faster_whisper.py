@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from asr.engines.background import build_in_background
-from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrHypothesis, Word
+from asr.engines.base import (
+    AsrDecodeRequest,
+    AsrHypothesis,
+    Word,
+    new_token_limit,
+)
 from gateway.threads import engine_threads
 
 if TYPE_CHECKING:
@@ -27,10 +32,6 @@ CT2_THREADS = 2
 SAMPLES_PER_FRAME = 160  # Whisper's mel hop at 16 kHz
 FULL_FRAMES = 3000  # the 30 s Whisper was trained on, padded with silence
 PAD_FRAMES = 200  # padding kept after a shortened decode's audio (2 s)
-# A chunk decode's new tokens: far above speech's 3-5 a second, and a bound on a decode that
-# loops on one syllable (those ran to Whisper's 448 tokens, ~0.8 s on 2 vCPU).
-CHUNK_TOKENS_PER_S = 8
-CHUNK_TOKENS_MIN = 10
 
 
 def load_model(replicas: int = 1) -> WhisperModel:
@@ -198,10 +199,12 @@ class FasterWhisperAsr:
     ) -> AsrHypothesis:
         """Run the decode in a pool thread, iterating the lazy segments here."""
         prefix = req.prefix.strip()
-        max_new_tokens = None
-        if req.background:
-            seconds = len(req.audio) / MODEL_RATE
-            max_new_tokens = CHUNK_TOKENS_MIN + int(CHUNK_TOKENS_PER_S * seconds)
+        prompt_tokens = self._prompt_tokens(model, req, prefix)
+        # Within the model's 448 with the prompt: faster-whisper refuses a decode beyond it (a
+        # long session prompt and a forced prefix left too little room for a 28 s chunk).
+        max_new_tokens = new_token_limit(
+            len(req.audio), prompt_tokens, model.max_length
+        )
         segments_iter, _info = model.transcribe(
             req.audio,
             language=req.language,
@@ -224,7 +227,7 @@ class FasterWhisperAsr:
         return AsrHypothesis(
             text=with_prefix(prefix, "".join(segment.text for segment in segments)),
             words=to_words(segments) if req.word_timestamps else (),
-            prompt_tokens=self._prompt_tokens(model, req, prefix),
+            prompt_tokens=prompt_tokens,
             completion_tokens=sum(len(segment.tokens) for segment in segments),
             full_context=full_context,
         )

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from django.conf import settings
 
-from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrHypothesis, Pcm
+from asr.engines.base import (
+    MODEL_RATE,
+    AsrDecodeRequest,
+    AsrHypothesis,
+    Pcm,
+    new_token_limit,
+)
 from asr.engines.whisper_tokens import (
     Segment,
     Transcript,
@@ -303,7 +309,7 @@ class VllmWhisperAsr:
         background: bool,
     ) -> tuple[list[int], list[float]]:
         """One engine request: output token ids and, when asked, their log probabilities."""
-        params = self._params(ids, timestamps=timestamps, logprobs=logprobs)
+        params = self._params(ids, len(audio), timestamps=timestamps, logprobs=logprobs)
         output = await self.runner.complete(
             await self._render(audio, ids),
             params,
@@ -320,14 +326,14 @@ class VllmWhisperAsr:
         ]
 
     def _params(
-        self, ids: list[int], *, timestamps: bool, logprobs: bool
+        self, ids: list[int], samples: int, *, timestamps: bool, logprobs: bool
     ) -> SamplingParams:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
         return SamplingParams(
             temperature=0.0,
-            max_tokens=max(1, self.vocab.max_length - len(ids)),
+            max_tokens=new_token_limit(samples, len(ids), self.vocab.max_length),
             logprobs=0 if logprobs else None,
             extra_args={"whisper": self.vocab.rules(ids, timestamps=timestamps)},
             detokenize=False,

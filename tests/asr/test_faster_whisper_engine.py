@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 import soxr
 
-from asr.engines.base import MODEL_RATE, AsrDecodeRequest, Pcm
+from asr.engines.base import (
+    MODEL_RATE,
+    NEW_TOKENS_MIN,
+    NEW_TOKENS_PER_S,
+    AsrDecodeRequest,
+    Pcm,
+)
 from asr.engines.faster_whisper import FasterWhisperAsr
 from tests.wer import word_error_rate
 from tts.engines.base import TtsEngineRequest
@@ -162,3 +168,37 @@ async def test_a_short_context_chunk_decode_transcribes_and_says_so(
     assert not short.full_context and full.full_context
     assert word_error_rate(TEXT, short.text) <= 0.10
     assert short.words and short.words[-1].end <= len(speech) / MODEL_RATE + 0.5
+
+
+async def test_a_final_decode_forced_into_a_loop_stops_at_the_token_bound(
+    whisper: FasterWhisperAsr, speech: Pcm
+) -> None:
+    """Issue 13: a wrong confirmed prefix ("A L O W …" for "Hello world") sent a final decode
+    on to Whisper's 448 tokens of "L L L"; every decode stops at new_token_limit."""
+    hyp = await whisper.decode(AsrDecodeRequest(audio=speech, prefix="A L O W L L L"))
+
+    bound = NEW_TOKENS_MIN + NEW_TOKENS_PER_S * len(speech) // MODEL_RATE
+    assert hyp.text.startswith("A L O W L L L")
+    assert 0 < hyp.completion_tokens <= bound < 100
+
+
+@pytest.mark.parametrize("background", [True, False])
+async def test_a_long_prompt_and_prefix_leave_room_for_a_full_window(
+    whisper: FasterWhisperAsr, speech: Pcm, background: bool
+) -> None:
+    """A session prompt at ASR_MAX_PROMPT_CHARS and a forced prefix beside 28 s of audio (a
+    chunk decode at the window's edge): faster-whisper refused the decode (prompt + new
+    tokens over 448) and the session ended with inference_failed."""
+    audio = np.tile(speech, 28 * MODEL_RATE // len(speech) + 1)[: 28 * MODEL_RATE]
+    prompt = ("Lighthouse, keeper, harbour, Kratch. " * 60)[:2000]
+    req = AsrDecodeRequest(
+        audio=audio,
+        prompt=prompt,
+        prefix=" Hello world, this is a test of the speech gateway.",
+        background=background,
+        context_s=10.0,
+    )
+    hyp = await whisper.decode(req)
+
+    assert hyp.text.startswith("Hello world, this is a test of the speech gateway.")
+    assert hyp.prompt_tokens + hyp.completion_tokens <= 448

@@ -15,11 +15,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import pytest_asyncio
 from django.test import override_settings
 
-from asr.engines.base import AsrDecodeRequest
+from asr.engines.base import (
+    MODEL_RATE,
+    NEW_TOKENS_MIN,
+    NEW_TOKENS_PER_S,
+    AsrDecodeRequest,
+)
 from tests.asr.conftest import Clip, Realtime, connect, update
 from tests.wer import word_error_rate
 
@@ -212,3 +218,16 @@ async def test_asr_wk9_clear_and_commit_abort_the_chunk_decode_in_flight(
     text = clips["clip"].text + " " + clips["clip2"].text
     assert word_error_rate(text, transcript) <= 0.15, transcript
     await rt.comm.disconnect()
+
+
+async def test_asr_vllm_a_decode_forced_into_a_loop_stops_at_the_token_bound(
+    vllm_engine: Any, clips: dict[str, Clip]
+) -> None:
+    """Issue 13: a wrong forced prefix can send Whisper into a loop ("L L L …"); a decode
+    stops at new_token_limit, not at the model's 448 tokens."""
+    audio = clips["clip"].pcm16k.astype(np.float32) / 32768
+    hyp = await vllm_engine.decode(AsrDecodeRequest(audio=audio, prefix="L L L L L L"))
+
+    bound = NEW_TOKENS_MIN + NEW_TOKENS_PER_S * len(audio) // MODEL_RATE
+    assert hyp.text.startswith("L L L L L L")  # 440 tokens of it before the bound
+    assert 0 < hyp.completion_tokens <= bound < 100

@@ -80,6 +80,11 @@ ASR_WINDOW_S = env.float("ASR_WINDOW_S", default=28.0)
 # faster-whisper chunk decodes (not finals, not a pause decode that may stand in for one)
 # encode the audio plus 2 s of padding, at least ASR_CHUNK_CONTEXT_S, instead of Whisper's
 # padded 30 s (0 or 30: always 30 s). Issue 13: see bench/asr.py and the README for the numbers.
+# 6 s / 10 s, side by side on four Piper readings of the bench corpus (1 session): WER 1.2/2.8,
+# 1.2/1.2, 2.5/1.2 and 7.0/6.3 % (engine alone 1.2), first delta 0.56-0.81 s / 0.73-0.84 s, so
+# no clear gain; 4 s: a decode of ~1 s of speech spelled "A L O W" for "Hello", WER 296 %. With
+# any short context, some readings' first words come out wrong ("the like house") and are
+# confirmed (ASR_CHUNK_CONTEXT_S=30: 1.2 %, first delta ~1.45 s at 1 session, ~4 s at 4).
 ASR_CHUNK_CONTEXT_S = env.float("ASR_CHUNK_CONTEXT_S", default=10.0)
 ASR_UNFIXED_WORDS = env.int("ASR_UNFIXED_WORDS", default=0)
 ASR_UNFIXED_CHUNKS = env.int("ASR_UNFIXED_CHUNKS", default=2)

@@ -137,6 +137,7 @@ class AsrJob:
             unfixed_chunks=settings.ASR_UNFIXED_CHUNKS,
             agree_samples=int(settings.ASR_AGREE_S * MODEL_RATE),
             agree_followed=settings.ASR_AGREE_FOLLOWED,
+            followed_both_samples=int(settings.ASR_AGREE_FOLLOWED_BOTH_S * MODEL_RATE),
             logprobs=opened.logprobs,
         )
         item = Item(seq=opened.item_seq, options=opened, state=state)

@@ -8,8 +8,10 @@ agrees with it at the same position (SA-5): the latest one of audio that ended a
 re-decode cadence two consecutive hypotheses both end inside the word being spoken and agree
 on a guess; one of audio ``agree_samples`` shorter agreeing means the word was heard whole that
 long ago. With ``agree_followed`` set, a piece is also confirmed when the previous hypothesis,
-however close, agrees with it and both hold that many more pieces after it: a word followed by
-another was heard whole, where a hypothesis' last word may be a guess at a word cut off.
+however close, agrees with it and this one holds that many more pieces after it: a word
+followed by another was heard whole, where a hypothesis' last word may be a guess at a word cut
+off. Until the item holds ``followed_both_samples``, the previous one must hold as many after
+it too: the first second or two of short-context decodes mishear most ("the like house").
 Confirmed text is appended to ``E`` and never retracted; the final decode's
 remainder completes it (SA-7), so ``E + R`` is the transcript.
 """
@@ -119,6 +121,7 @@ class StreamState:
     unfixed_chunks: int = 2
     agree_samples: int = 0
     agree_followed: int = 0
+    followed_both_samples: int = 0
     logprobs: bool = False
 
     @classmethod
@@ -172,7 +175,9 @@ class StreamState:
             stop = max(len(done), len(hyp_pieces) - self.unfixed_words)
         count = 0
         for index in range(len(done), stop):
-            if not settled and not self._agreed(hyp_pieces, index, earlier, last):
+            if not settled and not self._agreed(
+                hyp_pieces, index, earlier, last, plan.end
+            ):
                 break
             count += 1
         self._note_confirmed_end(hyp, plan, len(done) + count)
@@ -181,11 +186,12 @@ class StreamState:
         return self._emit(hyp, hyp_pieces, len(done), len(done) + count)
 
     def _agreed(
-        self, hyp: list[str], index: int, earlier: list[str], last: list[str]
+        self, hyp: list[str], index: int, earlier: list[str], last: list[str], end: int
     ) -> bool:
-        """Whether piece ``index`` of ``hyp`` is confirmed (SA-5): the ``earlier``
-        hypothesis agrees with it, or the ``last`` one does with ``agree_followed`` pieces
-        after it in both."""
+        """Whether piece ``index`` of ``hyp`` (of the item's audio up to ``end``) is
+        confirmed (SA-5): the ``earlier`` hypothesis agrees with it, or the ``last`` one does
+        with ``agree_followed`` pieces after it in ``hyp`` (and in ``last`` too before
+        ``followed_both_samples``)."""
 
         def same(other: list[str]) -> bool:
             return index < len(other) and normalized(other[index]) == normalized(
@@ -194,9 +200,12 @@ class StreamState:
 
         if same(earlier):
             return True
-        after = index + self.agree_followed
+        previous = self.agree_followed if end < self.followed_both_samples else 0
         return (
-            self.agree_followed > 0 and after < min(len(hyp), len(last)) and same(last)
+            self.agree_followed > 0
+            and index + self.agree_followed < len(hyp)
+            and index + previous < len(last)
+            and same(last)
         )
 
     def _earlier(self, end: int) -> str:

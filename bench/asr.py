@@ -4,8 +4,9 @@ One process, embedded topology: the ``/v1/realtime`` consumer driven through the
 application, the in-memory channel layer, the worker consumer and faster-whisper tiny.en on CPU.
 Each session streams Piper speech and 0.6 s of silence (where server VAD would end the turn) at
 24 kHz in 100 ms appends, paced in real time, then commits. Per concurrency level (1, 4, 16) the
-modes (``DEFAULT_MODES`` of ``MODES``: the configured settings, agreement over ``ASR_AGREE_S``
-alone, agreement with the previous hypothesis, chunk decodes with the full 30 s context, without
+modes (``DEFAULT_MODES`` of ``MODES``: the configured settings, the previous hypothesis holding
+a word after the word throughout, agreement over ``ASR_AGREE_S`` alone, agreement with the
+previous hypothesis, chunk decodes with the full 30 s context, without
 final reuse, and streaming as before issue 13) take turns, so machine load falls on all alike:
 
 * commit → ``completed`` through the stack, and the same audio decoded by the engine directly
@@ -413,9 +414,12 @@ MODES: dict[str, dict[str, Any]] = {
     "next hypothesis": {"ASR_AGREE_S": 0.0},  # agreement with the previous hypothesis
     # agreement over ASR_AGREE_S alone, not also with the previous hypothesis' followed words
     "agreement over time": {"ASR_AGREE_FOLLOWED": 0},
+    # the previous hypothesis also holding a word after a word it agrees on
+    "followed in both": {"ASR_AGREE_FOLLOWED_BOTH_S": 3600.0},
 }
 DEFAULT_MODES = (
-    "defaults,agreement over time,next hypothesis,full context,no reuse,before"
+    "defaults,followed in both,agreement over time,next hypothesis,full context,"
+    "no reuse,before"
 )
 TAIL_S = 0.6  # silence before the commit (server VAD ends a turn after 0.5 s)
 

@@ -438,6 +438,7 @@ async def test_reuse_and_pause_decodes_are_settings(
         ("ASR_AGREE_S", 0.3, "agree_samples", 3 * SECOND // 10),
         ("ASR_AGREE_FOLLOWED", 2, "agree_followed", 2),
         ("ASR_AGREE_FOLLOWED", 0, "agree_followed", 0),
+        ("ASR_AGREE_FOLLOWED_BOTH_S", 1.5, "followed_both_samples", 3 * SECOND // 2),
     ],
 )
 async def test_agreement_settings_reach_each_item(

@@ -128,17 +128,32 @@ def test_agree_followed_confirms_a_word_the_previous_hypothesis_heard_before_ano
     None
 ):
     """Issue 13 (ASR_AGREE_FOLLOWED): a word the previous hypothesis, however close, agrees
-    on is confirmed when both hold ``agree_followed`` words after it; its last word is not."""
+    on is confirmed when the new one holds ``agree_followed`` words after it, and before
+    ``followed_both_samples`` of the item the previous one too; a hypothesis' last word is
+    not."""
     step = MODEL_RATE // 5
-    state = StreamState(unfixed_words=0, agree_samples=3 * step, agree_followed=1)
     said = ["His", "His daughter", "His daughter lived", "His daughter lived in"]
-    shown = []
-    for n, text in enumerate(said, start=1):
-        emission = state.on_chunk(hyp(text), state.plan(n * step, final=False))
-        shown.append(emission.text if emission else None)
-    # "His" is followed by "daughter" in both the second and third hypotheses; "daughter" by
-    # "lived" in the third and fourth. No hypothesis' last word is confirmed this way.
-    assert shown == [None, None, "His", " daughter"]
+
+    def shown(both_until: int = 0) -> list[str | None]:
+        state = StreamState(
+            unfixed_words=0,
+            agree_samples=3 * step,
+            agree_followed=1,
+            followed_both_samples=both_until,
+        )
+        out = []
+        for n, text in enumerate(said, start=1):
+            emission = state.on_chunk(hyp(text), state.plan(n * step, final=False))
+            out.append(emission.text if emission else None)
+        return out
+
+    # "His" is followed by "daughter" in the second hypothesis, and the first agrees on it;
+    # "daughter", the second's last word, waits for the third.
+    assert shown() == [None, "His", " daughter", " lived"]
+    # The previous hypothesis also holding a word after it: each word one hypothesis later.
+    assert shown(both_until=10 * MODEL_RATE) == [None, None, "His", " daughter"]
+    # Both until the item holds 0.6 s (the third hypothesis), the new one's after it.
+    assert shown(both_until=3 * step) == [None, None, "His daughter", " lived"]
     # Disagreement on the word stops it whatever follows it ("is" for "His").
     other = StreamState(unfixed_words=0, agree_samples=3 * step, agree_followed=1)
     other.on_chunk(hyp("is daughter"), other.plan(step, final=False))

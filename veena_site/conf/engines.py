@@ -92,13 +92,23 @@ ASR_UNFIXED_CHUNKS = env.int("ASR_UNFIXED_CHUNKS", default=2)
 # (0: the previous hypothesis, however close: at a 0.2 s cadence WER 10-22 % against the
 # engine alone's 1.2 % on the bench corpus, words misheard mid-word confirmed; 0.4: 2.5 %).
 ASR_AGREE_S = env.float("ASR_AGREE_S", default=0.6)
-# Also confirmed: a word the previous hypothesis, however close, agrees on when both hold this
-# many words after it (0: off); a word followed by another was heard whole, where the last one
-# may be cut off. 1 against 0, side by side (bench/asr, 16 sessions a level, 2 vCPU): first delta
-# 0.83 s after speech start instead of 1.20 at 1 session, 1.69 instead of 2.03 at 4; words shown
-# by speech end 84 % instead of 78 % (1) and 61 instead of 58 % (4); WER 5.6 and 4.7 % both ways
-# (2.8 against 2.0 % at 16); commit→completed unchanged.
+# Also confirmed: a word the previous hypothesis, however close, agrees on when the new one holds
+# this many words after it (0: off); a word followed by another was heard whole, where the last
+# one may be cut off. 1 against 0, side by side (bench/asr, 16 sessions a level, 2 vCPU): first
+# delta 0.83 s after speech start instead of 1.20 at 1 session, 1.69 instead of 2.03 at 4; words
+# shown by speech end 84 % instead of 78 % (1) and 61 instead of 58 % (4); WER 5.6 and 4.7 %
+# both ways (2.8 against 2.0 % at 16); commit→completed unchanged (with the previous hypothesis
+# also holding a word after it, ASR_AGREE_FOLLOWED_PREVIOUS=1).
 ASR_AGREE_FOLLOWED = env.int("ASR_AGREE_FOLLOWED", default=1)
+# Until an item holds this many seconds of audio, the previous hypothesis must hold those words
+# after the word too (ASR_AGREE_FOLLOWED's rule until 2026-12-04, 0: never; a large value:
+# always). 2 against always, side by side on three Piper readings of the bench corpus (8
+# sessions a level, 2 vCPU): words shown by speech end 94-95 % instead of 89 % at 1 session,
+# 73-81 % instead of 74-79 % at 4; first delta unchanged at 1 (0.73-0.82 s), 1.38-1.53 against
+# 1.38-1.62 s at 4; WER the same at 1 (1.2, 2.8, 7.0 %), 1.2/1.9/1.2 against 1.2/2.6/1.2 % at
+# 4. 0 (never): first delta 0.44 s at 1 session, but one reading's WER 4.4 instead of 1.2 %,
+# "the like house" confirmed from under a second of speech.
+ASR_AGREE_FOLLOWED_BOTH_S = env.float("ASR_AGREE_FOLLOWED_BOTH_S", default=2.0)
 # Issue 13: a commit whose audio after the last chunk decode is silence (below ASR_SILENCE_DBFS)
 # completes with that decode instead of a second full decode; a chunk decode also starts once
 # ASR_PAUSE_DECODE_S of silence follows speech the last decode did not cover (0: never).

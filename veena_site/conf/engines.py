@@ -98,7 +98,7 @@ ASR_AGREE_S = env.float("ASR_AGREE_S", default=0.6)
 # delta 0.83 s after speech start instead of 1.20 at 1 session, 1.69 instead of 2.03 at 4; words
 # shown by speech end 84 % instead of 78 % (1) and 61 instead of 58 % (4); WER 5.6 and 4.7 %
 # both ways (2.8 against 2.0 % at 16); commit→completed unchanged (with the previous hypothesis
-# also holding a word after it, ASR_AGREE_FOLLOWED_PREVIOUS=1).
+# also holding a word after it, as ASR_AGREE_FOLLOWED_BOTH_S=3600 still has it).
 ASR_AGREE_FOLLOWED = env.int("ASR_AGREE_FOLLOWED", default=1)
 # Until an item holds this many seconds of audio, the previous hypothesis must hold those words
 # after the word too (ASR_AGREE_FOLLOWED's rule until 2026-12-04, 0: never; a large value:

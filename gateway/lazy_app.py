@@ -29,7 +29,6 @@ class LazyApp:
         module, _, name = target.partition(":")
         if not module or not name:
             raise ValueError(f"expected 'module:Class', got {target!r}")
-        self.target = target
         self._module, self._name = module, name
         self._app: Any = None
         self._lock = threading.Lock()

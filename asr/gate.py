@@ -58,6 +58,10 @@ class DecodeGate:
         """No decode of the class ``final`` running or waiting."""
         return not self.busy[final] and not self._waiters[final]
 
+    def free(self, *, final: bool) -> bool:
+        """A decode of the class ``final`` started now would run at once."""
+        return self._may_start(final)
+
     def _may_start(self, final: bool) -> bool:
         if self._waiters[final] or self.busy[final] >= self.slots:
             return False

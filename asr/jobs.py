@@ -94,6 +94,7 @@ class AsrJob:
         self.chunk_context_s = context_s if 0 < context_s < 30 else None
         chunk_s = min(settings.ASR_CHUNK_MIN_S, settings.ASR_CHUNK_S)
         self.idle_chunk_samples = int(chunk_s * MODEL_RATE)
+        self.first_words = settings.ASR_CHUNK_MIN_FIRST_WORDS
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def run(self) -> None:
@@ -238,7 +239,10 @@ class AsrJob:
         if new >= item.state.chunk_samples:
             return True
         gate_idle = self.gate.idle(final=False) and self.gate.idle(final=True)
-        if new >= self.idle_chunk_samples and gate_idle:
+        first = self.first_words and not item.state.emitted
+        if new >= self.idle_chunk_samples and (
+            gate_idle or (first and self.gate.free(final=False))
+        ):
             return True
         return self._after_pause(item)
 

@@ -4,10 +4,10 @@ One process, embedded topology: the ``/v1/realtime`` consumer driven through the
 application, the in-memory channel layer, the worker consumer and faster-whisper tiny.en on CPU.
 Each session streams Piper speech and 0.6 s of silence (where server VAD would end the turn) at
 24 kHz in 100 ms appends, paced in real time, then commits. Per concurrency level (1, 4, 16) the
-modes (``DEFAULT_MODES`` of ``MODES``: the configured settings, the previous hypothesis holding
-a word after the word throughout, agreement over ``ASR_AGREE_S`` alone, agreement with the
-previous hypothesis, chunk decodes with the full 30 s context, without
-final reuse, and streaming as before issue 13) take turns, so machine load falls on all alike:
+modes (``DEFAULT_MODES`` of ``MODES``: the configured settings, an item's first word waiting
+for ``ASR_CHUNK_S`` while other decodes run, agreement over ``ASR_AGREE_S`` alone, without final
+reuse, and streaming as before issue 13; others by name) take turns, so machine load falls on
+all alike:
 
 * commit → ``completed`` through the stack, and the same audio decoded by the engine directly
   at the same concurrency, after as long an idle time as a session streams (odd rounds direct
@@ -18,7 +18,9 @@ final reuse, and streaming as before issue 13) take turns, so machine load falls
 * bytes through the channel layer per session (every ``asr.job.*`` message, msgpack-encoded as
   channels_redis would send it) ÷ the PCM bytes the client sent; the process's peak RSS.
 
-``BENCH_LEVELS``, ``BENCH_ROUNDS`` (sessions per level) and ``BENCH_ASR_MODES`` narrow it.
+``BENCH_LEVELS``, ``BENCH_ROUNDS`` (sessions per level, at least one per corpus item) and
+``BENCH_ASR_MODES`` narrow it; ``BENCH_ASR_TRANSCRIPTS=1`` also prints every transcript with a
+word error.
 """
 
 from __future__ import annotations
@@ -75,9 +77,11 @@ def configure(**env: str) -> str:
     return data_dir
 
 
-# One item a session, each about 5-7 s of speech; the sessions of a level take them in turn,
-# so the WER is of a corpus, not of one sentence (issue 13: words confirmed early must not
-# cost accuracy).
+# One item a session, each about 3-6 s of speech; the sessions of a level take them in turn
+# and every level speaks each at least once, so the WER is of a corpus (~250 words), not of a
+# few sentences: with the first four alone (69 words) one misheard word moved a run's WER by
+# 1.4 points, and one reading's 7.0 % against the engine's 1.2 % was two words (issue 13: words
+# confirmed early must not cost accuracy). No digits: Whisper writes "7" for "seven".
 CORPUS = (
     "Hello world. This is a test of the speech gateway. "
     "The quick brown fox jumps over the lazy dog.",
@@ -87,6 +91,18 @@ CORPUS = (
     "with bread, letters and news.",
     "In the spring, a storm arrived without warning. The clouds turned dark green "
     "and the waves grew tall.",
+    "The train to the coast leaves early, so we packed our bags the night before.",
+    "A small bakery on the corner sells warm bread and sweet rolls every morning.",
+    "She opened the window and listened to the rain falling on the quiet street.",
+    "Our team finished the project early and celebrated with a long lunch.",
+    "The museum closes in the evening on weekdays, but it stays open late on Fridays.",
+    "He forgot his umbrella at the office and walked home through the storm.",
+    "Please send the report to the manager before the meeting starts tomorrow.",
+    "The children built a sand castle near the water and watched the tide come in.",
+    "After dinner we played cards by the fire until the candles burned down.",
+    "The old bridge was repaired last summer, and now the buses cross it again.",
+    "My neighbor grows tomatoes, peppers and beans in the garden behind her house.",
+    "The pilot announced that we would land a little ahead of schedule.",
 )
 RATE = 24000
 APPEND_S = 0.1
@@ -303,6 +319,19 @@ async def direct(
     return list(await asyncio.gather(*(one(a) for a in audios)))
 
 
+def word_errors(ref: str, hyp: str) -> tuple[float, int]:
+    """Word errors of ``hyp`` against ``ref``, and the reference's words."""
+    from tests.wer import normalized_words, word_error_rate
+
+    words = len(normalized_words(ref))
+    return word_error_rate(ref, hyp) * words, words
+
+
+def corpus_wer(counts: list[tuple[float, int]]) -> float:
+    """Word errors ÷ reference words over every transcript (a corpus WER)."""
+    return sum(e for e, _ in counts) / max(1, sum(w for _, w in counts))
+
+
 def p95(values: list[float]) -> float:
     """Nearest-rank 95th percentile."""
     ordered = sorted(values)
@@ -320,15 +349,15 @@ class Level:
     firsts: list[float] = field(default_factory=list)  # from speech start
     shown: list[float] = field(default_factory=list)
     shown_commit: list[float] = field(default_factory=list)
-    wer: list[float] = field(default_factory=list)
-    wer_alone: list[float] = field(default_factory=list)  # the engine's full decode
+    # (word errors, reference words) of each transcript, and of the engine's full decode
+    wer: list[tuple[float, int]] = field(default_factory=list)
+    wer_alone: list[tuple[float, int]] = field(default_factory=list)
+    misheard: list[str] = field(default_factory=list)  # transcripts with word errors
 
     async def round(self, key: str, clips: list[Clip], engine: object, n: int) -> None:
         """Sessions and direct decodes of one round; odd rounds decode directly first.
 
         Session ``i`` of round ``n`` speaks corpus item ``n * level + i`` (in turn)."""
-        from tests.wer import word_error_rate
-
         chosen = [clips[(n * self.level + i) % len(clips)] for i in range(self.level)]
 
         async def sessions() -> list[dict[str, Any]]:
@@ -344,7 +373,7 @@ class Level:
         self.latencies += [r["latency"] for r in results]
         self.engine += [seconds for seconds, _ in alone]
         self.wer_alone += [
-            word_error_rate(c.text, text)
+            word_errors(c.text, text)
             for c, (_, text) in zip(chosen, alone, strict=True)
         ]
         self.firsts += [
@@ -355,8 +384,13 @@ class Level:
         self.shown += [r["shown"] for r in results]
         self.shown_commit += [r["shown_commit"] for r in results]
         self.wer += [
-            word_error_rate(c.text, r["transcript"])
+            word_errors(c.text, r["transcript"])
             for c, r in zip(chosen, results, strict=True)
+        ]
+        self.misheard += [
+            r["transcript"]
+            for (errors, _), r in zip(self.wer[-len(results) :], results, strict=True)
+            if errors
         ]
 
     def line(self, meter: ChannelMeter, pcm_bytes: int) -> str:
@@ -378,8 +412,8 @@ class Level:
             first,
             f"{statistics.median(self.shown) * 100:.0f} %",
             f"{statistics.median(self.shown_commit) * 100:.0f} %",
-            f"{statistics.mean(self.wer) * 100:.1f} %",
-            f"{statistics.mean(self.wer_alone) * 100:.1f} %",
+            f"{corpus_wer(self.wer) * 100:.1f} %",
+            f"{corpus_wer(self.wer_alone) * 100:.1f} %",
             f"{per_session / pcm_bytes:.3f}",
         ]
         return "| " + " | ".join(cells) + " |"
@@ -389,7 +423,7 @@ HEADER = (
     "| mode | concurrency (sessions) | commit→completed p50 (p95) "
     "| worker's final p50 | engine alone p50 | stack ÷ engine "
     "| first delta after speech start p50 (p95) | words shown by speech end p50 "
-    "| words shown by audio end (commit) p50 | WER mean | WER engine alone "
+    "| words shown by audio end (commit) p50 | WER (corpus) | WER engine alone "
     "| channel bytes ÷ client PCM bytes |"
 )
 # name → settings changed from the configured ones (the defaults unless set in the environment)
@@ -416,11 +450,12 @@ MODES: dict[str, dict[str, Any]] = {
     "agreement over time": {"ASR_AGREE_FOLLOWED": 0},
     # the previous hypothesis also holding a word after a word it agrees on
     "followed in both": {"ASR_AGREE_FOLLOWED_BOTH_S": 3600.0},
+    # an item's first word waits for ASR_CHUNK_S while other decodes run, as before 2026-12-04
+    "first words wait": {"ASR_CHUNK_MIN_FIRST_WORDS": False},
 }
-DEFAULT_MODES = (
-    "defaults,followed in both,agreement over time,next hypothesis,full context,"
-    "no reuse,before"
-)
+# Each mode speaks the whole corpus at each level: ~11 s a session at 1 (the speech, then the
+# engine alone after as long an idle time), so five modes take ~15 min there.
+DEFAULT_MODES = "defaults,first words wait,agreement over time,no reuse,before"
 TAIL_S = 0.6  # silence before the commit (server VAD ends a turn after 0.5 s)
 
 
@@ -447,6 +482,7 @@ async def main() -> None:
     lines: list[str] = []
     errors: list[str] = []
     rows: list[list[object]] = []  # the combined table's (bench/compare.py)
+    levels: list[Level] = []
     configured = {k: getattr(settings, k) for m in MODES.values() for k in m}
     for level in LEVELS:  # modes take turns level by level
         for name in modes:
@@ -456,10 +492,12 @@ async def main() -> None:
             meter.decode_ms.clear()
             row = Level(name, level)
             try:
-                for n in range(max(1, ROUNDS // level)):  # ≥ ROUNDS sessions per level
+                # ≥ ROUNDS sessions per level, and every corpus item spoken
+                for n in range(math.ceil(max(ROUNDS, len(clips)) / level)):
                     await row.round(key, clips, engine, n)
             except Exception as exc:  # boundary: one level; the rest still runs
                 errors.append(f"{row.mode} {level}: {type(exc).__name__}: {exc}")
+            levels.append(row)
             if row.latencies:
                 lines.append(row.line(meter, pcm_bytes))
                 ratio = statistics.median(row.latencies) / statistics.median(row.engine)
@@ -483,6 +521,10 @@ async def main() -> None:
     if out:  # for bench/compare.py (make bench)
         (Path(out) / "asr.json").write_text(json.dumps({"summary": rows}))
     print(f"peak RSS of the process (gateway, worker, engine): {peak:.0f} MiB")
+    if os.environ.get("BENCH_ASR_TRANSCRIPTS") == "1":
+        for row in levels:
+            for transcript in row.misheard:
+                print(f"misheard ({row.mode}, {row.level}): {transcript}")
     for error in errors:
         print(f"FAILED {error}")
     if errors:

@@ -501,6 +501,7 @@ async def test_asr_chunk_min_s_does_not_apply_while_another_decode_runs(
     settings: Any,
 ) -> None:
     settings.ASR_CHUNK_MIN_S = 0.25
+    settings.ASR_CHUNK_MIN_FIRST_WORDS = False  # an item's first word: the test below
     engine = FakeAsr(delay_s=0.5)
     job, rec, task = make_job(engine)
     job.item_open(open_(0, stream=True))
@@ -611,3 +612,32 @@ async def test_a_short_context_pause_decode_confirms_only_what_agrees(
 
     assert before_commit == fake_transcript(1)  # three held back, as without confirm
     assert before_commit + final == fake_transcript(4)
+
+
+@pytest.mark.parametrize(
+    ("first_words", "slots", "emitted", "decodes"),
+    [
+        (True, 2, "", 2),  # no word shown yet and a chunk slot free: at once
+        (False, 2, "", 1),  # off: a full ASR_CHUNK_S while another decode runs
+        (True, 1, "", 1),  # every chunk slot busy
+        (True, 2, "one", 1),  # the item already shows a word
+    ],
+)
+async def test_asr_chunk_min_first_words_uses_a_free_slot_until_a_word_is_shown(
+    settings: Any, first_words: bool, slots: int, emitted: str, decodes: int
+) -> None:
+    settings.ASR_CHUNK_MIN_S = 0.25
+    settings.ASR_CHUNK_MIN_FIRST_WORDS = first_words
+    engine = FakeAsr(delay_s=0.5)
+    engine.decode_slots = slots
+    job, rec, task = make_job(engine)
+    job.item_open(open_(0, stream=True))
+    job.item_open(open_(1, stream=True))
+    job.items[0].state.emitted = emitted
+    job.audio(audio(1, 0, SECOND))  # item 1: a decode of 0.5 s starts
+    await asyncio.sleep(0.05)
+    job.audio(audio(0, 0, SECOND // 4))
+    await asyncio.sleep(0.05)
+
+    assert len(engine.calls) == decodes
+    await stop(task)

@@ -64,8 +64,10 @@ TTS_SNAC_BATCH_TIMEOUT_MS = env.float("TTS_SNAC_BATCH_TIMEOUT_MS", default=2.0)
 TTS_SNAC_MAX_STEP = env.int("TTS_SNAC_MAX_STEP", default=0)
 TTS_SNAC_THREADS = env.int("TTS_SNAC_THREADS", default=max(1, CPU_COUNT - 1))
 
-# How a streaming ASR job decodes (asr.jobs). ASR_CHUNK_S is the cadence while other decodes
-# run: 0.6 s (ASR_AGREE_S, so each hypothesis can confirm the previous one's words) showed the
+# How a streaming ASR job decodes (asr.jobs). The WERs quoted here are of bench/asr.py's first
+# corpus, four items (69 words, a misheard word 1.4 points); the README's "Benchmarks" has the
+# sixteen-item corpus' (defaults 6.4 %, engine alone 2.6 %). ASR_CHUNK_S is the cadence while
+# other decodes run: 0.6 s (ASR_AGREE_S, so each hypothesis can confirm the previous one's words) showed the
 # first delta at 4 sessions 1.91 s after speech start instead of 2.48-2.51 s at 1.0 s, words
 # shown by speech end 68 % instead of 44-54 %, WER unchanged; at 16 sessions commit→completed
 # p95 7.5-8.1 s against 7.2-7.3 s (a saturated machine's noise, not shown better); 0.4 s worse at 4
@@ -76,6 +78,12 @@ ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=0.6)
 # (ASR_AGREE_S): first delta 1.04 s after speech start at 1 session (2.46 s before issue 13) on
 # the 2 vCPU host of those runs, 1.17 s on a slower one (chunk decodes 2x slower); README "Benchmarks".
 ASR_CHUNK_MIN_S = env.float("ASR_CHUNK_MIN_S", default=0.2)
+# Until an item shows its first word, ASR_CHUNK_MIN_S is its cadence whenever a chunk decode
+# slot is free and no decode waits for one, though other decodes run. Against off (bench/asr,
+# sixteen-item corpus, 2 vCPU, 2026-12-04): first delta 1.05 s (p95 1.49) after speech start
+# instead of 1.40 s (2.33) at 4 sessions, words shown, WER and commit→completed p50/p95 the
+# same at 4 (56/551 against 84/591 ms) and at 16 (1.60/2.36 against 1.62/2.41 s).
+ASR_CHUNK_MIN_FIRST_WORDS = env.bool("ASR_CHUNK_MIN_FIRST_WORDS", default=True)
 ASR_WINDOW_S = env.float("ASR_WINDOW_S", default=28.0)
 # faster-whisper chunk decodes (not finals, not a pause decode that may stand in for one)
 # encode the audio plus 2 s of padding, at least ASR_CHUNK_CONTEXT_S, instead of Whisper's

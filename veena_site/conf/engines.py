@@ -80,9 +80,12 @@ ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=0.6)
 ASR_CHUNK_MIN_S = env.float("ASR_CHUNK_MIN_S", default=0.2)
 # Until an item shows its first word, ASR_CHUNK_MIN_S is its cadence whenever a chunk decode
 # slot is free and no decode waits for one, though other decodes run. Against off (bench/asr,
-# sixteen-item corpus, 2 vCPU, 2026-12-04): first delta 1.05 s (p95 1.49) after speech start
-# instead of 1.40 s (2.33) at 4 sessions, words shown, WER and commit→completed p50/p95 the
-# same at 4 (56/551 against 84/591 ms) and at 16 (1.60/2.36 against 1.62/2.41 s).
+# sixteen-item corpus, 2 vCPU, two runs, 2026-12-04): first delta 1.05 and 1.15 s (p95 1.49,
+# 1.52) after speech start instead of 1.40 and 1.35 s (2.33, 2.44) at 4 sessions; WER 5.3 and
+# 6.0 against 4.9 and 4.7 % there (the first words come from shorter audio, as at 1 session,
+# where both are 6.4 %); words shown and commit→completed p50/p95 the same at 4 (56/551 and
+# 74/641 against 84/591 and 201/567 ms) and at 16 (1.60/2.36 and 1.98/2.82 against 1.62/2.41
+# and 1.89/2.68 s).
 ASR_CHUNK_MIN_FIRST_WORDS = env.bool("ASR_CHUNK_MIN_FIRST_WORDS", default=True)
 ASR_WINDOW_S = env.float("ASR_WINDOW_S", default=28.0)
 # faster-whisper chunk decodes (not finals, not a pause decode that may stand in for one)

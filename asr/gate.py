@@ -35,7 +35,7 @@ class DecodeGate:
     @asynccontextmanager
     async def slot(self, *, final: bool) -> AsyncIterator[None]:
         """Hold one decode slot of the class ``final``."""
-        if self._may_start(final):
+        if self.free(final=final):
             self.busy[final] += 1
         else:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -60,9 +60,6 @@ class DecodeGate:
 
     def free(self, *, final: bool) -> bool:
         """A decode of the class ``final`` started now would run at once."""
-        return self._may_start(final)
-
-    def _may_start(self, final: bool) -> bool:
         if self._waiters[final] or self.busy[final] >= self.slots:
             return False
         return final or not self._waiters[True]

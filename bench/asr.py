@@ -383,14 +383,13 @@ class Level:
         ]
         self.shown += [r["shown"] for r in results]
         self.shown_commit += [r["shown_commit"] for r in results]
-        self.wer += [
-            word_errors(c.text, r["transcript"])
-            for c, r in zip(chosen, results, strict=True)
+        transcripts = [r["transcript"] for r in results]
+        counts = [
+            word_errors(c.text, t) for c, t in zip(chosen, transcripts, strict=True)
         ]
+        self.wer += counts
         self.misheard += [
-            r["transcript"]
-            for (errors, _), r in zip(self.wer[-len(results) :], results, strict=True)
-            if errors
+            t for (errors, _), t in zip(counts, transcripts, strict=True) if errors
         ]
 
     def line(self, meter: ChannelMeter, pcm_bytes: int) -> str:

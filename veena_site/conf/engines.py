@@ -67,11 +67,12 @@ TTS_SNAC_THREADS = env.int("TTS_SNAC_THREADS", default=max(1, CPU_COUNT - 1))
 # How a streaming ASR job decodes (asr.jobs). The WERs quoted here are of bench/asr.py's first
 # corpus, four items (69 words, a misheard word 1.4 points); the README's "Benchmarks" has the
 # sixteen-item corpus' (defaults 6.4 %, engine alone 2.6 %). ASR_CHUNK_S is the cadence while
-# other decodes run: 0.6 s (ASR_AGREE_S, so each hypothesis can confirm the previous one's words) showed the
-# first delta at 4 sessions 1.91 s after speech start instead of 2.48-2.51 s at 1.0 s, words
-# shown by speech end 68 % instead of 44-54 %, WER unchanged; at 16 sessions commit→completed
-# p95 7.5-8.1 s against 7.2-7.3 s (a saturated machine's noise, not shown better); 0.4 s worse at 4
-# (1.9 % WER, 2.22 s: the decodes crowd each other) (bench/asr.py, 2 vCPU AMD EPYC, 2026-12-04).
+# other decodes run: 0.6 s (ASR_AGREE_S, so each hypothesis can confirm the previous one's
+# words) showed the first delta at 4 sessions 1.91 s after speech start instead of 2.48-2.51 s
+# at 1.0 s, words shown by speech end 68 % instead of 44-54 %, WER unchanged; at 16 sessions
+# commit→completed p95 7.5-8.1 s against 7.2-7.3 s (a saturated machine's noise, not shown
+# better); 0.4 s worse at 4 (1.9 % WER, 2.22 s: the decodes crowd each other) (bench/asr.py,
+# 2 vCPU AMD EPYC, 2026-12-04).
 ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=0.6)
 # A shorter re-decode cadence while no other decode of the worker runs (CPU to spare). With
 # chunk decodes of 10 s context (ASR_CHUNK_CONTEXT_S) and agreement over 0.6 s of audio

@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from asr.engines.base import MODEL_RATE, AsrHypothesis
+from asr.engines.base import MODEL_RATE, WINDOW_S, AsrHypothesis
 
 _PIECE = re.compile(r"\s*\S+")
 PROMPT_CONTEXT_CHARS = 200  # SA-3: emitted text before the window, as prompt context
@@ -47,9 +47,17 @@ def normalized(piece: str) -> str:
 
 def starts_with(hyp: list[str], done: list[str]) -> bool:
     """True when ``hyp`` begins with the pieces ``done`` (normalised)."""
-    return len(hyp) >= len(done) and all(
-        normalized(a) == normalized(b) for a, b in zip(hyp, done, strict=False)
-    )
+    return _agreeing(hyp, done) == len(done)
+
+
+def _agreeing(hyp: list[str], done: list[str]) -> int:
+    """How many leading pieces of ``hyp`` and ``done`` agree (normalised)."""
+    count = 0
+    for a, b in zip(hyp, done, strict=False):
+        if normalized(a) != normalized(b):
+            break
+        count += 1
+    return count
 
 
 def logprob_entry(token: str, probability: float) -> LogProb:
@@ -133,17 +141,29 @@ class StreamState:
         return state
 
     def plan(self, total: int, *, final: bool) -> DecodePlan:
-        """The next decode of an item holding ``total`` samples (SA-3, SA-6, SA-7)."""
-        if not final and total - self.window_start > self.window_samples:
+        """The next decode of an item holding ``total`` samples (SA-3, SA-6, SA-7).
+
+        A prefix is forced only on a decode of one Whisper window: the model reads a forced
+        prefix as the first window's text, and text of audio past the window's end makes it
+        invent more (a 40 s item's fourth sentence came out twice). So a final slides too
+        when its audio would not fit one window, and near the window's edge chunk decodes
+        run unforced with times: Whisper's own segments, where a forced decode times only
+        what follows the prefix, give the window a confirmed word to slide to.
+        """
+        whole = WINDOW_S * MODEL_RATE
+        if total - self.window_start > (
+            whole if final else min(self.window_samples, whole)
+        ):
             self._slide(total)
+        span = total - self.window_start
         before = self.emitted[: len(self.emitted) - len(self.window_text)]
         context = before[-PROMPT_CONTEXT_CHARS:].strip()
         prompt = " ".join(p for p in (self.prompt.strip(), context) if p)
-        force = final or self.chunks >= self.unfixed_chunks
-        prefix = " " + self.window_text.lstrip() if force and self.window_text else ""
-        near_edge = total - self.window_start > (
-            self.window_samples - 2 * self.chunk_samples
+        near_edge = span > self.window_samples - 2 * self.chunk_samples
+        force = span <= whole and (
+            final or (self.chunks >= self.unfixed_chunks and not near_edge)
         )
+        prefix = " " + self.window_text.lstrip() if force and self.window_text else ""
         return DecodePlan(
             start=self.window_start,
             end=total,
@@ -168,6 +188,9 @@ class StreamState:
         last = pieces(self.history[-1][1]) if self.history else []
         self.history.append((plan.end, hyp.text))
         if not starts_with(hyp_pieces, done):
+            # An unforced decode (near the window's edge) that heard a confirmed word
+            # differently still times the confirmed words before it.
+            self._note_confirmed_end(hyp, plan, _agreeing(hyp_pieces, done))
             return None
         if settled:
             stop = len(hyp_pieces)

@@ -25,6 +25,7 @@ from django.conf import settings
 
 from asr.engines.base import (
     MODEL_RATE,
+    WINDOW_S,
     AsrDecodeRequest,
     AsrHypothesis,
     Pcm,
@@ -50,8 +51,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-WINDOW_S = 30  # Whisper's encoder window; vLLM's feature extractor cuts longer audio
-WINDOW = WINDOW_S * MODEL_RATE
+WINDOW = WINDOW_S * MODEL_RATE  # vLLM's feature extractor cuts longer audio
 MIN_ADVANCE = MODEL_RATE  # a window that resumes sooner than this is used up instead
 RULES = "asr.engines.whisper_rules:WhisperRulesProcessor"
 BUNDLED_NAME = "whisper-tiny.en"

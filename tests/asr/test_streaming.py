@@ -283,6 +283,59 @@ def test_asr_sa6_without_a_timed_confirmed_word_the_window_waits() -> None:
     assert state.emitted == "a b c d"
 
 
+def confirmed(texts: list[str], **options: object) -> StreamState:
+    """A state that confirmed ``texts`` from one chunk decode a second, untimed."""
+    state = StreamState(unfixed_words=0, **options)  # type: ignore[arg-type]
+    for n, text in enumerate(texts, start=1):
+        state.on_chunk(hyp(text), state.plan(n * MODEL_RATE, final=False))
+    return state
+
+
+@pytest.mark.parametrize("final", [False, True])
+def test_asr_sa3_no_prefix_is_forced_on_more_than_one_whisper_window(
+    final: bool,
+) -> None:
+    """A forced prefix is read as the first window's text: Whisper on vLLM, forced with the
+    words of audio past 30 s, invented a sentence more (issue 13's 40 s item)."""
+    state = confirmed(["a b c", "a b c", "a b c"], window_samples=28 * MODEL_RATE)
+    assert state.emitted == "a b c" and state.confirmed_end is None
+    assert state.plan(30 * MODEL_RATE, final=final).prefix == (
+        " a b c" if final else ""
+    )
+    plan = state.plan(31 * MODEL_RATE, final=final)
+    assert plan.start == 0 and plan.prefix == ""  # nothing to slide to: unforced
+    assert plan.words or final
+    # The final after such a decode skips the confirmed pieces as SA-7 says.
+    assert state.on_final(hyp("a b c d")).text == " d"
+
+
+def test_asr_sa6_a_final_past_one_whisper_window_slides_first() -> None:
+    state = StreamState(unfixed_words=0, window_samples=28 * MODEL_RATE)
+    for n in (27, 28):
+        plan = state.plan(n * MODEL_RATE, final=False)
+        state.on_chunk(segment_hyp("a b. c", {1: 20.0}), plan)
+    assert state.emitted == "a b. c" and state.confirmed_end == 20 * MODEL_RATE
+    plan = state.plan(29 * MODEL_RATE, final=True)  # fits one window: the whole item
+    assert plan.start == 0 and plan.prefix == " a b. c"
+    plan = state.plan(31 * MODEL_RATE, final=True)
+    assert plan.start == 20 * MODEL_RATE and plan.prefix == " c"
+    assert state.on_final(hyp("c d.")).text == " d."
+    assert state.emitted == "a b. c d."
+
+
+def test_asr_sa6_unforced_decodes_near_the_edge_time_the_words_they_agree_on() -> None:
+    """Near the edge a decode runs unforced; one that hears a confirmed word differently
+    still gives the window the end of a confirmed word before it to slide to."""
+    state = confirmed(["a b. c d", "a b. c d"], window_samples=6 * MODEL_RATE)
+    assert state.emitted == "a b. c d"
+    plan = state.plan(5 * MODEL_RATE, final=False)
+    assert plan.prefix == "" and plan.words
+    assert state.on_chunk(segment_hyp("a b. see d e", {1: 2.0, 4: 5.0}), plan) is None
+    assert state.confirmed_end == 2 * MODEL_RATE  # "b." ends its segment; "see" differs
+    plan = state.plan(7 * MODEL_RATE, final=False)
+    assert plan.start == 2 * MODEL_RATE and state.window_text == " c d"
+
+
 def test_asr_it10_logprobs_cover_each_delta_exactly() -> None:
     state = StreamState(unfixed_words=1, logprobs=True)
     plan = state.plan(MODEL_RATE, final=False)

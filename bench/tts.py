@@ -13,8 +13,12 @@ client, with an ONNX session of every core and of one thread; at each level the 
 would oversubscribe by construction).
 
 Levels 1, 2, 4 and 16 clients; each client sends its requests one after another (a keep-alive
-stream for the stack). At each level the direct run and the gateways take turns (the order
-rotates by level), so machine load falls on all of them alike.
+stream for the stack). Each level runs in ``BENCH_TTS_ROUNDS`` rounds (4) in which the direct runs
+and the gateways take turns (the order rotating), so a drift in the machine's speed falls on all
+of them alike (in one block each, Piper alone moved 190-230 ms a request from run to run: as
+much as the gap measured). ``BENCH_TTS_STACKS`` picks gateways by name (``ALL_STACKS``; also
+``stack spinning``, ``TTS_PIPER_SPINNING=true``, and ``plumbing``, the fake engine: what the
+stack itself costs a request).
 
 * first audio: request sent → first audio bytes; total: request sent → last audio;
 * RTF: total ÷ seconds of audio produced;
@@ -54,14 +58,26 @@ sys.path.insert(0, str(ROOT))
 from bench._tts_footprint import TEXTS, direct_voice  # noqa: E402  (the baseline speaks the same texts)
 
 LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,2,4,16").split(","))
-REQUESTS = {1: 8, 2: 12, 4: 16, 16: 32}  # per level, spread over its clients
+REQUESTS = {1: 24, 2: 24, 4: 32, 16: 32}  # per level, spread over its clients
+# Each level's requests run in this many rounds, the sides taking turns in each, so a drift
+# in the machine's speed (a shared host) falls on every side alike.
+ROUNDS = int(os.environ.get("BENCH_TTS_ROUNDS", "4"))
 RATE = 16_000  # the protocol's default output rate (the stack resamples 22050 → 16000)
 CORES = os.cpu_count() or 1
 # name → the settings of that gateway
-STACKS = {
+ALL_STACKS = {
     "stack": {},
     "stack overlap": {"TTS_PIPER_WAIT_FOR_CORES": "false"},
     "stack 1 thread": {"TTS_PIPER_SESSION_THREADS": "1"},
+    "stack spinning": {"TTS_PIPER_SPINNING": "true"},
+    "plumbing": {"TTS_ENGINE": "fake"},
+}
+# BENCH_TTS_STACKS: the gateways to run, by name (comma-separated)
+STACKS = {
+    name: ALL_STACKS[name]
+    for name in os.environ.get(
+        "BENCH_TTS_STACKS", "stack,stack overlap,stack 1 thread"
+    ).split(",")
 }
 
 
@@ -83,6 +99,11 @@ class Samples:
         self.total.append(total)
         self.rtf.append(total / audio_s)
 
+    def extend(self, other: Samples) -> None:
+        self.first += other.first
+        self.total += other.total
+        self.rtf += other.rtf
+
 
 def p95(values: list[float]) -> float:
     """Nearest-rank 95th percentile."""
@@ -91,8 +112,8 @@ def p95(values: list[float]) -> float:
 
 
 def shares(level: int) -> list[int]:
-    """Requests per client at ``level``."""
-    total = REQUESTS.get(level, 2 * level)
+    """Requests per client at ``level`` in one round."""
+    total = max(level, REQUESTS.get(level, 2 * level) // ROUNDS)
     return [total // level + (1 if i < total % level else 0) for i in range(level)]
 
 
@@ -120,16 +141,16 @@ def direct_level(voice: Any, level: int) -> Samples:
     return samples
 
 
-def direct_best(voices: dict[int, Any], level: int) -> Samples:
-    """The better thread count at ``level`` (all cores only while clients ≤ cores)."""
-    tried = []
-    for threads in sorted(voices, reverse=True):
-        if threads > 1 and level > CORES:
-            continue
-        result = direct_level(voices[threads], level)
-        result.note = f"{threads} thr"
-        tried.append(result)
-    return min(tried, key=lambda s: statistics.median(s.total))
+def direct_threads(voices: dict[int, Any], level: int) -> list[int]:
+    """The thread counts tried at ``level`` (all cores only while clients ≤ cores)."""
+    return [t for t in sorted(voices, reverse=True) if t == 1 or level <= CORES]
+
+
+def best_direct(tried: dict[int, Samples]) -> Samples:
+    """The better thread count's samples (by median total), named in its note."""
+    threads, best = min(tried.items(), key=lambda t: statistics.median(t[1].total))
+    best.note = f"{threads} thr"
+    return best
 
 
 # Full stack: Daphne gateways as child processes.
@@ -309,7 +330,8 @@ def measure(
     voices = {CORES: direct_voice(CORES), 1: direct_voice(1)} if CORES > 1 else {}
     voices = voices or {1: direct_voice(1)}
     sides: dict[str, Callable[[int], Samples]] = {
-        "direct": lambda level: direct_best(voices, level)
+        f"direct {t}": lambda level, v=voice: direct_level(v, level)  # type: ignore[misc]
+        for t, voice in voices.items()
     }
     for name, gw in gateways.items():
         sides[name] = lambda level, gw=gw: stack_level(gw, level)  # type: ignore[misc]
@@ -317,16 +339,24 @@ def measure(
         attempt(f"{name} warm-up", errors, lambda run=run: run(1))  # type: ignore[misc]
     results: dict[int, dict[str, Samples]] = {}
     names = list(sides)
-    for n, level in enumerate(LEVELS):
-        results[level] = {}
-        for name in names[n % len(names) :] + names[: n % len(names)]:
-            got = attempt(
-                f"{name} {level}",
-                errors,
-                lambda: sides[name](level),  # noqa: B023
-            )
-            if got is not None:
-                results[level][name] = got
+    tried = {f"direct {t}" for t in voices}
+    for level in LEVELS:
+        got: dict[str, Samples] = {}
+        wanted = [n for n in names if n not in tried] + [
+            f"direct {t}" for t in direct_threads(voices, level)
+        ]
+        for turn in range(ROUNDS):
+            shift = (turn + level) % len(wanted)
+            for name in wanted[shift:] + wanted[:shift]:
+                samples = attempt(
+                    f"{name} {level}",
+                    errors,
+                    lambda: sides[name](level),  # noqa: B023
+                )
+                if samples is not None:
+                    got.setdefault(name, Samples()).extend(samples)
+        direct = {int(n.split()[1]): got.pop(n) for n in list(got) if n in tried}
+        results[level] = ({"direct": best_direct(direct)} if direct else {}) | got
         memory[level] = {}
         if gateways:
             time.sleep(IDLE_WAIT_S)
@@ -341,7 +371,7 @@ def baselines(
     """Add Piper alone at each level and Django alone to ``memory``."""
     django = attempt("django baseline", errors, lambda: footprint("django"))
     for level, row in memory.items():
-        count = str(sum(shares(level)))
+        count = str(sum(shares(level)) * ROUNDS)
         piper = attempt(
             f"piper baseline {level}",
             errors,

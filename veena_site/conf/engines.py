@@ -28,6 +28,8 @@ FAKE_TTS_CHUNK_DELAY_S = env.float("FAKE_TTS_CHUNK_DELAY_S", default=0.0)
 TTS_PIPER_SESSION_THREADS = [
     int(n) for n in env.list("TTS_PIPER_SESSION_THREADS", default=[])
 ]
+# Off, measured (bench/tts.py "stack spinning", 2026-12-04): spinning gained a lone stream at
+# most 5 % RTF and cost two streams 12-18 % (their p95 total 792-868 against 660-701 ms).
 TTS_PIPER_SPINNING = env.bool("TTS_PIPER_SPINNING", default=False)
 TTS_PIPER_WAIT_FOR_CORES = env.bool("TTS_PIPER_WAIT_FOR_CORES", default=True)
 TTS_PIPER_SHARE_HOLD_S = env.float("TTS_PIPER_SHARE_HOLD_S", default=1.0)

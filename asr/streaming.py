@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from asr.engines.base import MODEL_RATE, WINDOW_S, AsrHypothesis
+from asr.engines.base import MODEL_RATE, WINDOW_SAMPLES, AsrHypothesis
 
 _PIECE = re.compile(r"\s*\S+")
 PROMPT_CONTEXT_CHARS = 200  # SA-3: emitted text before the window, as prompt context
@@ -150,9 +150,8 @@ class StreamState:
         run unforced with times: Whisper's own segments, where a forced decode times only
         what follows the prefix, give the window a confirmed word to slide to.
         """
-        whole = WINDOW_S * MODEL_RATE
         if total - self.window_start > (
-            whole if final else min(self.window_samples, whole)
+            WINDOW_SAMPLES if final else min(self.window_samples, WINDOW_SAMPLES)
         ):
             self._slide(total)
         span = total - self.window_start
@@ -160,7 +159,7 @@ class StreamState:
         context = before[-PROMPT_CONTEXT_CHARS:].strip()
         prompt = " ".join(p for p in (self.prompt.strip(), context) if p)
         near_edge = span > self.window_samples - 2 * self.chunk_samples
-        force = span <= whole and (
+        force = span <= WINDOW_SAMPLES and (
             final or (self.chunks >= self.unfixed_chunks and not near_edge)
         )
         prefix = " " + self.window_text.lstrip() if force and self.window_text else ""

@@ -339,10 +339,10 @@ def measure(
         attempt(f"{name} warm-up", errors, lambda run=run: run(1))  # type: ignore[misc]
     results: dict[int, dict[str, Samples]] = {}
     names = list(sides)
-    tried = {f"direct {t}" for t in voices}
+    direct_names = {f"direct {t}": t for t in voices}  # side name → thread count
     for level in LEVELS:
         got: dict[str, Samples] = {}
-        wanted = [n for n in names if n not in tried] + [
+        wanted = [n for n in names if n not in direct_names] + [
             f"direct {t}" for t in direct_threads(voices, level)
         ]
         for turn in range(ROUNDS):
@@ -355,7 +355,7 @@ def measure(
                 )
                 if samples is not None:
                     got.setdefault(name, Samples()).extend(samples)
-        direct = {int(n.split()[1]): got.pop(n) for n in list(got) if n in tried}
+        direct = {direct_names[n]: got.pop(n) for n in list(got) if n in direct_names}
         results[level] = ({"direct": best_direct(direct)} if direct else {}) | got
         memory[level] = {}
         if gateways:

@@ -10,7 +10,8 @@ import numpy.typing as npt
 
 Pcm = npt.NDArray[np.float32]
 MODEL_RATE = 16_000
-WINDOW_S = 30  # Whisper's encoder window: longer audio is decoded window by window
+# Whisper's encoder window, 30 s: longer audio is decoded window by window
+WINDOW_SAMPLES = 30 * MODEL_RATE
 # New tokens a decode may emit: far above speech's 3-5 a second (and 250 for a 30 s window,
 # above the 224 Whisper was trained to emit per window). A decode that loops on one syllable
 # runs on to Whisper's 448 tokens otherwise (~0.8 s on 2 vCPU), on noise or after a wrong

@@ -25,7 +25,7 @@ from django.conf import settings
 
 from asr.engines.base import (
     MODEL_RATE,
-    WINDOW_S,
+    WINDOW_SAMPLES,
     AsrDecodeRequest,
     AsrHypothesis,
     Pcm,
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-WINDOW = WINDOW_S * MODEL_RATE  # vLLM's feature extractor cuts longer audio
 MIN_ADVANCE = MODEL_RATE  # a window that resumes sooner than this is used up instead
 RULES = "asr.engines.whisper_rules:WhisperRulesProcessor"
 BUNDLED_NAME = "whisper-tiny.en"
@@ -209,11 +208,13 @@ class VllmWhisperAsr:
         """Decode window by window, each resuming after the previous one's last segment."""
         language = req.language
         if self.vocab.multilingual and language is None:
-            language = await self.detect_language(req.audio[:WINDOW], req.background)
+            language = await self.detect_language(
+                req.audio[:WINDOW_SAMPLES], req.background
+            )
         transcript = Transcript.with_prefix(self.vocab, req.prefix)
         seek, prompt_tokens, completion_tokens = 0, 0, 0
         while True:
-            last = seek + WINDOW >= len(req.audio)
+            last = seek + WINDOW_SAMPLES >= len(req.audio)
             window = await self._window(req, seek, language, last=last)
             prompt_tokens = prompt_tokens or window.prompt_tokens
             completion_tokens += window.text_tokens
@@ -235,7 +236,8 @@ class VllmWhisperAsr:
 
         Every window but the last is decoded with timestamps, to know where the next starts.
         """
-        audio = req.audio[seek : seek + WINDOW]
+        # One window at a time: vLLM's feature extractor cuts longer audio.
+        audio = req.audio[seek : seek + WINDOW_SAMPLES]
         first = seek == 0
         timestamps = req.word_timestamps or not last
         ids = self.vocab.decoder_prompt(

@@ -13,20 +13,22 @@ client, with an ONNX session of every core and of one thread; at each level the 
 would oversubscribe by construction).
 
 Levels 1, 2, 4 and 16 clients; each client sends its requests one after another (a keep-alive
-stream for the stack). Each level runs in ``BENCH_TTS_ROUNDS`` rounds (4) in which the direct runs
+stream for the stack), taking turns over three texts of ~150 characters (two or three
+sentences); ``BENCH_TTS_TEXT=long``: one ~1000-character text of eleven sentences instead. Each level runs in ``BENCH_TTS_ROUNDS`` rounds (4) in which the direct runs
 and the gateways take turns (the order rotating), so a drift in the machine's speed falls on all
 of them alike (in one block each, Piper alone moved 190-230 ms a request from run to run: as
 much as the gap measured). ``BENCH_TTS_STACKS`` picks gateways by name (``ALL_STACKS``; also
-``stack spinning``, ``TTS_PIPER_SPINNING=true``, and ``plumbing``, the fake engine: what the
+``stack no spinning``, ``TTS_PIPER_SPINNING=false``, and ``plumbing``, the fake engine: what the
 stack itself costs a request).
 
 * first audio: request sent → first audio bytes; total: request sent → last audio;
 * RTF: total ÷ seconds of audio produced;
 * peak RSS: each gateway process (VmHWM) and this process (the direct runs);
-* memory: each gateway's VmRSS 1.5 s after each level (``TTS_PIPER_RETURN_MEMORY`` has
-  released by then) and its VmHWM so far, against a bare Piper process that synthesizes the same
-  requests at the same level (``bench/_tts_footprint.py piper``) plus a bare ``django.setup()``
-  process (``bench/_tts_footprint.py django``); the sum counts the interpreter twice (~10 MiB).
+* memory: each gateway's VmRSS ``TTS_PIPER_RELEASE_IDLE_S`` + 1.5 s after each level
+  (``TTS_PIPER_RETURN_MEMORY`` has released by then) and its VmHWM so far, against a bare
+  Piper process that synthesizes the same requests at the same level, measured with its voice
+  still loaded (``bench/_tts_footprint.py piper``), plus a bare ``django.setup()`` process
+  (``bench/_tts_footprint.py django``); the sum counts the interpreter twice (~10 MiB).
 """
 
 from __future__ import annotations
@@ -55,10 +57,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._tts_footprint import TEXTS, direct_voice  # noqa: E402  (the baseline speaks the same texts)
+# the baseline speaks the same texts
+from bench._tts_footprint import LONG_TEXT, TEXTS, direct_voice  # noqa: E402
+from veena_site.conf import engines as engine_settings  # noqa: E402  (the gateways' defaults)
 
 LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,2,4,16").split(","))
-REQUESTS = {1: 24, 2: 24, 4: 32, 16: 32}  # per level, spread over its clients
+LONG = TEXTS == (LONG_TEXT,)  # BENCH_TTS_TEXT=long
+# per level, spread over its clients
+REQUESTS = {1: 8, 2: 8, 4: 8, 16: 16} if LONG else {1: 24, 2: 24, 4: 32, 16: 32}
 # Each level's requests run in this many rounds, the sides taking turns in each, so a drift
 # in the machine's speed (a shared host) falls on every side alike.
 ROUNDS = int(os.environ.get("BENCH_TTS_ROUNDS", "4"))
@@ -69,7 +75,7 @@ ALL_STACKS = {
     "stack": {},
     "stack overlap": {"TTS_PIPER_WAIT_FOR_CORES": "false"},
     "stack 1 thread": {"TTS_PIPER_SESSION_THREADS": "1"},
-    "stack spinning": {"TTS_PIPER_SPINNING": "true"},
+    "stack no spinning": {"TTS_PIPER_SPINNING": "false"},
     "plumbing": {"TTS_ENGINE": "fake"},
 }
 # BENCH_TTS_STACKS: the gateways to run, by name (comma-separated)
@@ -318,7 +324,8 @@ def attempt(label: str, errors: list[str], measure: Callable[[], Any]) -> Any:
         return None
 
 
-IDLE_WAIT_S = 1.5  # after a level, before a gateway's VmRSS: its memory release has run
+# After a level, before a gateway's VmRSS: its memory release has run.
+IDLE_WAIT_S = engine_settings.TTS_PIPER_RELEASE_IDLE_S + 1.5
 
 
 def measure(
@@ -479,7 +486,12 @@ def main() -> None:
     baselines(errors, memory)
     print(
         f"\nTTS benchmark (measured under load: the CPUs are shared): Piper en_US-joe-medium, "
-        f"{CORES} CPUs, PCM {RATE} Hz; median / p95; ratios of medians"
+        f"{CORES} CPUs, PCM {RATE} Hz; median / p95; ratios of medians; "
+        + (
+            f"one {len(LONG_TEXT)}-character text"
+            if LONG
+            else "three 150-character texts"
+        )
     )
     print(
         "stack: the defaults (all cores alone, one each under load); stack overlap: "

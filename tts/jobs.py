@@ -272,7 +272,10 @@ class TtsJob:
 
     def _engine_request(self, text: str) -> TtsEngineRequest:
         job = self.submit
-        return TtsEngineRequest(text=text, voice=job.voice, **sampling_of(job))
+        leading = self.next_seq == 0 and self._held is None
+        return TtsEngineRequest(
+            text=text, voice=job.voice, leading=leading, **sampling_of(job)
+        )
 
 
 async def _anext_or_none(stream: AsyncIterator[Pcm]) -> Pcm | None:

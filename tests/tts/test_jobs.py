@@ -53,9 +53,11 @@ class Traced(FakeTts):
         super().__init__(chunk_delay_s)
         self.started: list[tuple[str, float]] = []
         self.stopped: list[float] = []
+        self.leading: list[bool] = []
 
     async def stream(self, req: TtsEngineRequest) -> AsyncIterator[Pcm]:
         self.started.append((req.text, time.monotonic()))
+        self.leading.append(req.leading)
         try:
             async for pcm in super().stream(req):
                 yield pcm
@@ -115,6 +117,13 @@ async def test_tts_t8_first_audio_leaves_before_later_segments_are_synthesised()
     await task
     assert [text[0] for text, _ in engine.started] == ["a", "b", "c"]
     assert isinstance(sent.sent[-1], TtsDone)
+
+
+async def test_only_the_segment_the_first_audio_waits_for_is_leading() -> None:
+    engine = Traced()
+    job, _ = make_job(submit("a" * 50, "b" * 50, "c" * 50), engine)
+    await job.run()
+    assert engine.leading == [True, False, False]
 
 
 async def test_tts_q6_chunks_are_numbered_without_gaps_and_done_counts_them() -> None:

@@ -13,7 +13,7 @@ import pytest
 from piper.voice import PiperVoice
 
 from tts.engines.base import Pcm, TtsEngineRequest
-from tts.engines.piper import RELEASE_IDLE_S, PiperTts, build_voice
+from tts.engines.piper import PiperTts, build_voice
 
 pytestmark = pytest.mark.slow
 
@@ -23,12 +23,14 @@ CLAUSE = "the quick brown fox jumps over the lazy dog near the river bank"
 LONG_SENTENCE = ", ".join([CLAUSE] * 31).capitalize() + "."
 CANCEL_DEADLINE_S = 0.2
 FIRST_WORDS = "The weather today is sunny with a light breeze from the west."
+# The engines' idle time before their memory goes back (default 10 s).
+RELEASE_IDLE_S = 1.0
 
 
 @pytest.fixture(scope="module")
 def piper() -> Iterator[PiperTts]:
     """One single-threaded engine, so a run left going would block the next stream."""
-    engine = PiperTts.load(threads=1)
+    engine = PiperTts.load(threads=1, release_idle_s=RELEASE_IDLE_S)
     yield engine
     engine.close()
 
@@ -151,6 +153,37 @@ async def test_two_thread_session_gives_the_same_speech_as_one_thread(
         assert abs(sum(len(c) for c in chunks) - alone) < 0.2 * alone
 
 
+CLAUSES = (
+    "When you arrive at the station tonight, take the second exit on the left. Thanks."
+)
+
+
+async def test_a_leading_segment_s_first_sentence_comes_in_two_clauses(
+    piper_two_cores: PiperTts,
+) -> None:
+    leading = await synthesize(piper_two_cores, CLAUSES)
+    later = [
+        chunk
+        async for chunk in piper_two_cores.stream(
+            TtsEngineRequest(text=CLAUSES, voice="joe", leading=False)
+        )
+    ]
+
+    assert [len(later), len(leading)] == [2, 3]
+    first_sentence = len(later[0]) / piper_two_cores.native_rate
+    clauses = (len(leading[0]) + len(leading[1])) / piper_two_cores.native_rate
+    assert len(leading[0]) < 0.7 * len(later[0])  # the first audio waits for a clause
+    assert abs(clauses - first_sentence) < 0.2 * first_sentence  # and nothing is lost
+
+
+async def test_clause_cut_off_keeps_the_first_sentence_whole() -> None:
+    engine = PiperTts.load(threads=1, first_clause=0)
+    try:
+        assert len(await synthesize(engine, CLAUSES)) == 2
+    finally:
+        engine.close()
+
+
 def test_one_thread_budget_builds_only_the_one_thread_session(piper: PiperTts) -> None:
     assert sorted(piper.sessions.sessions) == [1]
     assert piper.sessions.budget == 1
@@ -179,7 +212,7 @@ def resident_mib() -> float:
 
 
 async def test_the_runs_memory_goes_back_to_the_os_once_the_engine_is_idle() -> None:
-    engine = PiperTts.load(threads=2)
+    engine = PiperTts.load(threads=2, release_idle_s=RELEASE_IDLE_S)
     try:
         await synthesize(engine, " ".join([FIRST_WORDS] * 4))
         busy = resident_mib()  # the arenas hold the runs' activations

@@ -9,6 +9,8 @@ import pytest
 
 from tts.engines.piper_sessions import (
     ARENA_SHRINK_KEY,
+    SPIN_STOP_KEY,
+    SPINNING_KEY,
     Demand,
     SessionPool,
     run_options,
@@ -45,6 +47,15 @@ def test_share_of_budget(budget: int, streams: int, share: int) -> None:
 def test_session_options_set_the_thread_count() -> None:
     assert session_options(2, spinning=False).intra_op_num_threads == 2
     assert session_options(1, spinning=True).intra_op_num_threads == 1
+
+
+@pytest.mark.parametrize("spinning", [True, False])
+def test_wide_session_threads_spin_only_within_a_run(spinning: bool) -> None:
+    opts = session_options(2, spinning=spinning)
+    flag = "1" if spinning else "0"
+    assert opts.get_session_config_entry(SPINNING_KEY) == flag
+    # spinning after a run would take the core of a one-thread run starting beside it
+    assert opts.get_session_config_entry(SPIN_STOP_KEY) == flag
 
 
 def test_lease_picks_the_widest_session_within_want_and_free_cores() -> None:

@@ -39,6 +39,8 @@ class TtsEngineRequest(Sampling):
 
     text: str = field(repr=False)
     voice: str
+    # No audio of the request has gone out yet: its first audio waits for this segment.
+    leading: bool = True
     # Filled in by the engine while it streams the segment.
     stats: EngineStats = field(default_factory=EngineStats, compare=False, repr=False)
 

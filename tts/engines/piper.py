@@ -19,6 +19,7 @@ from piper.voice import PiperVoice
 
 from gateway.threads import engine_threads
 from tts.engines.base import Pcm, TtsEngineRequest
+from tts.engines.clauses import cut_first_clause
 from tts.engines.piper_sessions import (
     Demand,
     SessionPool,
@@ -34,15 +35,19 @@ logger = logging.getLogger(__name__)
 # A fixed gain, not per-sentence peak normalisation, keeps levels even (§1.5).
 VOLUME = 1.4
 WARMUP_TEXT = "Ready."
-# Seconds without a stream before the runs' memory goes back to the OS (return_memory).
-RELEASE_IDLE_S = 1.0
+# Seconds without a stream before the runs' memory goes back to the OS (return_memory):
+# the next stream faults it in again, +20-40 ms first audio for a lone stream (issue 13).
+RELEASE_IDLE_S = 10.0
+# A leading segment's first sentence is cut at a clause mark leaving this many phonemes on
+# both sides (tts/engines/clauses.py): round-trip WER 3.3 % against 3.5 % whole (issue 13).
+FIRST_CLAUSE_PHONEMES = 20
 
 
 def build_voice(
     threads: int,
     session_threads: Sequence[int] = (),
     *,
-    spinning: bool = False,
+    spinning: bool = True,
     wait_for_cores: bool = True,
 ) -> tuple[PiperVoice, SessionPool]:
     """Build the bundled voice and its sessions for a budget of ``threads`` cores.
@@ -99,9 +104,13 @@ class PiperTts:
         demand: Demand | None = None,
         *,
         return_memory: bool = True,
+        release_idle_s: float = RELEASE_IDLE_S,
+        first_clause: int = FIRST_CLAUSE_PHONEMES,
     ) -> None:
         self._voice = voice
+        self._first_clause = first_clause
         self._return_memory = return_memory
+        self._release_idle_s = release_idle_s
         self._idle: asyncio.TimerHandle | None = None  # the pending release_memory
         self._pool = pool
         self._executor = executor
@@ -114,17 +123,22 @@ class PiperTts:
         threads: int | None = None,
         session_threads: Sequence[int] = (),
         *,
-        spinning: bool = False,
+        spinning: bool = True,
         wait_for_cores: bool = True,
         share_hold_s: float = 0.0,
         return_memory: bool = True,
+        release_idle_s: float = RELEASE_IDLE_S,
+        first_clause: int = FIRST_CLAUSE_PHONEMES,
     ) -> PiperTts:
         """Load the voice for ``threads`` cores (slot threads and the ONNX thread budget).
 
         ``session_threads`` lists the sessions' intra-op thread counts (default: all and one);
         a run's share of the cores counts the most streams of the last ``share_hold_s``;
-        ``return_memory``: the runs' working memory goes back to the OS when the last stream
-        leaves (``release_memory``).
+        ``spinning``: a wide session's threads spin between a run's ops (never after it);
+        ``return_memory``: the runs' working memory goes back to the OS once no stream has
+        been in the engine for ``release_idle_s`` (``release_memory``);
+        ``first_clause``: a leading segment's first sentence is cut after a clause mark with
+        at least this many phonemes on both sides (0: never).
         """
         started = time.monotonic()
         size = threads or engine_threads()
@@ -133,7 +147,13 @@ class PiperTts:
         )
         executor = ThreadPoolExecutor(size, thread_name_prefix="piper")
         engine = cls(
-            voice, pool, executor, Demand(share_hold_s), return_memory=return_memory
+            voice,
+            pool,
+            executor,
+            Demand(share_hold_s),
+            return_memory=return_memory,
+            release_idle_s=release_idle_s,
+            first_clause=first_clause,
         )
         engine._warm_up()
         trim_heap()  # the model's parse buffers, freed, go back to the OS now
@@ -146,23 +166,28 @@ class PiperTts:
         return engine
 
     async def stream(self, req: TtsEngineRequest) -> AsyncGenerator[Pcm, None]:
-        """Yield one float32 chunk per sentence of ``req.text``."""
+        """Yield one float32 chunk per sentence of ``req.text`` (a leading segment's first
+        sentence in two clauses when it is long: ``first_clause``)."""
         loop = asyncio.get_running_loop()
         if self._idle is not None:
             self._idle.cancel()
         self._demand.enter()
         try:
-            sentences = await loop.run_in_executor(
+            phonemized = await loop.run_in_executor(
                 self._executor, self._voice.phonemize, req.text
             )
+            sentences = [phonemes for phonemes in phonemized if phonemes]
+            if req.leading:
+                sentences = cut_first_clause(sentences, self._first_clause)
             scales = self._scales(req.speed)
             for phonemes in sentences:
-                if phonemes:
-                    yield await self._run_sentence(phonemes, scales)
+                yield await self._run_sentence(phonemes, scales)
         finally:
             self._demand.leave()
             if self._return_memory and self._demand.streams == 0:
-                self._idle = loop.call_later(RELEASE_IDLE_S, self._release_soon, loop)
+                self._idle = loop.call_later(
+                    self._release_idle_s, self._release_soon, loop
+                )
 
     @property
     def sessions(self) -> SessionPool:
@@ -225,7 +250,7 @@ class PiperTts:
         return postprocess(outputs[0])
 
     def _release_soon(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Queue ``release_memory`` in the slot pool (the engine idle for RELEASE_IDLE_S)."""
+        """Queue ``release_memory`` in the slot pool (the engine idle for release_idle_s)."""
         with contextlib.suppress(RuntimeError):  # the engine is closed
             loop.run_in_executor(self._executor, self.release_memory)
 
@@ -234,7 +259,7 @@ class PiperTts:
 
         ONNX Runtime shrinks an arena only at the end of a run that asks for it, so each
         session runs the warm-up sentence once more with the shrink option (tens of ms). Runs
-        in the slot pool once no stream has been in the engine for RELEASE_IDLE_S (streams that
+        in the slot pool once no stream has been in the engine for release_idle_s (streams that
         follow each other closely reuse the arena instead); False: a stream came in meanwhile.
         """
         for threads in self._pool.sessions:

@@ -27,6 +27,8 @@ from tts.engines.onnx_weights import conv_filters
 
 # ONNX Runtime's session config key for intra-op threads spinning after their work is done.
 SPINNING_KEY = "session.intra_op.allow_spinning"
+# ... and for their spinning to stop when a run ends (spinning only between a run's ops).
+SPIN_STOP_KEY = "session.force_spinning_stop"
 # ONNX Runtime's run config key: free the CPU arena's unused chunks when the run ends.
 ARENA_SHRINK_KEY = "memory.enable_memory_arena_shrinkage"
 
@@ -144,13 +146,15 @@ def session_options(
     threads: int, *, spinning: bool, weights: SharedWeights | None = None
 ) -> onnxruntime.SessionOptions:
     """Sequential execution on ``threads`` intra-op threads, the caller's thread included,
-    on ``weights`` where given."""
+    on ``weights`` where given; ``spinning``: the threads spin between a run's ops, never
+    after the run (a wide run's spinning would take the core of a run starting beside it)."""
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
     if threads > 1:
         opts.add_session_config_entry(SPINNING_KEY, "1" if spinning else "0")
+        opts.add_session_config_entry(SPIN_STOP_KEY, "1" if spinning else "0")
     if weights is not None:
         weights.add_to(opts)
     return opts

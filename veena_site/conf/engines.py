@@ -28,14 +28,22 @@ FAKE_TTS_CHUNK_DELAY_S = env.float("FAKE_TTS_CHUNK_DELAY_S", default=0.0)
 TTS_PIPER_SESSION_THREADS = [
     int(n) for n in env.list("TTS_PIPER_SESSION_THREADS", default=[])
 ]
-# Off, measured (bench/tts.py "stack spinning", 2026-12-04): spinning gained a lone stream at
-# most 5 % RTF and cost two streams 12-18 % (their p95 total 792-868 against 660-701 ms).
-TTS_PIPER_SPINNING = env.bool("TTS_PIPER_SPINNING", default=False)
+# A wide session's threads spin between a run's ops, and stop when it ends (2026-12-05: off,
+# its runs took 1.06-1.07x as long; spinning on after the run, as before, cost two streams
+# 12-18 % when one had just run wide).
+TTS_PIPER_SPINNING = env.bool("TTS_PIPER_SPINNING", default=True)
 TTS_PIPER_WAIT_FOR_CORES = env.bool("TTS_PIPER_WAIT_FOR_CORES", default=True)
 TTS_PIPER_SHARE_HOLD_S = env.float("TTS_PIPER_SHARE_HOLD_S", default=1.0)
-# Piper's working memory back to the OS once no stream has been in the engine for 1 s (each
-# session's ONNX arena shrunk by one warm-up run, then malloc_trim).
+# Piper's working memory back to the OS once no stream has been in the engine for
+# TTS_PIPER_RELEASE_IDLE_S (each session's ONNX arena shrunk by one warm-up run, then
+# malloc_trim). The next stream faults it in again: +20-40 ms first audio for a lone stream
+# (2026-12-05), so a pause of a conversation's length keeps it.
 TTS_PIPER_RETURN_MEMORY = env.bool("TTS_PIPER_RETURN_MEMORY", default=True)
+TTS_PIPER_RELEASE_IDLE_S = env.float("TTS_PIPER_RELEASE_IDLE_S", default=10.0)
+# A request's first sentence is cut after a clause mark (, ; :) leaving at least this many
+# phonemes on both sides, so its first audio waits for a clause, not a sentence; 0: never.
+# 2026-12-05, 26 texts x 10 Piper readings through tiny.en: WER 3.3 % cut, 3.5 % whole.
+TTS_PIPER_FIRST_CLAUSE_PHONEMES = env.int("TTS_PIPER_FIRST_CLAUSE_PHONEMES", default=20)
 # Unset: the engine's default (piper 0, vllm-snac 80).
 TTS_SEGMENT_PAUSE_MS = env.int("TTS_SEGMENT_PAUSE_MS", default=None)
 

@@ -135,6 +135,29 @@ async def test_tts_au1_au4_piper_speech_decodes_and_transcribes(
     assert wer <= 0.10
 
 
+CLAUSE_SPEECH = (
+    "When you arrive at the station tonight, take the second exit on the left. "
+    "The bus to the harbor leaves every few minutes."
+)
+
+
+async def test_a_request_s_first_sentence_comes_in_two_clauses_and_transcribes(
+    piper_worker: WorkerRuntime, open_stream: Opener, whisper: FasterWhisperAsr
+) -> None:
+    """Issue 13: the first audio waits for a clause; the speech is as clear as whole."""
+    pool = piper_worker.engine("tts").sessions  # type: ignore[attr-defined]
+    runs = sum(pool.runs.values())
+    stream = await open_stream()
+    await stream.send({"text": CLAUSE_SPEECH, "format": "pcm", "sample_rate": 24000})
+    await stream.event("complete", timeout=60)
+
+    assert sum(pool.runs.values()) - runs == 3  # two clauses, then the second sentence
+    transcript = await transcribe(whisper, decode(stream, "pcm", 24000), 24000)
+    wer = word_error_rate(CLAUSE_SPEECH, transcript)
+    print(f"\nWER first sentence in clauses: {wer:.3f}  ({transcript.strip()!r})")
+    assert wer <= 0.10
+
+
 async def test_tts_h2_rest_wav_from_piper_transcribes(
     piper_worker: WorkerRuntime, api_key: str, whisper: FasterWhisperAsr
 ) -> None:

@@ -14,10 +14,11 @@ would oversubscribe by construction).
 
 Levels 1, 2, 4 and 16 clients; each client sends its requests one after another (a keep-alive
 stream for the stack), taking turns over three texts of ~150 characters (two or three
-sentences); ``BENCH_TTS_TEXT=long``: one ~1000-character text of eleven sentences instead. Each level runs in ``BENCH_TTS_ROUNDS`` rounds (4) in which the direct runs
-and the gateways take turns (the order rotating), so a drift in the machine's speed falls on all
-of them alike (in one block each, Piper alone moved 190-230 ms a request from run to run: as
-much as the gap measured). ``BENCH_TTS_STACKS`` picks gateways by name (``ALL_STACKS``; also
+sentences); ``BENCH_TTS_TEXT=long``: one ~1000-character text of eleven sentences instead.
+Each level runs in ``BENCH_TTS_ROUNDS`` rounds (4) in which the direct runs and the gateways
+take turns (the order rotating), so a drift in the machine's speed falls on all of them alike
+(in one block each, Piper alone moved 190-230 ms a request from run to run: as much as the gap
+measured). ``BENCH_TTS_STACKS`` picks gateways by name (``ALL_STACKS``; also
 ``stack no spinning``, ``TTS_PIPER_SPINNING=false``, and ``plumbing``, the fake engine: what the
 stack itself costs a request).
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -169,3 +172,23 @@ def test_run_options_ask_for_the_arena_shrink_only_when_returning_memory() -> No
 
 def test_trim_heap_calls_glibc_malloc_trim() -> None:
     assert trim_heap() is True  # the gateway's images are glibc
+
+
+@pytest.mark.parametrize(
+    ("redis_url", "spinning"), [("", "True"), ("redis://x", "False")]
+)
+def test_spinning_is_on_by_default_only_in_the_embedded_topology(
+    redis_url: str, spinning: str
+) -> None:
+    """Beside other workers and gateways on one host its threads would take their cores."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_PIPER_")}
+    env["REDIS_URL"] = redis_url
+    code = "import veena_site.conf.engines as e; print(e.TTS_PIPER_SPINNING)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == spinning

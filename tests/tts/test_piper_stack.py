@@ -141,10 +141,20 @@ CLAUSE_SPEECH = (
 )
 
 
+@pytest.fixture
+def first_clause_20(settings: Any) -> None:
+    """TTS_PIPER_FIRST_CLAUSE_PHONEMES=20 for the worker started after it."""
+    settings.TTS_PIPER_FIRST_CLAUSE_PHONEMES = 20
+
+
 async def test_a_request_s_first_sentence_comes_in_two_clauses_and_transcribes(
-    piper_worker: WorkerRuntime, open_stream: Opener, whisper: FasterWhisperAsr
+    first_clause_20: None,
+    piper_worker: WorkerRuntime,
+    open_stream: Opener,
+    whisper: FasterWhisperAsr,
 ) -> None:
-    """Issue 13: the first audio waits for a clause; the speech is as clear as whole."""
+    """Issue 13, TTS_PIPER_FIRST_CLAUSE_PHONEMES=20: the first audio waits for a clause;
+    the words are as clear as whole."""
     pool = piper_worker.engine("tts").sessions  # type: ignore[attr-defined]
     runs = sum(pool.runs.values())
     stream = await open_stream()

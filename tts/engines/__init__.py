@@ -16,12 +16,12 @@ def load_piper() -> TtsEngine:
 
     return PiperTts.load(
         session_threads=getattr(settings, "TTS_PIPER_SESSION_THREADS", ()),
-        spinning=getattr(settings, "TTS_PIPER_SPINNING", True),
+        spinning=getattr(settings, "TTS_PIPER_SPINNING", False),
         wait_for_cores=getattr(settings, "TTS_PIPER_WAIT_FOR_CORES", True),
         share_hold_s=getattr(settings, "TTS_PIPER_SHARE_HOLD_S", 1.0),
         return_memory=getattr(settings, "TTS_PIPER_RETURN_MEMORY", True),
         release_idle_s=getattr(settings, "TTS_PIPER_RELEASE_IDLE_S", 10.0),
-        first_clause=getattr(settings, "TTS_PIPER_FIRST_CLAUSE_PHONEMES", 20),
+        first_clause=getattr(settings, "TTS_PIPER_FIRST_CLAUSE_PHONEMES", 0),
     )
 
 

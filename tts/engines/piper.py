@@ -39,8 +39,8 @@ WARMUP_TEXT = "Ready."
 # the next stream faults it in again, +20-40 ms first audio for a lone stream (issue 13).
 RELEASE_IDLE_S = 10.0
 # A leading segment's first sentence is cut at a clause mark leaving this many phonemes on
-# both sides (tts/engines/clauses.py): round-trip WER 3.3 % against 3.5 % whole (issue 13).
-FIRST_CLAUSE_PHONEMES = 20
+# both sides (tts/engines/clauses.py); 0: never (the default, TTS_PIPER_FIRST_CLAUSE_PHONEMES).
+FIRST_CLAUSE_PHONEMES = 0
 
 
 def build_voice(

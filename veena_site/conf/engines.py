@@ -30,8 +30,12 @@ TTS_PIPER_SESSION_THREADS = [
 ]
 # A wide session's threads spin between a run's ops, and stop when it ends (2026-12-05: off,
 # its runs took 1.06-1.07x as long; spinning on after the run, as before, cost two streams
-# 12-18 % when one had just run wide).
-TTS_PIPER_SPINNING = env.bool("TTS_PIPER_SPINNING", default=True)
+# 12-18 % when one had just run wide). On by default only in the embedded topology, where the
+# engine owns the machine's cores: beside other workers and gateways on one host (REDIS_URL,
+# tests/e2e/test_scaleout.py) the spinning threads take the cores the others need.
+TTS_PIPER_SPINNING = env.bool(
+    "TTS_PIPER_SPINNING", default=not env("REDIS_URL", default="")
+)
 TTS_PIPER_WAIT_FOR_CORES = env.bool("TTS_PIPER_WAIT_FOR_CORES", default=True)
 TTS_PIPER_SHARE_HOLD_S = env.float("TTS_PIPER_SHARE_HOLD_S", default=1.0)
 # Piper's working memory back to the OS once no stream has been in the engine for
@@ -42,8 +46,11 @@ TTS_PIPER_RETURN_MEMORY = env.bool("TTS_PIPER_RETURN_MEMORY", default=True)
 TTS_PIPER_RELEASE_IDLE_S = env.float("TTS_PIPER_RELEASE_IDLE_S", default=10.0)
 # A request's first sentence is cut after a clause mark (, ; :) leaving at least this many
 # phonemes on both sides, so its first audio waits for a clause, not a sentence; 0: never.
-# 2026-12-05, 26 texts x 10 Piper readings through tiny.en: WER 3.3 % cut, 3.5 % whole.
-TTS_PIPER_FIRST_CLAUSE_PHONEMES = env.int("TTS_PIPER_FIRST_CLAUSE_PHONEMES", default=20)
+# Off by default (2026-12-05): round-trip WER 3.3 % cut against 3.5 % whole (26 texts x 10
+# Piper readings through tiny.en), but the first clause ends with a sentence's fall (Whisper
+# writes "o'clock. Or maybe" for "o'clock, or maybe") and streaming Whisper on vLLM misread the
+# 40 s test item made that way (WER 0.28 and 0.53, against 0.000 whole).
+TTS_PIPER_FIRST_CLAUSE_PHONEMES = env.int("TTS_PIPER_FIRST_CLAUSE_PHONEMES", default=0)
 # Unset: the engine's default (piper 0, vllm-snac 80).
 TTS_SEGMENT_PAUSE_MS = env.int("TTS_SEGMENT_PAUSE_MS", default=None)
 

@@ -23,10 +23,12 @@ def cut_first_clause(
         return list(sentences)
     first = sentences[0]
     for index, phoneme in enumerate(first):
-        head = first[: index + 1]
-        tail = first[index + 1 :]
-        while tail and tail[0].isspace():
-            tail = tail[1:]
-        if phoneme in CLAUSE_MARKS and min(len(head), len(tail)) >= min_phonemes:
+        if phoneme not in CLAUSE_MARKS:
+            continue
+        start = index + 1  # the next clause begins after the mark's spaces
+        while start < len(first) and first[start].isspace():
+            start += 1
+        head, tail = first[: index + 1], first[start:]
+        if min(len(head), len(tail)) >= min_phonemes:
             return [head, tail, *sentences[1:]]
     return list(sentences)

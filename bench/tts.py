@@ -22,7 +22,8 @@ measured). ``BENCH_TTS_STACKS`` picks gateways by name (``ALL_STACKS``; also
 ``stack no spinning``, ``TTS_PIPER_SPINNING=false``, and ``plumbing``, the fake engine: what the
 stack itself costs a request).
 
-* first audio: request sent → first audio bytes; total: request sent → last audio;
+* first audio: request sent → first audio bytes; total: request sent → last audio bytes (as
+  the direct side's last chunk); complete ms: request sent → the ``complete`` event after them;
 * RTF: total ÷ seconds of audio produced;
 * peak RSS: each gateway process (VmHWM) and this process (the direct runs);
 * memory: each gateway's VmRSS ``TTS_PIPER_RELEASE_IDLE_S`` + 1.5 s after each level
@@ -99,17 +100,25 @@ class Samples:
     first: list[float] = field(default_factory=list)
     total: list[float] = field(default_factory=list)
     rtf: list[float] = field(default_factory=list)
+    complete: list[float] = field(
+        default_factory=list
+    )  # the stack's ``complete`` event
     note: str = ""
 
-    def add(self, first: float, total: float, audio_s: float) -> None:
+    def add(
+        self, first: float, total: float, audio_s: float, complete: float | None = None
+    ) -> None:
         self.first.append(first)
         self.total.append(total)
         self.rtf.append(total / audio_s)
+        if complete is not None:
+            self.complete.append(complete)
 
     def extend(self, other: Samples) -> None:
         self.first += other.first
         self.total += other.total
         self.rtf += other.rtf
+        self.complete += other.complete
 
 
 def p95(values: list[float]) -> float:
@@ -277,11 +286,12 @@ async def stack_request(ws: Any, text: str, samples: Samples) -> None:
     request = {"text": text, "format": "pcm", "sample_rate": RATE, "keep_alive": True}
     started = time.perf_counter()
     await ws.send(json.dumps(request))
-    first, nbytes = None, 0
+    first, last, nbytes = None, None, 0
     while True:
         message = await ws.recv()
         if isinstance(message, bytes):
-            first = first or time.perf_counter()
+            last = time.perf_counter()
+            first = first or last
             nbytes += len(message)
             continue
         event = json.loads(message)
@@ -289,8 +299,14 @@ async def stack_request(ws: Any, text: str, samples: Samples) -> None:
             raise BenchError(f"stack error: {event['error']}")
         if event["event"] == "complete":
             break
-    ended = time.perf_counter()
-    samples.add((first or ended) - started, ended - started, nbytes / 2 / RATE)
+    completed = time.perf_counter()
+    ended = last or completed  # the last audio byte, as Piper's last chunk
+    samples.add(
+        (first or ended) - started,
+        ended - started,
+        nbytes / 2 / RATE,
+        completed - started,
+    )
 
 
 async def stack_level_async(gw: Gateway, level: int) -> Samples:
@@ -419,9 +435,10 @@ def cell(values: list[float], scale: float, fmt: str) -> str:
 def table(results: dict[int, dict[str, Samples]]) -> None:
     """One row per level and side: medians / p95, and ratios to direct (medians)."""
     print(
-        "| clients | side | n | first audio ms | total ms | RTF | ÷ direct: first | total | RTF |"
+        "| clients | side | n | first audio ms | total ms | RTF | ÷ direct: first | total | RTF "
+        "| complete ms |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for level, sides in results.items():
         direct = sides.get("direct")
         for name, s in sides.items():
@@ -440,6 +457,7 @@ def table(results: dict[int, dict[str, Samples]]) -> None:
                     statistics.median(ours) / statistics.median(base) if base else None
                 )
                 cells.append(f"{ratio:.2f}" if ratio else "—")
+            cells.append(cell(s.complete, 1000, ".0f") if s.complete else "—")
             print("| " + " | ".join(cells) + " |")
 
 

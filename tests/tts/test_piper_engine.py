@@ -97,6 +97,28 @@ async def test_z2_cancel_mid_run_releases_caller_and_slot_within_200_ms(
     assert time.monotonic() - started < 2.0
 
 
+async def test_the_first_sentence_runs_while_the_event_loop_is_busy(
+    piper: PiperTts,
+) -> None:
+    """Phonemizing and the first run are one pool task: a loop busy with other work (the
+    gateway's side of a new request) does not hold the run back (issue 13)."""
+    started = time.monotonic()
+    await first_chunk(piper, FIRST_WORDS)
+    alone = time.monotonic() - started
+    busy_s = 2 * alone
+
+    started = time.monotonic()
+    task = asyncio.create_task(first_chunk(piper, FIRST_WORDS))
+    for _ in range(3):  # the stream hands its first task to the pool (a few steps)
+        await asyncio.sleep(0)
+    time.sleep(busy_s)  # the event loop is busy; the pool thread is not
+    await task
+    waited = time.monotonic() - started
+
+    # Run after the loop came free, it would end near busy_s + alone.
+    assert waited < busy_s + alone / 2
+
+
 # Engine threads that follow load (issue 13): the real engine on a two-core budget.
 
 

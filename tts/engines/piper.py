@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +33,7 @@ from tts.engines.piper_sessions import (
 )
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # A fixed gain, not per-sentence peak normalisation, keeps levels even (§1.5).
 VOLUME = 1.4
@@ -167,21 +170,29 @@ class PiperTts:
 
     async def stream(self, req: TtsEngineRequest) -> AsyncGenerator[Pcm, None]:
         """Yield one float32 chunk per sentence of ``req.text`` (a leading segment's first
-        sentence in two clauses when it is long: ``first_clause``)."""
+        sentence in two clauses when it is long: ``first_clause``).
+
+        The first sentence runs in the pool task that phonemizes the text, so its run never
+        waits on the event loop. The next sentence starts once the caller asks for it: starting
+        it sooner made the runs share the cores with the caller's work on the audio before it
+        (1.03x the total time for a 1000-character text, issue 13).
+        """
         loop = asyncio.get_running_loop()
         if self._idle is not None:
             self._idle.cancel()
         self._demand.enter()
+        scales = self._scales(req.speed)
         try:
-            phonemized = await loop.run_in_executor(
-                self._executor, self._voice.phonemize, req.text
+            await asyncio.sleep(
+                0
+            )  # streams that start in the same turn count each other
+            sentences, pcm = await self._in_pool(
+                self._speak_first, req.text, req.leading, scales
             )
-            sentences = [phonemes for phonemes in phonemized if phonemes]
-            if req.leading:
-                sentences = cut_first_clause(sentences, self._first_clause)
-            scales = self._scales(req.speed)
-            for phonemes in sentences:
-                yield await self._run_sentence(phonemes, scales)
+            if sentences:
+                yield _ran(pcm)
+            for phonemes in sentences[1:]:
+                yield _ran(await self._in_pool(self._synthesize, phonemes, scales))
         finally:
             self._demand.leave()
             if self._return_memory and self._demand.streams == 0:
@@ -206,37 +217,50 @@ class PiperTts:
             [config.noise_scale, length_scale, config.noise_w_scale], dtype=np.float32
         )
 
-    async def _run_sentence(
-        self, phonemes: list[str], scales: npt.NDArray[np.float32]
-    ) -> Pcm:
-        """Synthesize one sentence in the pool, terminating the run if cancelled."""
+    async def _in_pool(self, work: Callable[..., T], *args: Any) -> T:
+        """``work(*args, options)`` in the pool; a cancelled caller terminates its run (Z2)."""
         options = onnxruntime.RunOptions()
         loop = asyncio.get_running_loop()
-        want = share_of_budget(self._pool.budget, self._demand.current())
         try:
-            pcm = await loop.run_in_executor(
-                self._executor, self._synthesize, phonemes, scales, options, want
+            return await loop.run_in_executor(
+                self._executor, functools.partial(work, *args, options)
             )
         except asyncio.CancelledError:
             options.terminate = True
             raise
-        assert pcm is not None  # only a terminated run returns None
-        return pcm
+
+    def _speak_first(
+        self,
+        text: str,
+        leading: bool,
+        scales: npt.NDArray[np.float32],
+        options: onnxruntime.RunOptions,
+    ) -> tuple[list[list[str]], Pcm | None]:
+        """Phonemize ``text`` and synthesize its first sentence, in one pool task."""
+        sentences = [phonemes for phonemes in self._voice.phonemize(text) if phonemes]
+        if leading:
+            sentences = cut_first_clause(sentences, self._first_clause)
+        if not sentences:
+            return [], None
+        return sentences, self._synthesize(sentences[0], scales, options)
 
     def _synthesize(
         self,
         phonemes: list[str],
         scales: npt.NDArray[np.float32],
         options: onnxruntime.RunOptions,
-        want: int = 1,
+        want: int | None = None,
     ) -> Pcm | None:
-        """Run the model on one sentence on at most ``want`` threads; None: terminated."""
+        """Run the model on one sentence on at most ``want`` threads (default: the run's
+        share of the cores as it starts); None: terminated."""
         ids = np.array([self._voice.phonemes_to_ids(phonemes)], dtype=np.int64)
         inputs = {
             "input": ids,
             "input_lengths": np.array([ids.shape[1]], dtype=np.int64),
             "scales": scales,
         }
+        if want is None:
+            want = share_of_budget(self._pool.budget, self._demand.current())
         with self._pool.lease(want) as session:
             if options.terminate:  # cancelled while waiting for cores
                 return None
@@ -283,3 +307,9 @@ class PiperTts:
                 run_options(return_memory=return_memory),
                 threads,
             )
+
+
+def _ran(pcm: Pcm | None) -> Pcm:
+    """A run's audio (only a run terminated by its cancelled caller returns None)."""
+    assert pcm is not None
+    return pcm

@@ -83,7 +83,8 @@ class Demand:
     """Streams in the engine, held at their recent peak for ``hold_s`` (issue 13).
 
     Streams that alternate (one ends as another starts) would otherwise look alone for a
-    moment and take every core for a sentence, which the next stream then waits for.
+    moment and take every core for a sentence, which the next stream then waits for. Streams
+    enter and leave on the event loop; runs ask ``current`` in the pool's threads as they start.
     """
 
     def __init__(
@@ -94,21 +95,25 @@ class Demand:
         self._clock = clock
         self._peak = 0
         self._peak_at = clock()
+        self._lock = threading.Lock()
 
     def enter(self) -> None:
-        self.streams += 1
-        self._note()
+        with self._lock:
+            self.streams += 1
+            self._note()
 
     def leave(self) -> None:
-        self._note()  # there were this many until now
-        self.streams -= 1
+        with self._lock:
+            self._note()  # there were this many until now
+            self.streams -= 1
 
     def current(self) -> int:
         """The streams a run shares the cores with: now, or the peak of the last ``hold_s``."""
-        self._note()
-        if self._clock() - self._peak_at >= self.hold_s:
-            self._peak, self._peak_at = self.streams, self._clock()
-        return max(self.streams, self._peak)
+        with self._lock:
+            self._note()
+            if self._clock() - self._peak_at >= self.hold_s:
+                self._peak, self._peak_at = self.streams, self._clock()
+            return max(self.streams, self._peak)
 
     def _note(self) -> None:
         if self.streams >= self._peak:

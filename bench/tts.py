@@ -19,8 +19,9 @@ Each level runs in ``BENCH_TTS_ROUNDS`` rounds (4) in which the direct runs and 
 take turns (the order rotating), so a drift in the machine's speed falls on all of them alike
 (in one block each, Piper alone moved 190-230 ms a request from run to run: as much as the gap
 measured). ``BENCH_TTS_STACKS`` picks gateways by name (``ALL_STACKS``; also
-``stack no spinning``, ``TTS_PIPER_SPINNING=false``, and ``plumbing``, the fake engine: what the
-stack itself costs a request).
+``stack no spinning``, ``TTS_PIPER_SPINNING=false``, ``stack whole sentences``,
+``TTS_PIPER_FIRST_PIECE_FRAMES=0``, and ``plumbing``, the fake engine: what the stack itself costs
+a request).
 
 * first audio: request sent → first audio bytes; total: request sent → last audio bytes (as
   the direct side's last chunk); complete ms: request sent → the ``complete`` event after them;
@@ -78,6 +79,7 @@ ALL_STACKS = {
     "stack overlap": {"TTS_PIPER_WAIT_FOR_CORES": "false"},
     "stack 1 thread": {"TTS_PIPER_SESSION_THREADS": "1"},
     "stack no spinning": {"TTS_PIPER_SPINNING": "false"},
+    "stack whole sentences": {"TTS_PIPER_FIRST_PIECE_FRAMES": "0"},
     "plumbing": {"TTS_ENGINE": "fake"},
 }
 # BENCH_TTS_STACKS: the gateways to run, by name (comma-separated)

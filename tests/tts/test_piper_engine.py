@@ -23,14 +23,20 @@ CLAUSE = "the quick brown fox jumps over the lazy dog near the river bank"
 LONG_SENTENCE = ", ".join([CLAUSE] * 31).capitalize() + "."
 CANCEL_DEADLINE_S = 0.2
 FIRST_WORDS = "The weather today is sunny with a light breeze from the west."
+# Short, long, short: audio out of order would show in the chunks' lengths.
+THREE_SENTENCES = (
+    "Good morning. The weather today is sunny with a light breeze from the west, and the "
+    "afternoon should stay warm and dry until late in the evening. Thank you."
+)
 # The engines' idle time before their memory goes back (default 10 s).
 RELEASE_IDLE_S = 1.0
 
 
 @pytest.fixture(scope="module")
 def piper() -> Iterator[PiperTts]:
-    """One single-threaded engine, so a run left going would block the next stream."""
-    engine = PiperTts.load(threads=1, release_idle_s=RELEASE_IDLE_S)
+    """One single-threaded engine, so a run left going would block the next stream; each
+    sentence one run (its first decoder piece apart: tests/tts/test_piper_split.py)."""
+    engine = PiperTts.load(threads=1, release_idle_s=RELEASE_IDLE_S, first_piece=0)
     yield engine
     engine.close()
 
@@ -125,24 +131,41 @@ async def test_the_first_sentence_runs_while_the_event_loop_is_busy(
 @pytest.fixture(scope="module")
 def piper_two_cores() -> Iterator[PiperTts]:
     """A two-core engine: one two-thread session and the one-thread session."""
-    engine = PiperTts.load(threads=2)
+    engine = PiperTts.load(threads=2, first_piece=0)
     yield engine
     engine.close()
 
 
-async def test_lone_stream_runs_every_sentence_on_all_cores(
+async def test_a_lone_stream_s_first_sentence_runs_on_all_cores_the_rest_side_by_side(
     piper_two_cores: PiperTts,
 ) -> None:
+    """The first sentence (the first audio) on one two-thread run; the later ones on one
+    thread each, as many at once as cores (issue 13)."""
     pool = piper_two_cores.sessions
     before = pool.runs.copy()
 
-    chunks = await synthesize(piper_two_cores, SHORT_TEXT)
+    chunks = await synthesize(piper_two_cores, THREE_SENTENCES)
 
     assert sorted(pool.sessions) == [1, 2]
-    assert len(chunks) == 2
-    assert pool.runs[2] - before[2] == 2
-    assert pool.runs[1] == before[1]
+    assert len(chunks) == 3
+    assert pool.runs[2] - before[2] == 1
+    assert pool.runs[1] - before[1] == 2
     assert pool.peak_threads <= pool.budget
+    assert pool.free == pool.budget
+
+
+async def test_runs_side_by_side_keep_the_sentences_in_order(
+    piper_two_cores: PiperTts, piper: PiperTts
+) -> None:
+    """A long sentence between two short ones: each chunk is its own sentence's length."""
+    side_by_side = await synthesize(piper_two_cores, THREE_SENTENCES)
+    one_by_one = await synthesize(
+        piper, THREE_SENTENCES
+    )  # one thread: one run at a time
+
+    for ours, theirs in zip(side_by_side, one_by_one, strict=True):
+        assert abs(len(ours) - len(theirs)) < 0.25 * len(theirs)
+    assert len(side_by_side[1]) > 2 * max(len(side_by_side[0]), len(side_by_side[2]))
 
 
 async def test_concurrent_streams_run_one_thread_each_within_the_budget(
@@ -181,7 +204,7 @@ CLAUSES = (
 
 
 async def test_a_leading_segment_s_first_sentence_comes_in_two_clauses() -> None:
-    engine = PiperTts.load(threads=1, first_clause=20)
+    engine = PiperTts.load(threads=1, first_clause=20, first_piece=0)
     try:
         leading = await synthesize(engine, CLAUSES)
         later = [
@@ -210,7 +233,7 @@ def test_one_thread_budget_builds_only_the_one_thread_session(piper: PiperTts) -
 
 
 async def test_a_stream_right_after_others_keeps_one_thread_for_the_hold() -> None:
-    engine = PiperTts.load(threads=2, share_hold_s=60.0)
+    engine = PiperTts.load(threads=2, share_hold_s=60.0, first_piece=0)
     try:
         await asyncio.gather(*(synthesize(engine, FIRST_WORDS) for _ in range(2)))
         before = engine.sessions.runs.copy()
@@ -240,7 +263,8 @@ async def test_the_runs_memory_goes_back_to_the_os_once_the_engine_is_idle() -> 
         while resident_mib() > busy - 40 and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         assert resident_mib() <= busy - 40
-        assert len(await synthesize(engine, SHORT_TEXT)) == 2  # still serves
+        # still serves: two sentences, the first in two decoder pieces
+        assert len(await synthesize(engine, SHORT_TEXT)) == 3
     finally:
         engine.close()
 

@@ -143,8 +143,10 @@ CLAUSE_SPEECH = (
 
 @pytest.fixture
 def first_clause_20(settings: Any) -> None:
-    """TTS_PIPER_FIRST_CLAUSE_PHONEMES=20 for the worker started after it."""
+    """TTS_PIPER_FIRST_CLAUSE_PHONEMES=20 for the worker started after it (each clause one
+    run: no decoder pieces)."""
     settings.TTS_PIPER_FIRST_CLAUSE_PHONEMES = 20
+    settings.TTS_PIPER_FIRST_PIECE_FRAMES = 0
 
 
 async def test_a_request_s_first_sentence_comes_in_two_clauses_and_transcribes(
@@ -165,6 +167,26 @@ async def test_a_request_s_first_sentence_comes_in_two_clauses_and_transcribes(
     transcript = await transcribe(whisper, decode(stream, "pcm", 24000), 24000)
     wer = word_error_rate(CLAUSE_SPEECH, transcript)
     print(f"\nWER first sentence in clauses: {wer:.3f}  ({transcript.strip()!r})")
+    assert wer <= 0.10
+
+
+async def test_a_request_s_first_sentence_comes_in_two_decoder_pieces_and_transcribes(
+    piper_worker: WorkerRuntime, open_stream: Opener, whisper: FasterWhisperAsr
+) -> None:
+    """Issue 13, TTS_PIPER_FIRST_PIECE_FRAMES (default 32): the first audio waits for the
+    encoder and the first piece of the decoder; the words are as clear as whole."""
+    pool = piper_worker.engine("tts").sessions  # type: ignore[attr-defined]
+    runs = sum(pool.runs.values())
+    stream = await open_stream()
+    await stream.send({"text": CLAUSE_SPEECH, "format": "pcm", "sample_rate": 24000})
+    await stream.event("complete", timeout=60)
+
+    assert sum(pool.runs.values()) - runs == 3  # two pieces, then the second sentence
+    transcript = await transcribe(whisper, decode(stream, "pcm", 24000), 24000)
+    wer = word_error_rate(CLAUSE_SPEECH, transcript)
+    print(
+        f"\nWER first sentence in decoder pieces: {wer:.3f}  ({transcript.strip()!r})"
+    )
     assert wer <= 0.10
 
 

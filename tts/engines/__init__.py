@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tts.engines.base import TtsEngine
 
@@ -22,6 +23,9 @@ def load_piper() -> TtsEngine:
         return_memory=getattr(settings, "TTS_PIPER_RETURN_MEMORY", True),
         release_idle_s=getattr(settings, "TTS_PIPER_RELEASE_IDLE_S", 10.0),
         first_clause=getattr(settings, "TTS_PIPER_FIRST_CLAUSE_PHONEMES", 0),
+        first_piece=getattr(settings, "TTS_PIPER_FIRST_PIECE_FRAMES", 0),
+        split_cache=Path(settings.DATA_DIR) / "piper-split",
+        side_by_side=getattr(settings, "TTS_PIPER_SIDE_BY_SIDE", True),
     )
 
 

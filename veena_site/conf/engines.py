@@ -51,6 +51,14 @@ TTS_PIPER_RELEASE_IDLE_S = env.float("TTS_PIPER_RELEASE_IDLE_S", default=10.0)
 # writes "o'clock. Or maybe" for "o'clock, or maybe") and streaming Whisper on vLLM misread the
 # 40 s test item made that way (WER 0.28 and 0.53, against 0.000 whole).
 TTS_PIPER_FIRST_CLAUSE_PHONEMES = env.int("TTS_PIPER_FIRST_CLAUSE_PHONEMES", default=0)
+# A request's first sentence is decoded in two pieces, the first this many latent frames
+# (~12 ms of audio each), so its first audio waits for the encoder and part of the decoder;
+# the samples are those of a whole decode (tts/engines/piper_split.py); 0: whole.
+TTS_PIPER_FIRST_PIECE_FRAMES = env.int("TTS_PIPER_FIRST_PIECE_FRAMES", default=32)
+# A lone stream's runs after its first (the first audio's, on every core) go side by side on
+# one thread each, as many as cores: two one-thread runs do 1.17x the work of one two-thread
+# run on 2 vCPUs. Each starts as soon as a lane is free, not when its audio is asked for.
+TTS_PIPER_SIDE_BY_SIDE = env.bool("TTS_PIPER_SIDE_BY_SIDE", default=True)
 # Unset: the engine's default (piper 0, vllm-snac 80).
 TTS_SEGMENT_PAUSE_MS = env.int("TTS_SEGMENT_PAUSE_MS", default=None)
 

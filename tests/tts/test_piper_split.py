@@ -147,6 +147,29 @@ async def test_a_leading_first_sentence_comes_in_two_pieces(engine: PiperTts) ->
     assert abs(first_sentence - len(later[0])) < 0.2 * len(later[0])
 
 
+async def test_pieces_and_side_by_side_runs_give_the_audio_of_whole_runs(
+    engine: PiperTts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without Piper's noise the stream's audio is the same sample for sample: the first
+    sentence in two pieces, the rest side by side, against one whole run after another."""
+    whole_engine = PiperTts.load(threads=2, first_piece=0, side_by_side=False)
+    try:
+        text = TEXT + " Thank you for riding with us today."
+        for piper in (engine, whole_engine):
+            monkeypatch.setattr(
+                piper, "_scales", lambda _speed: np.array([0, 1, 0], dtype=np.float32)
+            )
+        pieces_audio = await chunks_of(engine, text, leading=True)
+        whole_audio = await chunks_of(whole_engine, text, leading=True)
+    finally:
+        whole_engine.close()
+
+    assert [len(pieces_audio), len(whole_audio)] == [4, 3]
+    ours, theirs = np.concatenate(pieces_audio), np.concatenate(whole_audio)
+    assert ours.shape == theirs.shape
+    assert np.abs(ours - theirs).max() < 1e-5
+
+
 async def test_the_first_piece_comes_well_before_the_whole_sentence(
     engine: PiperTts,
 ) -> None:

@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 # A sentence's latent and the frames of it not decoded yet.
-_Rest = tuple["Latent", tuple[int, int]]
+_Rest = tuple[Latent, tuple[int, int]]
 
 # A fixed gain, not per-sentence peak normalisation, keeps levels even (§1.5).
 VOLUME = 1.4
@@ -216,7 +216,7 @@ class PiperTts:
 
         The first sentence runs in the pool task that phonemizes the text, so its run never
         waits on the event loop. The runs after it go side by side while the stream is alone
-        (``_Lanes``), else one at a time, each once the caller asks for its audio.
+        (``piper_lanes.Lanes``), else one at a time, each once the caller asks for its audio.
         """
         loop = asyncio.get_running_loop()
         if self._idle is not None:

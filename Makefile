@@ -25,7 +25,7 @@ $(VENV)/.dev-installed: requirements.txt requirements-dev.txt $(VENV)/.installed
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@
 
-# The vLLM tier (shared/specs/engines.md §3.1): the CPU build's unpinned torchvision/torchaudio/torchcodec
+# The vLLM tier (docs/specs/engines.md §3.1): the CPU build's unpinned torchvision/torchaudio/torchcodec
 # exist on PyPI only as CUDA builds that fail to import beside CPU torch, so they are removed again.
 $(VENV)/.vllm-installed: $(VLLM_REQUIREMENTS) requirements.txt $(VENV)/.installed
 	$(BIN)/pip install -q -r $(VLLM_REQUIREMENTS)

@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 
 # accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop
-# within E7's 1 s even when the tick waits behind a client event.
+# within accounts E7's 1 s even when the tick waits behind a client event.
 TICK_S = 0.5
 PARSE_INLINE = 64 * 1024  # AR-2: larger frames are parsed (JSON, base64) off the loop
 PUMP_RETRY_S = 0.05  # ChannelFull: retry the worker queue after this
@@ -259,7 +259,7 @@ class RealtimeConsumer(WorkerClientConsumer):
             await self.usage.open(
                 request_id=self.session.session_id, model=version or settings.ASR_MODEL
             )
-        except AdmissionDenied as denied:  # usage_unavailable: serve nothing (U2)
+        except AdmissionDenied as denied:  # usage_unavailable: serve none (accounts U2)
             await self.fail(replace(errors.stop(denied.reason), admission=True))
             return
         self.session.state = AsrState.OPEN

@@ -1,7 +1,7 @@
 """Fixed error texts, types and close codes of ``/v1/realtime`` (§3.4, §10, §11, ER-3, LM-7).
 
 The one table of each: close codes, error types, message templates (``message`` fills in the
-settings they name), and accounts' denial (E3) and stop (E7) reasons as wire codes.
+settings they name), and accounts' denial (accounts E3) and stop (accounts E7) reasons as wire codes.
 """
 
 from __future__ import annotations

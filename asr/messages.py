@@ -1,4 +1,4 @@
-"""Gateway ↔ worker contracts of a realtime ASR job (specs/realtime-asr.md §13).
+"""Gateway ↔ worker contracts of a realtime ASR job (docs/specs/realtime-asr.md §13).
 
 The channel types keep this project's backbone names (``asr.job.*`` to the worker, ``gpu.asr.*``
 and ``gpu.job.*`` back); the fields are the spec's. PCM is int16 little-endian at 16 kHz.

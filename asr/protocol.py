@@ -1,4 +1,4 @@
-"""Wire schema of ``/v1/realtime`` (specs/realtime-asr.md): client and server events.
+"""Wire schema of ``/v1/realtime`` (docs/specs/realtime-asr.md): client and server events.
 
 Supported: the OpenAI Realtime transcription-session subset in its GA shape
 (``openai.types.realtime``) and its beta shape (``openai.types.beta.realtime``), and vLLM's

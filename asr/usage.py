@@ -62,7 +62,7 @@ class RealtimeUsage:
         await self.meter.open()
 
     async def accept(self, samples: int, rate: int) -> int:
-        """MT-3, Q8: how many of ``samples`` input samples fit in the quota reservations.
+        """MT-3, accounts Q8: how many of ``samples`` input samples fit in the quota reservations.
 
         Reserves ``ASR_QUOTA_CHUNK_MS`` at a time while the append does not fit; a grant of 0
         stops reserving, and a result below ``samples`` means the quota ran out. Raises

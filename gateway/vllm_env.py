@@ -2,7 +2,7 @@
 
 vLLM and torch are imported only inside engine loaders (STYLE 34); call ``prepare_vllm`` first, in
 the worker process, before the first ``import vllm``: it checks the tier is installed and sets the
-environment of shared/specs/engines.md §3.2 (offline, no telemetry, caches under the data directory),
+environment of docs/specs/engines.md §3.2 (offline, no telemetry, caches under the data directory),
 which vLLM reads at import time and its spawned engine-core process inherits.
 """
 

@@ -260,7 +260,7 @@ class TtsConsumer(WorkerClientConsumer):
         """The usage tick, or one of the consumer's own timers (``tts.stream.timer``)."""
         if name == self.ticker.name:
             self.ticker.ticked()
-            reason = await self.usage.tick()  # accounts E6; a stop reason ends it (E7)
+            reason = await self.usage.tick()  # accounts E6, E7: a reason ends it
             if reason is not None:
                 await self.fail(denial_fail(AdmissionDenied(reason), fatal=True))
             return

@@ -1,4 +1,4 @@
-"""How accounts denials and worker outcomes reach a TTS client (specs/tts-ws.md §6, X3, W7).
+"""How accounts denials and worker outcomes reach a TTS client (docs/specs/tts-ws.md §6, X3, W7).
 
 Shared by the WebSocket consumer, the REST views and the REST job client; messages are fixed
 strings (X2, accounts S10).
@@ -59,7 +59,7 @@ def denial_fail(
     request_id: str | None = None,
     fatal: bool | None = None,
 ) -> Fail:
-    """An accounts denial (W6, K4, Q7) or stop (E7) as the stream's §6 error; the record
+    """An accounts denial (W6, K4, accounts Q7) or stop (accounts E7) as the stream's §6 error; the record
     keeps the accounts reason as its ``error_code`` (U3)."""
     code, message, retry = denial_error(denied)
     return Fail(

@@ -1,4 +1,4 @@
-"""Server events of ``/v1/tts/ws`` (specs/tts-ws.md §3.1, E1–E4, TS1, §6, §9): typed values.
+"""Server events of ``/v1/tts/ws`` (docs/specs/tts-ws.md §3.1, E1–E4, TS1, §6, §9): typed values.
 
 Each event is a frozen dataclass whose fields are in wire order; ``server_message`` is the one
 place that turns them into the JSON object sent (fields that are None are left out; an error's

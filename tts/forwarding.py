@@ -1,4 +1,4 @@
-"""Worker audio to the client (specs/tts-ws.md E1–E6, Q8, TS1, tts U2): pure steps.
+"""Worker audio to the client (docs/specs/tts-ws.md E1–E6, Q8, TS1, tts U2): pure steps.
 
 The worker owns the audio pipeline; the gateway adds the WAV header frame, forwards each chunk's
 bytes unchanged, counts them (progress, ``complete``, the usage record) and acknowledges them.

@@ -1,4 +1,4 @@
-"""Incremental text input of one request (specs/tts-ws.md §9.2, C2): state and pure steps.
+"""Incremental text input of one request (docs/specs/tts-ws.md §9.2, C2): state and pure steps.
 
 Text is buffered and cut into segments as sentences complete (I3); segments, flushes, the end and
 clears go to the pinned worker in order, or wait in ``pending`` until the job is accepted. Each

@@ -1,4 +1,4 @@
-"""Gateway ↔ worker contracts of a TTS job (specs/tts-ws.md §11 Q6).
+"""Gateway ↔ worker contracts of a TTS job (docs/specs/tts-ws.md §11 Q6).
 
 The engine options of a request (``Sampling``, with the reference defaults, R1) are stated once
 here: the wire request (``tts.protocol.TtsRequest``), the job's first message and the engine's

@@ -1,4 +1,4 @@
-"""English text normalisation for speech (specs/tts-ws.md T1–T5): pure functions.
+"""English text normalisation for speech (docs/specs/tts-ws.md T1–T5): pure functions.
 
 Numbers, currency, percentages, ordinals, years, dates, clock times and a fixed list of
 abbreviations are spelled into words; emoji and markdown emphasis are dropped and whitespace is

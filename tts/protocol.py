@@ -1,4 +1,4 @@
-"""Wire schema of ``/v1/tts/ws`` and ``POST /v1/tts`` (specs/tts-ws.md §2–§3, §6, §9, §13).
+"""Wire schema of ``/v1/tts/ws`` and ``POST /v1/tts`` (docs/specs/tts-ws.md §2–§3, §6, §9, §13).
 
 Supported: the legacy request (every reference field with its default, validated in table order,
 speaker last: R1–R5), ``ping``, ``cancel`` with or without ``request_id``, ``clear``, the

@@ -1,10 +1,10 @@
 """The start of one TTS request, shared by ``/v1/tts/ws``, ``POST /v1/tts`` and
-``POST /v1/audio/speech`` (specs/tts-ws.md L1 steps 4–8, H1).
+``POST /v1/audio/speech`` (docs/specs/tts-ws.md L1 steps 4–8, H1).
 
 ``plan_request`` does everything that may refuse a validated request before it is metered:
 engine checks and the speaker (R5, §8), segmentation and normalisation (§7) and the
 speakable-text check (R7). ``open_usage`` reserves its characters and opens the usage record
-(Q7, U3); ``RequestPlan.submit`` is the job's first message (Q6). A stream's request also
+(accounts Q7, U3); ``RequestPlan.submit`` is the job's first message (Q6). A stream's request also
 becomes its active one (K2–K3) before it is metered (``start_on_stream``).
 """
 
@@ -85,7 +85,7 @@ async def start_on_stream(
     session: TtsSession, usage: TtsUsage, req: TtsRequest
 ) -> Started | Fail:
     """A stream's request: its id (X1, K3), K4's token for each after the first, the shared
-    start, K2–K3 (it becomes the stream's active request), then its record (Q7); or the
+    start, K2–K3 (it becomes the stream's active request), then its record (accounts Q7); or the
     error that refused it."""
     request_id = session.request_id_for(req)
     request_id_var.set(request_id)
@@ -108,7 +108,7 @@ async def start_on_stream(
         active.add_segments(plan.spans)
         logger.info("tts request %s: %d chars", request_id, len(req.text))
         metrics.REQUESTS.labels("tts").inc()
-        await open_usage(usage, plan)  # Q7: may refuse it before any audio
+        await open_usage(usage, plan)  # accounts Q7: may refuse it before any audio
     except ProtocolError as exc:
         return refusal(exc, request_id=request_id, keep_alive=req.keep_alive)
     except AdmissionDenied as denied:  # K4: a per-request RPM denial is not fatal
@@ -118,7 +118,7 @@ async def start_on_stream(
 
 
 async def open_usage(usage: TtsUsage, plan: RequestPlan) -> None:
-    """L1 step 7: reserve the text and open the record; raises ``AdmissionDenied`` (Q7)."""
+    """L1 step 7: reserve the text and open the record; raises ``AdmissionDenied`` (accounts Q7)."""
     await usage.open_request(
         request_id=plan.request_id,
         model=plan.info.model_version,

@@ -1,4 +1,4 @@
-"""Speaker resolution and listing (specs/tts-ws.md §8, §13.2): voice ids and alias tables."""
+"""Speaker resolution and listing (docs/specs/tts-ws.md §8, §13.2): voice ids and alias tables."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What a client event, an unusable message or a timer does on a TTS stream: pure steps.
 
 Each function reads the stream's state (``tts.session``) and returns the outputs for
-``TtsConsumer.perform`` (specs/tts-ws.md R3, R8, R9, K2, K5, C1–C2, W8, W12, I3, I6, Q8).
+``TtsConsumer.perform`` (docs/specs/tts-ws.md R3, R8, R9, K2, K5, C1–C2, W8, W12, I3, I6, Q8).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Text segmentation (specs/tts-ws.md T6–T7, I3): sentences with code-point offsets, pure code.
+"""Text segmentation (docs/specs/tts-ws.md T6–T7, I3): sentences with code-point offsets, pure code.
 
 Segments always cover the text in order without gaps or overlap: the whitespace between two
 sentences belongs to the later one.

@@ -24,7 +24,7 @@ UsageStatus = TerminalStatus  # the record's terminal statuses (accounts U8)
 T = TypeVar("T")
 
 # accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop
-# within E7's 1 s even when the tick message waits behind audio in the channel.
+# within accounts E7's 1 s even when the tick message waits behind audio in the channel.
 TICK_S = 0.5
 
 
@@ -60,7 +60,7 @@ class TtsUsage:
     async def open_request(
         self, *, request_id: str, model: str, text_chars: int
     ) -> None:
-        """L1 step 7: reserve the text all-or-nothing (Q7), then start the record's INSERT.
+        """L1 step 7: reserve the text all-or-nothing (accounts Q7), then start the record's INSERT.
 
         Raises ``AdmissionDenied`` (``quota_exceeded``, ``limits_unavailable``) before any
         audio; the INSERT runs alongside the job submission and ``ready()`` awaits it.
@@ -81,7 +81,7 @@ class TtsUsage:
         self._opening.add_done_callback(_retrieve)
 
     async def ready(self) -> None:
-        """U1/U2: wait until the record is committed; call before the first binary frame.
+        """U1 / accounts U2: wait until the record is committed; call before the first binary frame.
 
         Raises ``AdmissionDenied("usage_unavailable")`` when the database refused it.
         """
@@ -94,7 +94,7 @@ class TtsUsage:
         self._charge()
 
     async def reserve_text(self, *, chars: int) -> None:
-        """I2 / Q7: one text unit, all or nothing; charged once the job is accepted."""
+        """I2 / accounts Q7: one text unit, all or nothing; charged once the job is accepted."""
         if self.meter is None or chars <= 0:
             return
         await self.meter.reserve_tts_chars(chars)
@@ -143,7 +143,7 @@ class TtsUsage:
         )
 
     async def release(self) -> None:
-        """Give back the lease (E5, C3); finish the request first. Idempotent."""
+        """Give back the lease (accounts E5, C3); finish the request first. Idempotent."""
         if self.admission is not None:
             await self.admission.release()
 

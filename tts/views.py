@@ -175,7 +175,7 @@ async def metered_synthesis(
         req = parse_body(request)
         plan = await plan_request(req, request_id)
         await open_usage(usage, plan)
-        await usage.ready()  # U2: committed before any audio exists
+        await usage.ready()  # accounts U2: committed before any audio exists
         audio = await while_ticking(usage, run_job(plan, usage.job_accepted))
     except ProtocolError as exc:  # validation opens no record (U3)
         return error_response(RestError(exc.code, exc.message), request_id)

@@ -71,7 +71,7 @@ TTS_WARNINGS = {  # tts-ws E4: never end a request
     "IGNORED_MESSAGE": "the server ignored a message",
     "NOT_ACTIVE": "the server had no such active request",
 }
-REALTIME_ERRORS = {  # realtime §3.4 AU-4, §9 VL-*, §10 ER-5 and ER-6, §11 LM-*
+REALTIME_ERRORS = {  # realtime §3.4 AU-4, §9 VL-1 to VL-9, §10 ER-5 and ER-6, §11 LM-1 to LM-7
     "invalid_api_key": Meaning(
         "the server refused the API key (check --key or VEENA_API_KEY)", EXIT_AUTH
     ),

@@ -213,14 +213,14 @@ WORKER_PLACEMENT = env("WORKER_PLACEMENT", default="least_loaded")
 JOB_KEEPALIVE_S = env.float("JOB_KEEPALIVE_S", default=1.0)
 JOB_KEEPALIVE_TIMEOUT_S = env.float("JOB_KEEPALIVE_TIMEOUT_S", default=5.0)
 
-# Both sockets (specs/tts-ws.md §14, specs/realtime-asr.md §2.2).
+# Both sockets (docs/specs/tts-ws.md §14, docs/specs/realtime-asr.md §2.2).
 # ?api_key= ends up in proxy logs and browser history: off in production unless asked for.
 ALLOW_QUERY_API_KEY = env.bool("ALLOW_QUERY_API_KEY", default=not PRODUCTION)
 # Per-stream bounds (issue 9): control events; unsent audio and ASR audio below.
 WS_CONTROL_RATE = env.float("WS_CONTROL_RATE", default=10.0)
 WS_CONTROL_BURST = env.int("WS_CONTROL_BURST", default=20)
 
-# The TTS socket and POST /v1/tts (specs/tts-ws.md §14).
+# The TTS socket and POST /v1/tts (docs/specs/tts-ws.md §14).
 TTS_AUTH_REQUIRED = env.bool("TTS_AUTH_REQUIRED", default=True)
 TTS_REQUEST_TIMEOUT_S = env.float("TTS_REQUEST_TIMEOUT_S", default=30.0)
 # Idle limit of a keep-alive TTS stream between requests (accounts §12, tts K5).
@@ -243,10 +243,10 @@ TTS_WORKER_STALL_S = env.float("TTS_WORKER_STALL_S", default=3.0)
 TTS_CANCEL_DEADLINE_MS = env.int("TTS_CANCEL_DEADLINE_MS", default=200)
 TTS_DRAIN_S = env.float("TTS_DRAIN_S", default=30.0)
 TTS_REST_TIMEOUT_S = env.float("TTS_REST_TIMEOUT_S", default=300.0)
-# {"<engine>": {"<alias>": "<voice id>"}} merged over the S3 tables.
+# {"<engine>": {"<alias>": "<voice id>"}} merged over the tts S3 tables.
 TTS_SPEAKER_ALIASES = env.json("TTS_SPEAKER_ALIASES", default={})
 
-# The realtime ASR socket (specs/realtime-asr.md §2.2).
+# The realtime ASR socket (docs/specs/realtime-asr.md §2.2).
 ASR_MODEL = env("ASR_MODEL", default="whisper-tiny.en")
 ASR_MODEL_ALIASES = env.list(
     "ASR_MODEL_ALIASES",
@@ -319,7 +319,7 @@ CACHES: dict[str, dict[str, Any]] = {
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
-# Dashboard (specs/accounts.md §10): sign-in, password reset by email, quota alerts.
+# Dashboard (docs/specs/accounts.md §10): sign-in, password reset by email, quota alerts.
 LOGIN_URL = "dashboard:login"
 LOGIN_REDIRECT_URL = "dashboard:index"
 LOGOUT_REDIRECT_URL = "dashboard:login"

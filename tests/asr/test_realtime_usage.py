@@ -255,7 +255,7 @@ async def test_mt3_quota_runs_out_mid_session(
     await again.comm.disconnect()
 
 
-# LM-5, E7: stops mid-session.
+# LM-5, accounts E7: stops mid-session.
 
 
 async def test_lm5_revoked_key_stops_within_a_second_and_fails_the_record(

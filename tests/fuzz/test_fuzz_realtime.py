@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(1800)
 
 MESSAGE_CAP = 64 * 1024  # ASR_MAX_MESSAGE_BYTES during the run, so oversize is cheap
 SENTINEL = "fuzz.sentinel"
-# README and specs/realtime-asr.md §10–§11: the documented events, codes and close codes.
+# README and docs/specs/realtime-asr.md §10–§11: the documented events, codes and close codes.
 OPENAI_EVENTS = {
     "session.created",
     "session.updated",

@@ -115,7 +115,7 @@ async def sdk_transcribe(
     pace_s: float = 0.0,
     timeout: float = 30,
 ) -> tuple[list[str], list[Any]]:
-    """The spec §16 client, with AsyncOpenAI: returns event types and the events.
+    """The realtime §16 client, with AsyncOpenAI: returns event types and the events.
 
     ``pace_s`` waits between appends (0: as fast as the socket takes them).
     """

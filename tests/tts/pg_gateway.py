@@ -1,4 +1,4 @@
-"""A TTS gateway process on PostgreSQL and Redis for the metering tests (tts U1–U4, E7).
+"""A TTS gateway process on PostgreSQL and Redis for the metering tests (tts U1–U4, accounts E7).
 
 Run as ``python -m tests.tts.pg_gateway SCENARIO JSON_ARGS`` with ``DATABASE_URL`` and
 ``REDIS_URL`` in the environment. The gateway is the real ASGI application with the worker

@@ -1,4 +1,4 @@
-"""The worker's TTS job (specs/tts-ws.md T8, §9.2, C2, Z2, Q6, Q8, AU9) with a fake engine."""
+"""The worker's TTS job (docs/specs/tts-ws.md T8, §9.2, C2, Z2, Q6, Q8, AU9) with a fake engine."""
 
 from __future__ import annotations
 

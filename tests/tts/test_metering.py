@@ -1,4 +1,4 @@
-"""Usage metering and quotas on ``/v1/tts/ws`` (specs/tts-ws.md §12, K4, I2, Z3; accounts
+"""Usage metering and quotas on ``/v1/tts/ws`` (docs/specs/tts-ws.md §12, K4, I2, Z3; accounts
 E8, Q7–Q9, U1–U9), through the real ASGI application and the embedded worker
 with the fake engine (10 ms of tone per character). Limits run on MemoryLimiter and, under the
 ``redis`` marker, on RedisLimiter."""
@@ -56,7 +56,7 @@ async def connect(open_stream: Opener, raw: str) -> Stream:
     return await open_stream(headers=bearer(raw))
 
 
-# U1, U2: one record per request, committed before the first binary frame.
+# U1, accounts U2: one record per request, committed before the first binary frame.
 
 
 async def test_tts_u1_u2_record_is_committed_before_the_first_binary_frame(
@@ -203,7 +203,7 @@ async def test_tts_u3_u4_record_quota_and_complete_agree_on_each_exit_path(
         assert_matches_complete(record, completes[0])
     elif record.tts_audio_out_ms:
         assert record.ttfb_ms is not None and record.rtf is not None
-    assert await chars_used(api_key.account_id) == record.tts_chars_in  # Q3
+    assert await chars_used(api_key.account_id) == record.tts_chars_in  # accounts Q3
     assert await open_records() == 0
     assert await lease_free(api_key.account_id)
 
@@ -233,7 +233,7 @@ async def test_tts_u3_q9_overloaded_at_admission_charges_nothing(
     await holder.send({"event": "cancel"})
     await holder.event("complete")
     assert await chars_used(api_key.account_id) == 2000
-    # The refused reservation went back to the mirror (Q9): 3000 characters still fit.
+    # The refused reservation went back to the mirror (accounts Q9): 3000 characters still fit.
     again = await connect(open_stream, raw)
     await again.send(request("a" * 3000))
     await again.event("header")
@@ -242,7 +242,7 @@ async def test_tts_u3_q9_overloaded_at_admission_charges_nothing(
     assert await chars_used(api_key.account_id) == 5000
 
 
-# Q7, I2: quota before audio, and quota running out mid-stream.
+# accounts Q7, tts I2: quota before audio, and quota running out mid-stream.
 
 
 async def test_tts_q7_text_over_quota_is_refused_before_audio(
@@ -288,7 +288,7 @@ async def test_tts_q7_keep_alive_stream_runs_out_of_quota(
     assert [(r.status, r.tts_chars_in) for r in records] == [("completed", 60)]
     assert records[0].tts_audio_out_ms == pcm_ms(audio_frames(stream), RATE) == 600
     assert await chars_used(api_key.account_id) == 60
-    # What is left still serves, exactly to the limit; then admission refuses (Q6).
+    # What is left still serves, exactly to the limit; then admission refuses (accounts Q6).
     rest = await connect(open_stream, raw)
     await rest.send(request("c" * 40))
     assert await rest.closed() == 1000

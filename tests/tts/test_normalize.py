@@ -1,4 +1,4 @@
-"""Text normalisation (specs/tts-ws.md T1–T5, R7): golden cases and building blocks."""
+"""Text normalisation (docs/specs/tts-ws.md T1–T5, R7): golden cases and building blocks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The worker's per-request audio path (specs/tts-ws.md AU3, AU5, AU6, AU9, AU11)."""
+"""The worker's per-request audio path (docs/specs/tts-ws.md AU3, AU5, AU6, AU9, AU11)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The whole stack with the real engines: socket → consumer → channel layer → worker → Piper.
 
 Audio is checked by ear, through faster-whisper: it must decode at the announced rate and format
-and its transcript must have a word error rate of at most 10 % (specs/tts-ws.md AU1, AU4, T8,
+and its transcript must have a word error rate of at most 10 % (docs/specs/tts-ws.md AU1, AU4, T8,
 Z1–Z2, H2). Numbers measured here are printed (``-s``) for the report.
 """
 

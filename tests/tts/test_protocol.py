@@ -1,4 +1,4 @@
-"""Wire schema (specs/tts-ws.md §2, §6, §13 H1): plain sync tests of ``tts.protocol``."""
+"""Wire schema (docs/specs/tts-ws.md §2, §6, §13 H1): plain sync tests of ``tts.protocol``."""
 
 from __future__ import annotations
 

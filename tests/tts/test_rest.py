@@ -1,4 +1,4 @@
-"""``POST /v1/tts`` and ``GET /v1/tts/speakers`` (specs/tts-ws.md §13) through the real ASGI
+"""``POST /v1/tts`` and ``GET /v1/tts/speakers`` (docs/specs/tts-ws.md §13) through the real ASGI
 application (Django's handler under the Channels router), with the embedded worker."""
 
 from __future__ import annotations

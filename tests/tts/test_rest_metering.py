@@ -1,4 +1,4 @@
-"""Admission, quota and usage records of ``POST /v1/tts`` (specs/tts-ws.md H1, H4, H5, §6, §12)
+"""Admission, quota and usage records of ``POST /v1/tts`` (docs/specs/tts-ws.md H1, H4, H5, §6, §12)
 through the real ASGI application with the embedded worker and the fake engine."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ async def test_tts_h4_quota_exceeded_is_402_and_charges_nothing(
         [0],
     )
     assert (await post({"text": "x" * 20}, raw)).status_code == 200
-    refused = await post({"text": "y"}, raw)  # Q6 at admission: nothing remains
+    refused = await post({"text": "y"}, raw)  # accounts Q6: nothing remains
     assert refused.status_code == 402
     assert await chars_used(api_key.account_id) == 20
     assert await lease_free(api_key.account_id)

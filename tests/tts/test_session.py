@@ -1,4 +1,4 @@
-"""Stream and request state (specs/tts-ws.md E1–E3, K1–K3, X1, TS2): pure, with a fake clock."""
+"""Stream and request state (docs/specs/tts-ws.md E1–E3, K1–K3, X1, TS2): pure, with a fake clock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Speakers (specs/tts-ws.md §8, H6–H7): resolution, the error list, the listing."""
+"""Speakers (docs/specs/tts-ws.md §8, H6–H7): resolution, the error list, the listing."""
 
 from __future__ import annotations
 

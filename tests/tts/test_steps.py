@@ -1,4 +1,4 @@
-"""The stream's pure steps (specs/tts-ws.md Q8, K2, R9, X3, E2, TS1): no socket, no worker.
+"""The stream's pure steps (docs/specs/tts-ws.md Q8, K2, R9, X3, E2, TS1): no socket, no worker.
 
 ``tts.stream``, ``tts.forwarding`` and ``tts.messages.ChunkOrder`` decide; these tests read the
 output records they return, as ``TtsConsumer.perform`` would.

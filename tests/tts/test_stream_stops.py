@@ -1,4 +1,4 @@
-"""Mid-stream stops of ``/v1/tts/ws`` (accounts E6, E7; specs/tts-ws.md §6, W12, Z3): the
+"""Mid-stream stops of ``/v1/tts/ws`` (accounts E6, E7; docs/specs/tts-ws.md §6, W12, Z3): the
 per-stream tick, a revoked key, the maximum session length, a lost lease and gateway
 shutdown, through the real ASGI application and the embedded worker with the fake engine."""
 

@@ -1,4 +1,4 @@
-"""Segmentation (specs/tts-ws.md T6–T8, I3): sentences, merging, splitting, offsets."""
+"""Segmentation (docs/specs/tts-ws.md T6–T8, I3): sentences, merging, splitting, offsets."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Workers, slots, admission and resource release (specs/tts-ws.md §10–§11) over the socket."""
+"""Workers, slots, admission and resource release (docs/specs/tts-ws.md §10–§11) over the socket."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Extensions of ``/v1/tts/ws`` (specs/tts-ws.md §9): keep-alive, incremental text, cancel by
+"""Extensions of ``/v1/tts/ws`` (docs/specs/tts-ws.md §9): keep-alive, incremental text, cancel by
 id, clear, timestamps and speed. Fake engine through the real application and worker.
 """
 

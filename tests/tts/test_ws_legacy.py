@@ -1,4 +1,4 @@
-"""``/v1/tts/ws`` as a reference client sees it (specs/tts-ws.md §1–§6, legacy mode).
+"""``/v1/tts/ws`` as a reference client sees it (docs/specs/tts-ws.md §1–§6, legacy mode).
 
 The real ASGI application and the embedded worker with the fake engine (10 ms of 440 Hz tone per
 character, 100 ms engine chunks).

@@ -47,7 +47,7 @@ R = TypeVar("R")
 # A sentence's latent and the frames of it not decoded yet.
 _Rest = tuple[Latent, tuple[int, int]]
 
-# A fixed gain, not per-sentence peak normalisation, keeps levels even (§1.5).
+# A fixed gain, not per-sentence peak normalisation, keeps levels even (engines §1.5).
 VOLUME = 1.4
 WARMUP_TEXT = "Ready."
 # Seconds without a stream before the runs' memory goes back to the OS (return_memory):

@@ -1,4 +1,4 @@
-"""The Orpheus/Veena SNAC token layout and the frame parser (shared/specs/engines.md §5.1, §5.3).
+"""The Orpheus/Veena SNAC token layout and the frame parser (docs/specs/engines.md §5.1, §5.3).
 
 Pure code. A frame is 7 audio ids; the slot of an id (0…6) is read from the id itself, so a code
 outside 0…4095 cannot exist and code 0 is an ordinary code. A token of the wrong slot drops the
@@ -27,7 +27,7 @@ FRAME_TOKENS = 7
 AUDIO_LAST = AUDIO_BASE + FRAME_TOKENS * CODEBOOK_SIZE - 1  # 156937
 VOCAB_MIN = AUDIO_LAST + 1  # a checkpoint's vocabulary must cover the audio range
 
-# SNAC level of each slot: L0 = [c0], L1 = [c1, c4], L2 = [c2, c3, c5, c6].
+# SNAC level of each slot: level 0 = [c0], 1 = [c1, c4], 2 = [c2, c3, c5, c6].
 SLOT_LEVELS = (0, 1, 2, 2, 1, 2, 2)
 
 Frame = tuple[int, int, int, int, int, int, int]
@@ -59,7 +59,7 @@ class ParserCounters:
 
 
 class FrameParser:
-    """Token ids in, complete frames out, for one segment (§5.3)."""
+    """Token ids in, complete frames out, for one segment (engines §5.3)."""
 
     def __init__(self, stop_ids: Iterable[int] = (END_OF_SPEECH, END_OF_AI)) -> None:
         self.stop_ids = frozenset(stop_ids)

@@ -1,4 +1,4 @@
-"""Prompt recipes of the Veena and Orpheus checkpoints (shared/specs/engines.md §5.2), pure code.
+"""Prompt recipes of the Veena and Orpheus checkpoints (docs/specs/engines.md §5.2), pure code.
 
 A recipe turns (voice, text) into ``prompt_token_ids`` around the checkpoint's own text tokens,
 names the stop ids, the voices the checkpoint was trained with (tts S1), their languages and the

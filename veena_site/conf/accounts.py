@@ -1,6 +1,6 @@
 """Settings of ``accounts``: keys, limits, metering, rollups and their periodic jobs.
 
-specs/accounts.md §5, §6, §8, §12. The dashboard's sign-in and email are Django's own
+docs/specs/accounts.md §5, §6, §8, §12. The dashboard's sign-in and email are Django's own
 settings, in ``veena_site/settings.py``.
 """
 

@@ -159,7 +159,7 @@ ASR_PAUSE_DECODE_S = env.float("ASR_PAUSE_DECODE_S", default=0.2)
 # at 4 sessions against 1.2 % for the engine alone, equal without it).
 ASR_PAUSE_CONFIRM = env.bool("ASR_PAUSE_CONFIRM", default=False)
 
-# ASR_ENGINE=vllm: Whisper on vLLM (shared/specs/engines.md §3-4). Unset ASR_VLLM_MODEL: the
+# ASR_ENGINE=vllm: Whisper on vLLM (docs/specs/engines.md §3-4). Unset ASR_VLLM_MODEL: the
 # bundled tiny.en, converted once into DATA_DIR/models (prepare_whisper_hf).
 ASR_VLLM_MODEL = env("ASR_VLLM_MODEL", default="")
 ASR_VLLM_DTYPE = env("ASR_VLLM_DTYPE", default="auto")

@@ -1,0 +1,144 @@
+"""The repository explains itself: every spec reference names a rule in ``docs/specs/``.
+
+Comments, docstrings, tests and docs cite rules by ID (``Q5``, ``AU-4``, ``T-V1``) and section
+(``§5.3``); ``tests.docs.spec_refs`` finds them and resolves each to an anchor of a page in
+``docs/specs/`` by the rules of ``docs/specs/README.md``. Nothing may point outside the
+repository (the old ``shared/specs/`` folder). The last tests plant bad references in text, so
+the checks are seen to fail. ``python -m tests.docs.spec_refs`` prints the inventory.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.docs import spec_refs as s
+
+
+@pytest.fixture(scope="module")
+def defined() -> dict[str, set[str]]:
+    return {spec: s.anchors(spec) for spec in s.PAGES}
+
+
+def test_every_spec_reference_resolves(defined: dict[str, set[str]]) -> None:
+    refs = s.scan(defined=defined)
+    assert len(refs) > 1000  # the scan reads the repository, not an empty list
+    bad = [f"{ref.where()}: {ref.problem}" for ref in refs if ref.problem]
+    assert not bad, "references that name no rule in docs/specs/:\n" + "\n".join(bad)
+
+
+def test_nothing_points_outside_the_repository() -> None:
+    hits = s.outside_paths()
+    assert not hits, "paths outside the repository:\n" + "\n".join(hits)
+
+
+def test_links_into_the_specs_name_an_anchor(defined: dict[str, set[str]]) -> None:
+    pages = {page: spec for spec, page in s.PAGES.items()}
+    link = re.compile(r"\((?:[\w./]*/)?(?:docs/)?specs/([\w-]+\.md)#([\w.-]+)\)")
+    same_page = re.compile(r"\(#([\w.-]+)\)")
+    missing = []
+    for name in s.repository_files():
+        if not name.endswith(".md"):
+            continue
+        text = (s.ROOT / name).read_text()
+        targets = link.findall(text)
+        if name.startswith("docs/specs/"):
+            own = name.removeprefix("docs/specs/")
+            targets += [(own, anchor) for anchor in same_page.findall(text)]
+            targets += re.findall(r"\(([\w-]+\.md)#([\w.-]+)\)", text)
+        for page, anchor in targets:
+            if page in pages and anchor not in defined[pages[page]]:
+                missing.append(f"{name}: {page}#{anchor}")
+    assert not missing, "links to anchors the spec pages lack:\n" + "\n".join(missing)
+
+
+def test_every_page_has_unique_anchors_for_its_statements() -> None:
+    for page in s.PAGES.values():
+        text = (s.SPECS / page).read_text()
+        ids = re.findall(r'<a id="([^"]+)"></a>', text)
+        assert len(ids) == len(set(ids)), f"{page}: an anchor twice"
+        labels = re.findall(r'<a id="([^"]+)"></a>\*\*([^*]+?)\.?\*\*', text)
+        assert all(anchor == s.anchor_of(label) for anchor, label in labels), page
+        assert len(ids) > 20, page
+
+
+# The resolver's rules on planted text: these references must fail, those must pass.
+
+DEFINED = {
+    "tts": {"q5", "q6", "w5", "sec-6"},
+    "realtime": {"ar-3", "t-v1", "sec-16"},
+    "accounts": {"q5", "e3", "e6", "ad3"},
+    "engines": {"sec-5-3"},
+}
+
+
+def problems(path: str, text: str) -> list[tuple[str, str | None, str | None]]:
+    return [(r.token, r.spec, r.problem) for r in s.refs_in(path, text, DEFINED)]
+
+
+def test_a_planted_unknown_id_fails() -> None:
+    [(token, spec, problem)] = problems("tts/x.py", "# the worker's rule (Q99)\n")
+    assert (token, spec) == ("Q99", None) and problem == "defined nowhere"
+
+
+def test_an_ambiguous_id_outside_its_folder_fails_until_named() -> None:
+    [(_, spec, problem)] = problems("gateway/x.py", '"""Timers (Q5)."""\n')
+    assert spec is None and problem is not None and "name one" in problem
+    assert problems("gateway/x.py", '"""Timers (tts Q5)."""\n') == [("Q5", "tts", None)]
+    assert problems("tts/x.py", "# Timers (Q5)\n") == [("Q5", "tts", None)]
+    assert problems("accounts/x.py", "# Mirror (Q5)\n") == [("Q5", "accounts", None)]
+
+
+def test_a_name_carries_over_its_list() -> None:
+    found = problems("gateway/x.py", "# (accounts E3, E6; tts Q5/Q6, realtime AR-3)\n")
+    assert found == [
+        ("E3", "accounts", None),
+        ("E6", "accounts", None),
+        ("Q5", "tts", None),
+        ("Q6", "tts", None),
+        ("AR-3", "realtime", None),
+    ]
+    # A word that is not a joining word ends the list: the second Q5 is unnamed again.
+    [_, (_, spec, problem)] = problems("gateway/x.py", "# accounts E3 and then Q5\n")
+    assert spec is None and problem is not None
+
+
+def test_a_named_id_the_page_lacks_fails() -> None:
+    [(_, spec, problem)] = problems("tts/x.py", "# (realtime Q5)\n")
+    assert spec is None and problem == "not in docs/specs/realtime-asr.md"
+
+
+def test_sections_need_a_name_outside_their_folder() -> None:
+    [(_, _, problem)] = problems("gateway/x.py", "# see §5.3\n")
+    assert problem == "a section needs a spec name"
+    assert problems("gateway/x.py", "# engines §5.3\n") == [("§5.3", "engines", None)]
+    assert problems("tts/x.py", "# errors (§6)\n") == [("§6", "tts", None)]
+
+
+def test_unique_ids_resolve_anywhere_and_others_are_not_ids() -> None:
+    text = '"""W5, AD3, T-V1 and realtime §16; not IDs: PCM16, H264, audio/L16, UTF-8."""\n'
+    assert problems("bench/x.py", text) == [
+        ("W5", "tts", None),
+        ("AD3", "accounts", None),
+        ("T-V1", "realtime", None),
+        ("§16", "realtime", None),
+    ]
+
+
+def test_code_strings_and_fenced_markdown_are_not_read() -> None:
+    assert problems("tts/x.py", 'CODE = "Q99"\nf(x, "Q99")\n') == []
+    assert problems("docs/x.md", "```\nQ99\n```\n") == []
+    [(token, _, problem)] = problems("docs/x.md", "Text\nwith Q99\n\n```\nQ98\n```\n")
+    assert token == "Q99" and problem == "defined nowhere"
+
+
+def test_paths_outside_the_repository_are_found() -> None:
+    assert s._points_outside("tts/x.py", "# shared/specs/tts-ws.md T8")
+    assert s._points_outside("tts/x.py", '"""(specs/tts-ws.md §6)"""')
+    assert s._points_outside("docs/x.md", "the [spec](../../shared/tts-ws.md)")
+    assert not s._points_outside("tts/x.py", "# docs/specs/tts-ws.md T8")
+    assert not s._points_outside(
+        "docs/x.md", "[docs/specs/tts-ws.md](specs/tts-ws.md#q5)"
+    )
+    assert not s._points_outside("asr/x.py", "# ctranslate2/specs/model_spec.py")

@@ -73,8 +73,11 @@ _QUALIFIER = re.compile(
 )
 # Between two references of one list: "E3, E6", "Q5/Q6", "U1–U3", "§6 and E4".
 _LIST_GAP = re.compile(r"\s*(?:,|/|–|—|-|\+|&|;|\band\b|\bor\b|\bto\b)?\s*")
-# Paths that lead out of the repository.
-OUTSIDE = re.compile(r"(?:shared/specs|\.\./shared|/work/shared|(?<![\w/.\-])specs/)")
+# Paths that lead out of the repository: the team's shared/ folder (specs, tools), and
+# specs/ not under docs/.
+OUTSIDE = re.compile(
+    r"(?:(?<![\w/.\-])shared/|/work/shared|\.\./shared|(?<![\w/.\-])specs/)"
+)
 _LINK_TARGET = re.compile(r"\]\(([^)\s]*)[^)]*\)")
 _ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
 _FENCE = re.compile(r"^\s*(```|~~~)")

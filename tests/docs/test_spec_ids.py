@@ -135,6 +135,8 @@ def test_code_strings_and_fenced_markdown_are_not_read() -> None:
 
 def test_paths_outside_the_repository_are_found() -> None:
     assert s._points_outside("tts/x.py", "# shared/specs/tts-ws.md T8")
+    assert s._points_outside("docs/x.md", "run `shared/tools/import-graph .`")
+    assert s._points_outside("Makefile", "include /work/shared/rules.mk")
     assert s._points_outside("tts/x.py", '"""(specs/tts-ws.md §6)"""')
     assert s._points_outside("docs/x.md", "the [spec](../../shared/tts-ws.md)")
     assert not s._points_outside("tts/x.py", "# docs/specs/tts-ws.md T8")
@@ -142,3 +144,4 @@ def test_paths_outside_the_repository_are_found() -> None:
         "docs/x.md", "[docs/specs/tts-ws.md](specs/tts-ws.md#q5)"
     )
     assert not s._points_outside("asr/x.py", "# ctranslate2/specs/model_spec.py")
+    assert not s._points_outside("tests/x.py", "# tests/shared/fixtures.py")

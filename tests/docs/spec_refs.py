@@ -12,9 +12,12 @@ the pages in ``docs/specs/``; ``docs/specs/README.md`` gives the rules this modu
   does; an ID that two pages define and no name or home picks is ambiguous.
 
 Python files are read through ``tokenize``: comments and docstrings only. Markdown is read
-outside fenced code blocks; other text files whole. ``STYLE 22`` and ``STYLE §1`` cite the
-team's style guide, not a spec page, and are skipped. ``python -m tests.docs.spec_refs`` prints
-the inventory.
+outside fenced code blocks; other text files whole.
+
+The code style guide, ``docs/style.md``, is cited by rule (``STYLE 22``, ``STYLE 14–15``),
+section (``STYLE §1–2``) or fact (``STYLE F7``, or a bare ``F7``: no spec page uses the
+letter F); each resolves to its anchor there (``style-22``, ``sec-1``, ``f7``), and a range
+to every number in it. ``python -m tests.docs.spec_refs`` prints the inventory.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ PAGES = {
     "accounts": "accounts.md",
     "engines": "engines.md",
 }
+STYLE_PAGE = "docs/style.md"
 # The names a reference may be prefixed with, and the page each names.
 _NAME = {
     "tts": "tts",
@@ -45,7 +49,7 @@ _NAME = {
     "realtime-asr": "realtime",
     "accounts": "accounts",
     "engines": "engines",
-    "STYLE": "style",  # the team's style guide, not a spec: its rules are not checked here
+    "STYLE": "style",  # docs/style.md: only its own items (STYLE_REF) follow the name
 }
 HOMES = (
     ("tts/", "tts"),
@@ -73,6 +77,17 @@ _QUALIFIER = re.compile(
 )
 # Between two references of one list: "E3, E6", "Q5/Q6", "U1–U3", "§6 and E4".
 _LIST_GAP = re.compile(r"\s*(?:,|/|–|—|-|\+|&|;|\band\b|\bor\b|\bto\b)?\s*")
+# The style guide: "STYLE 21", "STYLE 14–15", "STYLE §1–2", "STYLE F7", "STYLE 21 and 38".
+_STYLE_ITEM = r"(?:§\d{1,2}|F?[1-9]\d?)"
+_STYLE_GAP = r"\s*(?:,|/|–|—|-|&|\band\b|\bor\b|\bto\b)\s*"
+STYLE_REF = re.compile(
+    rf"(?<![\w\-])STYLE\s+(?P<items>{_STYLE_ITEM}(?:{_STYLE_GAP}{_STYLE_ITEM})*)"
+    r"(?![\w\-]|\.\d)"
+)
+_STYLE_PART = re.compile(rf"(?P<gap>{_STYLE_GAP})?(?P<item>{_STYLE_ITEM})")
+_RANGE_GAPS = {"–", "—", "-", "to"}
+# A fact of the style guide cited without its name: "(F2)". Not F401 (a ruff code).
+FACT = re.compile(r"(?<![\w.\-§])F[1-9]\d?(?![\w\-]|\.\d)")
 # Paths that lead out of the repository: the team's shared/ folder (specs, tools), and
 # specs/ not under docs/.
 OUTSIDE = re.compile(
@@ -115,9 +130,37 @@ def anchor_of(token: str) -> str:
 
 
 def anchors(spec: str) -> set[str]:
-    """The explicit anchors of one spec page."""
-    path = SPECS / PAGES[spec]
+    """The explicit anchors of one spec page, or of the style guide (``"style"``)."""
+    path = ROOT / STYLE_PAGE if spec == "style" else SPECS / PAGES[spec]
     return set(_ANCHOR.findall(path.read_text())) if path.exists() else set()
+
+
+def all_anchors() -> dict[str, set[str]]:
+    """The anchors of every spec page and of the style guide, by name."""
+    return {spec: anchors(spec) for spec in (*PAGES, "style")}
+
+
+def style_anchor(token: str) -> str:
+    """``STYLE 21`` → ``style-21``, ``STYLE §1`` → ``sec-1``, ``STYLE F7`` / ``F7`` → ``f7``."""
+    item = token.removeprefix("STYLE ")
+    if item.startswith("§"):
+        return "sec-" + item[1:]
+    return item.lower() if item.startswith("F") else f"style-{item}"
+
+
+def style_items(items: str) -> list[str]:
+    """The items a STYLE list names: ``14–16, F7`` → ``14 15 16 F7``, ``§1–2`` → ``§1 §2``."""
+    found: list[tuple[str, int]] = []
+    for part in _STYLE_PART.finditer(items):
+        item, gap = part.group("item"), (part.group("gap") or "").strip()
+        kind, number = item.rstrip("0123456789"), int(item.lstrip("§F"))
+        if gap in _RANGE_GAPS and found:
+            start_kind, start = found[-1]
+            kind = kind or start_kind  # "§1–2": the end is a section too
+            if kind == start_kind and start < number:
+                found.extend((kind, n) for n in range(start + 1, number))
+        found.append((kind, number))
+    return [f"{kind}{number}" for kind, number in found]
 
 
 def home(path: str) -> str | None:
@@ -192,7 +235,8 @@ def _python_prose(text: str) -> Iterator[tuple[int, str]]:
 
 def _markdown_prose(text: str) -> Iterator[tuple[int, str]]:
     """Markdown outside fenced code blocks, one paragraph (run of lines) at a time."""
-    fenced, start, lines = False, 0, []
+    fenced, start = False, 0
+    lines: list[str] = []
     for number, line in enumerate([*text.splitlines(), ""], start=1):
         if _FENCE.match(line):
             fenced = not fenced
@@ -208,23 +252,53 @@ def _markdown_prose(text: str) -> Iterator[tuple[int, str]]:
 def refs_in(path: str, text: str, defined: dict[str, set[str]]) -> Iterator[Ref]:
     """Every reference in one file, resolved against the anchors in ``defined``."""
     for first, piece in prose(path, text):
-        named: str | None = None
-        last_end = -1
-        for match in REF.finditer(piece):
-            qualifier = _QUALIFIER.search(piece, 0, match.start())
-            if qualifier:
-                named = _NAME[qualifier.group("name")]
-            elif not (named and _LIST_GAP.fullmatch(piece, last_end, match.start())):
-                named = None
-            last_end = match.end()
-            if named == "style":
-                continue
+        spans: list[tuple[int, int]] = []
+        for match in STYLE_REF.finditer(piece):
+            spans.append(match.span())
             line = first + piece.count("\n", 0, match.start())
-            ref = _resolve(path, line, match.group(0), named, defined)
-            if ref.problem and named and not qualifier:
-                # A list's name yields to a home or a single page that has the ID.
-                ref = _resolve(path, line, match.group(0), None, defined)
-            yield ref
+            for item in style_items(match.group("items")):
+                yield _style_ref(path, line, f"STYLE {item}", defined)
+        for match in FACT.finditer(piece):
+            if not any(start <= match.start() < end for start, end in spans):
+                line = first + piece.count("\n", 0, match.start())
+                yield _style_ref(path, line, match.group(0), defined)
+        yield from _spec_refs_in(path, first, piece, spans, defined)
+
+
+def _spec_refs_in(
+    path: str,
+    first: int,
+    piece: str,
+    spans: list[tuple[int, int]],
+    defined: dict[str, set[str]],
+) -> Iterator[Ref]:
+    """The spec references of one piece of prose, outside the STYLE lists in ``spans``."""
+    named: str | None = None
+    last_end = -1
+    for match in REF.finditer(piece):
+        if any(start <= match.start() < end for start, end in spans):
+            continue  # an item of a STYLE list: done above
+        line = first + piece.count("\n", 0, match.start())
+        qualifier = _QUALIFIER.search(piece, 0, match.start())
+        if qualifier:
+            named = _NAME[qualifier.group("name")]
+        elif not (named and _LIST_GAP.fullmatch(piece, last_end, match.start())):
+            named = None
+        last_end = match.end()
+        if named == "style":  # "STYLE Q5": the guide has no such item
+            yield _style_ref(path, line, f"STYLE {match.group(0)}", defined)
+            continue
+        ref = _resolve(path, line, match.group(0), named, defined)
+        if ref.problem and named and not qualifier:
+            # A list's name yields to a home or a single page that has the ID.
+            ref = _resolve(path, line, match.group(0), None, defined)
+        yield ref
+
+
+def _style_ref(path: str, line: int, token: str, defined: dict[str, set[str]]) -> Ref:
+    ok = style_anchor(token) in defined["style"]
+    problem = None if ok else f"not in {STYLE_PAGE}"
+    return Ref(path, line, token, "style", "style" if ok else None, problem)
 
 
 def _resolve(
@@ -251,7 +325,7 @@ def scan(
     files: list[str] | None = None, defined: dict[str, set[str]] | None = None
 ) -> list[Ref]:
     """Every reference of the repository's files (or of ``files``)."""
-    defined = defined if defined is not None else {s: anchors(s) for s in PAGES}
+    defined = defined if defined is not None else all_anchors()
     found: list[Ref] = []
     for name in files if files is not None else repository_files():
         if name not in SELF:
@@ -291,13 +365,14 @@ def _leaves_root(name: str, target: str) -> bool:
 
 
 def main() -> None:
-    """Print what the repository cites (outside the spec pages), and what fails."""
+    """Print what the repository cites (outside the pages cited), and what fails."""
     refs = scan()
-    cited = [r for r in refs if not r.path.startswith("docs/specs/")]
+    pages = ("docs/specs/", STYLE_PAGE)
+    cited = [r for r in refs if not r.path.startswith(pages)]
     bad = [r for r in refs if r.problem]
-    for spec in PAGES:
+    for spec in (*PAGES, "style"):
         tokens = sorted({r.token for r in cited if r.spec == spec})
-        ids = [t for t in tokens if not t.startswith("§")]
+        ids = [t for t in tokens if "§" not in t]
         print(
             f"{spec}: {len(ids)} IDs, {len(tokens) - len(ids)} sections: {' '.join(tokens)}"
         )

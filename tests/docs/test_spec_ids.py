@@ -1,10 +1,11 @@
-"""The repository explains itself: every spec reference names a rule in ``docs/specs/``.
+"""The repository explains itself: every reference names a rule in ``docs/``.
 
-Comments, docstrings, tests and docs cite rules by ID (``Q5``, ``AU-4``, ``T-V1``) and section
-(``§5.3``); ``tests.docs.spec_refs`` finds them and resolves each to an anchor of a page in
-``docs/specs/`` by the rules of ``docs/specs/README.md``. Nothing may point outside the
-repository (the old ``shared/specs/`` folder). The last tests plant bad references in text, so
-the checks are seen to fail. ``python -m tests.docs.spec_refs`` prints the inventory.
+Comments, docstrings, tests and docs cite spec rules by ID (``Q5``, ``AU-4``, ``T-V1``) and
+section (``§5.3``), and the code style guide by ``STYLE 21``, ``STYLE §2`` and ``F7``;
+``tests.docs.spec_refs`` finds them and resolves each to an anchor of a page in ``docs/specs/``
+(by the rules of ``docs/specs/README.md``) or of ``docs/style.md``. Nothing may point outside
+the repository (the old ``shared/specs/`` folder). The last tests plant bad references in text,
+so the checks are seen to fail. ``python -m tests.docs.spec_refs`` prints the inventory.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from tests.docs import spec_refs as s
 
 @pytest.fixture(scope="module")
 def defined() -> dict[str, set[str]]:
-    return {spec: s.anchors(spec) for spec in s.PAGES}
+    return s.all_anchors()
 
 
 def test_every_spec_reference_resolves(defined: dict[str, set[str]]) -> None:
     refs = s.scan(defined=defined)
     assert len(refs) > 1000  # the scan reads the repository, not an empty list
     bad = [f"{ref.where()}: {ref.problem}" for ref in refs if ref.problem]
-    assert not bad, "references that name no rule in docs/specs/:\n" + "\n".join(bad)
+    assert not bad, "references that name no rule in docs/:\n" + "\n".join(bad)
 
 
 def test_nothing_points_outside_the_repository() -> None:
@@ -36,6 +37,7 @@ def test_nothing_points_outside_the_repository() -> None:
 def test_links_into_the_specs_name_an_anchor(defined: dict[str, set[str]]) -> None:
     pages = {page: spec for spec, page in s.PAGES.items()}
     link = re.compile(r"\((?:[\w./]*/)?(?:docs/)?specs/([\w-]+\.md)#([\w.-]+)\)")
+    style_link = re.compile(r"\((?:[\w./]*/)?style\.md#([\w.-]+)\)")
     same_page = re.compile(r"\(#([\w.-]+)\)")
     missing = []
     for name in s.repository_files():
@@ -50,7 +52,10 @@ def test_links_into_the_specs_name_an_anchor(defined: dict[str, set[str]]) -> No
         for page, anchor in targets:
             if page in pages and anchor not in defined[pages[page]]:
                 missing.append(f"{name}: {page}#{anchor}")
-    assert not missing, "links to anchors the spec pages lack:\n" + "\n".join(missing)
+        style = style_link.findall(text)
+        style += same_page.findall(text) if name == s.STYLE_PAGE else []
+        missing += [f"{name}: style.md#{a}" for a in style if a not in defined["style"]]
+    assert not missing, "links to anchors the pages lack:\n" + "\n".join(missing)
 
 
 def test_every_page_has_unique_anchors_for_its_statements() -> None:
@@ -63,6 +68,21 @@ def test_every_page_has_unique_anchors_for_its_statements() -> None:
         assert len(ids) > 20, page
 
 
+def test_the_style_guide_anchors_every_rule_fact_and_section() -> None:
+    text = (s.ROOT / s.STYLE_PAGE).read_text()
+    ids = re.findall(r'<a id="([^"]+)"></a>', text)
+    assert len(ids) == len(set(ids)), "an anchor twice"
+    rules = re.findall(r'<a id="style-(\d+)"></a>\*\*(\d+)\. ', text)
+    facts = re.findall(r'<a id="f(\d+)"></a>F(\d+) ', text)
+    sections = re.findall(r'<a id="sec-(\d+)"></a>(\d+)\. ', text)
+    for found, count in ((rules, 62), (facts, 14), (sections, 12)):
+        assert all(anchor == label for anchor, label in found), found
+        numbers = [int(anchor) for anchor, _ in found]
+        first = 0 if found is sections else 1
+        assert numbers == list(range(first, first + count)), numbers
+    assert len(ids) == 62 + 14 + 12
+
+
 # The resolver's rules on planted text: these references must fail, those must pass.
 
 DEFINED = {
@@ -70,6 +90,7 @@ DEFINED = {
     "realtime": {"ar-3", "t-v1", "sec-16"},
     "accounts": {"q5", "e3", "e6", "ad3"},
     "engines": {"sec-5-3"},
+    "style": {"style-14", "style-15", "style-16", "style-21", "sec-1", "sec-2", "f7"},
 }
 
 
@@ -145,3 +166,36 @@ def test_paths_outside_the_repository_are_found() -> None:
     )
     assert not s._points_outside("asr/x.py", "# ctranslate2/specs/model_spec.py")
     assert not s._points_outside("tests/x.py", "# tests/shared/fixtures.py")
+
+
+def test_style_citations_resolve_to_the_style_guide() -> None:
+    text = "# (STYLE 21) and (STYLE 14–16, F7); what every app shares (STYLE §1–2)\n"
+    assert problems("gateway/x.py", text) == [
+        ("STYLE 21", "style", None),
+        ("STYLE 14", "style", None),
+        ("STYLE 15", "style", None),
+        ("STYLE 16", "style", None),
+        ("STYLE F7", "style", None),
+        ("STYLE §1", "style", None),
+        ("STYLE §2", "style", None),
+    ]
+    # A bare fact is the style guide's; a spec ID after a STYLE list is the spec's again.
+    found = problems("tts/x.py", '"""No handler (F7) ends it (STYLE 21, Q5)."""\n')
+    assert found == [
+        ("STYLE 21", "style", None),
+        ("F7", "style", None),
+        ("Q5", "tts", None),
+    ]
+    assert problems("tts/x.py", "# noqa: F401, F403 (ruff codes)\n") == []
+
+
+def test_a_planted_unknown_style_rule_fails() -> None:
+    text = "# boundary (STYLE 99); see STYLE 15–17 and STYLE §7, (F15), STYLE Q5\n"
+    bad = [(t, p) for t, _, p in problems("gateway/x.py", text) if p]
+    assert bad == [
+        ("STYLE 99", "not in docs/style.md"),
+        ("STYLE 17", "not in docs/style.md"),
+        ("STYLE §7", "not in docs/style.md"),
+        ("F15", "not in docs/style.md"),
+        ("STYLE Q5", "not in docs/style.md"),
+    ]

@@ -137,6 +137,7 @@ def _render(page: Page, mtime_ns: int, names: tuple[str, ...], root: Path) -> Re
     md = markdown()
     tokens = md.parse(page.path.read_text(encoding="utf-8"))
     anchors, title = _set_heading_ids(tokens)
+    _label_cells(tokens)
     for token in tokens:
         for child in token.children or ():
             if child.type == "link_open":
@@ -156,6 +157,24 @@ def _set_heading_ids(tokens: list[Token]) -> tuple[list[str], str]:
         "",
     )
     return ids, title
+
+
+def _label_cells(tokens: list[Token]) -> None:
+    """Give each table cell its column's header as ``data-label``, so a phone can show
+    the rows as blocks that still say which value is which."""
+    headers: list[str] = []
+    column = 0
+    for index, token in enumerate(tokens):
+        if token.type == "thead_open":
+            headers = []
+        elif token.type == "th_open":
+            headers.append(heading_text(tokens[index + 1]))
+        elif token.type == "tr_open":
+            column = 0
+        elif token.type == "td_open":
+            if column < len(headers) and headers[column]:
+                token.attrSet("data-label", headers[column])
+            column += 1
 
 
 def target_of(href: str, page: Page, root: Path) -> tuple[str, str] | None:

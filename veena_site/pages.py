@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from veena_site import markdown_pages as mp
 from veena_site.openapi import openapi_document
@@ -17,7 +17,7 @@ from veena_site.views import readiness
 KIND_LABELS = {"tts": "Text to speech", "asr": "Speech to text"}
 
 
-@require_GET
+@require_safe
 async def front_door(request: HttpRequest) -> HttpResponse:
     """``/``: what the gateway is, whether its engines are loaded, and where to go next."""
     status = await readiness()
@@ -38,7 +38,7 @@ async def front_door(request: HttpRequest) -> HttpResponse:
     return await sync_to_async(render)(request, "veena_site/front_door.html", context)
 
 
-@require_GET
+@require_safe
 def favicon(request: HttpRequest) -> FileResponse:
     """``/favicon.ico``, which browsers ask for on every page that names no icon."""
     path = finders.find("veena_site/favicon.ico")
@@ -52,7 +52,7 @@ def _pages() -> dict[str, mp.Page]:
     return mp.pages(settings.BASE_DIR)
 
 
-@require_GET
+@require_safe
 def docs_index(request: HttpRequest) -> HttpResponse:
     """``/docs/``: every page, by section, with its title."""
     found = _pages()
@@ -64,7 +64,7 @@ def docs_index(request: HttpRequest) -> HttpResponse:
     return render(request, "veena_site/docs_index.html", context)
 
 
-@require_GET
+@require_safe
 def docs_page(request: HttpRequest, name: str) -> HttpResponse:
     """``/docs/<name>/``: one Markdown page of the repository, rendered."""
     found = _pages()
@@ -79,7 +79,7 @@ def docs_page(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "veena_site/docs_page.html", context)
 
 
-@require_GET
+@require_safe
 def openapi_json(request: HttpRequest) -> JsonResponse:
     """``/v1/openapi.json``: the REST endpoints as OpenAPI 3.1, for this configuration."""
     response = JsonResponse(openapi_document(), json_dumps_params={"indent": 1})

@@ -1,7 +1,7 @@
 """What each setting means: the text of docs/settings.md's tables, by variable.
 
 ``veena_site.settings_doc`` reads names, kinds and defaults from the settings code and the
-meanings from here; ``tests/test_settings_doc.py`` fails when a setting has no entry, an entry
+meanings from here; ``tests/site/test_settings_doc.py`` fails when a setting has no entry, an entry
 names no setting, or docs/settings.md differs from what they generate.
 """
 
@@ -16,7 +16,7 @@ Every setting is the environment variable of its name, read once when a process 
 page is generated from the settings code: names, kinds and defaults from
 `veena_site/settings.py`, `veena_site/conf/*.py` and `make serve`'s own variables
 (`veena_site/management/commands/serve.py`), meanings from `veena_site/settings_help.py`;
-`tests/test_settings_doc.py` fails when it is stale. `manage.py settings_doc --check` says
+`tests/site/test_settings_doc.py` fails when it is stale. `manage.py settings_doc --check` says
 whether it is.
 
 Kinds: `bool` is `true` or `false` (django-environ also takes `1`/`0`, `yes`/`no`, `on`/`off`);

@@ -56,6 +56,9 @@ def test_nested_pages_render_with_their_links_rewritten(tmp_path: Path) -> None:
     assert 'class="repo-path"' in spec.html and "tts/protocol.py" in spec.html
     assert 'href="https://example.com/"' in spec.html
     assert 'href="#tts-spec"' in spec.html and "<table>" in spec.html
+    assert '<td data-label="a">1</td><td data-label="b">2</td>' in spec.html.replace(
+        "\n", ""
+    )
     assert 'href="/docs/deploy/#tls"' in mp.render(found["readme"], found).html
     assert 'href="/docs/readme/"' in mp.render(found["deploy"], found).html
     more = dict(mp.navigation(found))["More"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.conftest import gateway_on_test_db, screenshot
+from tests.e2e.conftest import gateway_on_test_db, record_foreign_requests, screenshot
+from tests.support.members import account_member
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 PASSWORD = "correct-horse-battery"
@@ -36,32 +36,16 @@ def site(
 @pytest.fixture
 def member(site: str) -> str:
     """A member of one account; returns the username."""
-    from django.contrib.auth.models import User
-
-    from accounts.services.accounts import (
-        account_get_or_create,
-        plan_get_or_create_default,
-    )
-
-    user = User.objects.create_user("ravi", password=PASSWORD)
-    account = account_get_or_create(name="acme", plan=plan_get_or_create_default())
-    account.members.add(user)
-    return user.username
+    user, _ = account_member("ravi", PASSWORD)
+    return str(user.username)
 
 
 def watched(context: Any, base: str) -> Any:
-    """A page that records requests to other origins and answers of 400 or more."""
+    """A page that records requests to other origins (``foreign_requests``), answers of
+    400 or more and script errors (``problems``)."""
     page = context.new_page()
-    here = urlsplit(base).netloc
+    record_foreign_requests(page, base)
     page.problems = []
-    page.on(
-        "request",
-        lambda r: (
-            urlsplit(r.url).netloc in (here, "")
-            or r.url.startswith("data:")
-            or page.problems.append(f"foreign {r.url}")
-        ),
-    )
     page.on(
         "response",
         lambda r: r.status < 400 or page.problems.append(f"{r.status} {r.url}"),
@@ -129,7 +113,7 @@ def test_landing_then_docs_then_sign_in(
     page.click("button[type=submit]")
     page.wait_for_url(site + "/dashboard/acme/usage/")
     screenshot(page, "signed-in")
-    assert page.problems == []
+    assert page.problems == [] and page.foreign_requests == []
 
 
 @pytest.mark.parametrize(
@@ -144,6 +128,6 @@ def test_pages_fit_a_phone(chromium: Any, site: str, path: str) -> None:
         assert document_width(page) <= PHONE["width"], path
         name = path.strip("/").replace("/", "-") or "front-door"
         screenshot(page, f"{name}-phone" if path != "/" else "front-door-phone")
-        assert page.problems == []
+        assert page.problems == [] and page.foreign_requests == []
     finally:
         context.close()

@@ -137,16 +137,19 @@ TTS_ERRORS = {
 }
 
 
+# POST /v1/tts answers with these beside the audio (tts/views.py, H2).
+TTS_HEADERS = {
+    name: {"schema": STRING}
+    for name in (
+        "X-Request-Id",
+        "X-Audio-Duration-Seconds",
+        "X-Sample-Rate",
+        "X-Speaker",
+    )
+}
+
+
 def _tts() -> dict[str, Any]:
-    headers = {
-        name: {"schema": STRING}
-        for name in (
-            "X-Request-Id",
-            "X-Audio-Duration-Seconds",
-            "X-Sample-Rate",
-            "X-Speaker",
-        )
-    }
     request_id = {
         "name": "X-Request-Id",
         "in": "header",
@@ -162,7 +165,7 @@ def _tts() -> dict[str, Any]:
             "responses": {
                 "200": {
                     "description": "The complete file.",
-                    "headers": headers,
+                    "headers": TTS_HEADERS,
                     "content": {t: {"schema": BINARY} for t in TTS_TYPES},
                 },
                 **_errors("VeenaError", TTS_ERRORS),
@@ -188,41 +191,45 @@ def _speakers() -> dict[str, Any]:
     }
 
 
-def _usage(kind: str, what: str) -> dict[str, Any]:
+USAGE_ERRORS = {
+    400: "A bad parameter (`param` names it).",
+    401: "Missing or invalid key or session.",
+    403: "Another account, or its key.",
+    404: "No such account.",
+}
+
+
+def _query(name: str, schema: Schema, required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "schema": schema}
+
+
+def _usage_parameters() -> list[dict[str, Any]]:
+    """The usage API's query: OpenAI's parameters, with our widths and limits."""
     widths, groups, most = usage_limits()
     array = {"type": "array", "items": STRING}
-
-    def query(name: str, schema: Schema, required: bool = False) -> dict[str, Any]:
-        return {"name": name, "in": "query", "required": required, "schema": schema}
-
-    parameters = [
-        query("start_time", INTEGER, required=True),
-        query("end_time", INTEGER),
-        query("bucket_width", {"type": "string", "enum": widths, "default": "1d"}),
-        query("group_by", {"type": "array", "items": {"enum": groups}}),
-        query("api_key_ids", array),
-        query("models", array),
-        query("limit", {"type": "integer", "minimum": 1, "maximum": most}),
-        query("page", STRING),
-        query("account", {**STRING, "description": "A dashboard session's account."}),
+    return [
+        _query("start_time", INTEGER, required=True),
+        _query("end_time", INTEGER),
+        _query("bucket_width", {"type": "string", "enum": widths, "default": "1d"}),
+        _query("group_by", {"type": "array", "items": {"enum": groups}}),
+        _query("api_key_ids", array),
+        _query("models", array),
+        _query("limit", {"type": "integer", "minimum": 1, "maximum": most}),
+        _query("page", STRING),
+        _query("account", {**STRING, "description": "A dashboard session's account."}),
     ]
+
+
+def _usage(kind: str, what: str) -> dict[str, Any]:
     return {
         "get": {
             "operationId": f"usage_{kind}",
             "tags": ["Usage"],
             "summary": f"{what}, per bucket, in OpenAI's Usage API shape",
-            "parameters": parameters,
+            "parameters": _usage_parameters(),
             "responses": {
                 "200": {"description": "One page.", "content": _json(ref("UsagePage"))},
-                **_errors(
-                    "OpenAIError",
-                    {
-                        400: "A bad parameter (`param` names it).",
-                        401: "Missing or invalid key or session.",
-                        403: "Another account, or its key.",
-                        404: "No such account.",
-                    },
-                ),
+                **_errors("OpenAIError", USAGE_ERRORS),
             },
         }
     }

@@ -1,4 +1,5 @@
-"""HTTP routes: operations, admin, the dashboard, the playground, and the REST endpoints."""
+"""HTTP routes: the front door and docs, operations, admin, the dashboard, the playground,
+and the REST endpoints."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -6,12 +7,17 @@ from django.urls import include, path
 from accounts.login_throttle import ThrottledAdminAuthenticationForm
 from accounts.views import usage_api
 from tts import views as tts_views
-from veena_site import views
+from veena_site import pages, views
 
 admin.site.login_form = ThrottledAdminAuthenticationForm
 handler404 = "openai_rest.views.not_found"  # OpenAI's envelope under /v1/
 
 urlpatterns = [
+    path("", pages.front_door, name="front-door"),
+    path("favicon.ico", pages.favicon, name="favicon"),
+    path("docs/", pages.docs_index, name="docs-index"),
+    path("docs/<path:name>/", pages.docs_page, name="docs-page"),
+    path("v1/openapi.json", pages.openapi_json, name="openapi"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", views.metrics_view, name="metrics"),

@@ -11,7 +11,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from gateway.liveness import get_liveness
+from gateway.liveness import WorkerStatus, get_liveness
 from gateway.metrics import CHANNEL_HOP
 from gateway.receiving import receive_until
 
@@ -52,29 +52,48 @@ async def _channel_layer_ok() -> bool:
         return False
 
 
-def _workers() -> dict[str, int]:
+KINDS = ("tts", "asr")
+
+
+def _live_workers() -> list[WorkerStatus]:
     try:
-        statuses = get_liveness().live_workers()
+        return get_liveness().live_workers()
     except Exception:  # boundary: a probe reports, never raises
-        return {}
-    return {kind: sum(1 for s in statuses if s.serves(kind)) for kind in ("tts", "asr")}
+        return []
+
+
+def _engines(statuses: list[WorkerStatus]) -> dict[str, list[str]]:
+    """kind → the models loaded by live workers (each named once)."""
+    return {
+        kind: sorted(
+            {s.model_versions[kind] for s in statuses if kind in s.model_versions}
+        )
+        for kind in KINDS
+        if any(s.serves(kind) for s in statuses)
+    }
+
+
+async def readiness() -> dict[str, object]:
+    """What ``/readyz`` reports: each dependency, live workers and loaded engines."""
+    database = await sync_to_async(_database_ok, thread_sensitive=False)()
+    layer = await _channel_layer_ok()
+    statuses = await sync_to_async(_live_workers, thread_sensitive=False)()
+    workers = {kind: sum(1 for s in statuses if s.serves(kind)) for kind in KINDS}
+    kinds = [k for k in settings.GATEWAY_KINDS]
+    return {
+        "ready": database and layer and all(workers.get(k, 0) > 0 for k in kinds),
+        "database": database,
+        "channel_layer": layer,
+        "workers": workers,
+        "engines": _engines(statuses),
+        "topology": "distributed" if settings.REDIS_URL else "embedded",
+    }
 
 
 async def readyz(request: HttpRequest) -> JsonResponse:
     """Ready when the database, the channel layer and a worker for every served kind answer."""
-    database = await sync_to_async(_database_ok, thread_sensitive=False)()
-    layer = await _channel_layer_ok()
-    workers = await sync_to_async(_workers, thread_sensitive=False)()
-    kinds = [k for k in settings.GATEWAY_KINDS]
-    ready = database and layer and all(workers.get(k, 0) > 0 for k in kinds)
-    body = {
-        "ready": ready,
-        "database": database,
-        "channel_layer": layer,
-        "workers": workers,
-        "topology": "distributed" if settings.REDIS_URL else "embedded",
-    }
-    return JsonResponse(body, status=200 if ready else 503)
+    body = await readiness()
+    return JsonResponse(body, status=200 if body["ready"] else 503)
 
 
 async def metrics_view(request: HttpRequest) -> HttpResponse:

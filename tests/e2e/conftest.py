@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -87,6 +88,19 @@ def screenshot(page: Any, name: str) -> Path:
     page.screenshot(path=str(path), full_page=True)
     print(f"screenshot: {path}")
     return path
+
+
+def record_foreign_requests(page: Any, base: str) -> None:
+    """Collect, on ``page.foreign_requests``, every request to an origin other than ``base``
+    (the pages load nothing from elsewhere: no CDN, no fonts)."""
+    here = urlsplit(base).netloc
+    page.foreign_requests = []
+    page.on(
+        "request",
+        lambda r: (
+            urlsplit(r.url).netloc in (here, "") or page.foreign_requests.append(r.url)
+        ),
+    )
 
 
 def _wait_up(

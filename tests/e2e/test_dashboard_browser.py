@@ -13,12 +13,11 @@ import threading
 import time
 from decimal import Decimal
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from django.utils import timezone
 
-from tests.e2e.conftest import screenshot
+from tests.e2e.conftest import record_foreign_requests, screenshot
 from tests.support.dashboard_seed import FIRST, LAST, PASSWORD, at, seed
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -32,15 +31,7 @@ def seeded(live_gateway: str):
 
 def sign_in(context: Any, base: str, username: str) -> Any:
     page = context.new_page()
-    foreign: list[str] = []
-    here = urlsplit(base).netloc
-    page.on(
-        "request",
-        lambda r: (
-            foreign.append(r.url) if urlsplit(r.url).netloc not in (here, "") else None
-        ),
-    )
-    page.foreign_requests = foreign
+    record_foreign_requests(page, base)
     page.goto(base + "/dashboard/")
     assert "/dashboard/login/" in page.url
     page.fill("input[name=username]", username)

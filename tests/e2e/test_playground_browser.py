@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.e2e.conftest import gateway_on_test_db, screenshot
+from tests.e2e.conftest import gateway_on_test_db, record_foreign_requests, screenshot
+from tests.support.members import account_member
 from tests.wer import word_error_rate
 
 pytestmark = [
@@ -122,17 +123,9 @@ class Member:
 @pytest.fixture
 def member(engine_gateway: str) -> Member:
     """A member of ``acme``, which also has an ordinary key the page must never show."""
-    from django.contrib.auth.models import User
-
-    from accounts.services.accounts import (
-        account_get_or_create,
-        plan_get_or_create_default,
-    )
     from accounts.services.api_keys import api_key_create
 
-    user = User.objects.create_user("mia", password=PASSWORD)
-    account = account_get_or_create(name="acme", plan=plan_get_or_create_default())
-    account.members.add(user)
+    user, account = account_member("mia", PASSWORD)
     _, raw = api_key_create(
         account=account, name="production", actor=None, actor_label="tests"
     )
@@ -142,14 +135,7 @@ def member(engine_gateway: str) -> Member:
 def open_playground(context: Any, base: str) -> Any:
     """Sign in through /playground/ and land on the member's only account."""
     page = context.new_page()
-    here = urlsplit(base).netloc
-    page.foreign_requests = []
-    page.on(
-        "request",
-        lambda r: (
-            urlsplit(r.url).netloc in (here, "") or page.foreign_requests.append(r.url)
-        ),
-    )
+    record_foreign_requests(page, base)
     page.goto(base + "/playground/")
     assert "/dashboard/login/" in page.url
     page.fill("input[name=username]", "mia")

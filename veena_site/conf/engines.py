@@ -90,7 +90,7 @@ TTS_SNAC_MAX_STEP = env.int("TTS_SNAC_MAX_STEP", default=0)
 TTS_SNAC_THREADS = env.int("TTS_SNAC_THREADS", default=max(1, CPU_COUNT - 1))
 
 # How a streaming ASR job decodes (asr.jobs). The WERs quoted here are of bench/asr.py's first
-# corpus, four items (69 words, a misheard word 1.4 points); the README's "Benchmarks" has the
+# corpus, four items (69 words, a misheard word 1.4 points); docs/benchmarks.md has the
 # sixteen-item corpus' (defaults 6.4 %, engine alone 2.6 %). ASR_CHUNK_S is the cadence while
 # other decodes run: 0.6 s (ASR_AGREE_S, so each hypothesis can confirm the previous one's
 # words) showed the first delta at 4 sessions 1.91 s after speech start instead of 2.48-2.51 s
@@ -102,7 +102,7 @@ ASR_CHUNK_S = env.float("ASR_CHUNK_S", default=0.6)
 # A shorter re-decode cadence while no other decode of the worker runs (CPU to spare). With
 # chunk decodes of 10 s context (ASR_CHUNK_CONTEXT_S) and agreement over 0.6 s of audio
 # (ASR_AGREE_S): first delta 1.04 s after speech start at 1 session (2.46 s before issue 13) on
-# the 2 vCPU host of those runs, 1.17 s on a slower one (chunk decodes 2x slower); README "Benchmarks".
+# the 2 vCPU host of those runs, 1.17 s on a slower one (chunk decodes 2x slower); docs/benchmarks.md.
 ASR_CHUNK_MIN_S = env.float("ASR_CHUNK_MIN_S", default=0.2)
 # Until an item shows its first word, ASR_CHUNK_MIN_S is its cadence whenever a chunk decode
 # slot is free and no decode waits for one, though other decodes run. Against off (bench/asr,
@@ -116,7 +116,7 @@ ASR_CHUNK_MIN_FIRST_WORDS = env.bool("ASR_CHUNK_MIN_FIRST_WORDS", default=True)
 ASR_WINDOW_S = env.float("ASR_WINDOW_S", default=28.0)
 # faster-whisper chunk decodes (not finals, not a pause decode that may stand in for one)
 # encode the audio plus 2 s of padding, at least ASR_CHUNK_CONTEXT_S, instead of Whisper's
-# padded 30 s (0 or 30: always 30 s). Issue 13: see bench/asr.py and the README for the numbers.
+# padded 30 s (0 or 30: always 30 s). Issue 13: see bench/asr.py and docs/benchmarks.md for the numbers.
 # 6 s / 10 s, side by side on four Piper readings of the bench corpus (1 session): WER 1.2/2.8,
 # 1.2/1.2, 2.5/1.2 and 7.0/6.3 % (engine alone 1.2), first delta 0.56-0.81 s / 0.73-0.84 s, so
 # no clear gain; 4 s: a decode of ~1 s of speech spelled "A L O W" for "Hello", WER 296 %. With

@@ -1,0 +1,248 @@
+"""Live requests and responses of the real server (Piper + faster-whisper) validated against
+/v1/openapi.json with openapi-core: every REST endpoint, every speech and transcript format,
+and the error answers. The document is the one the server itself serves."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import httpx
+import pytest
+from openapi_core import Config, OpenAPI
+from openapi_core.datatypes import RequestParameters
+from openapi_core.deserializing.media_types.util import plain_loads
+from werkzeug.datastructures import Headers, ImmutableMultiDict
+
+from tests.openai_rest.conftest import RestGateway
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class OpenApiRequest:
+    """An httpx request as openapi-core reads one."""
+
+    request: httpx.Request
+    parameters: RequestParameters = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.parameters = RequestParameters(
+            query=ImmutableMultiDict(parse_qsl(self.request.url.query.decode())),
+            header=Headers(dict(self.request.headers)),
+        )
+
+    @property
+    def host_url(self) -> str:
+        return f"{self.request.url.scheme}://{self.request.url.netloc.decode()}"
+
+    @property
+    def path(self) -> str:
+        return urlsplit(str(self.request.url)).path
+
+    @property
+    def method(self) -> str:
+        return self.request.method.lower()
+
+    @property
+    def body(self) -> bytes:
+        return self.request.read()
+
+    @property
+    def content_type(self) -> str:
+        return str(self.request.headers.get("content-type", ""))
+
+
+@dataclass
+class OpenApiResponse:
+    """An httpx response as openapi-core reads one."""
+
+    response: httpx.Response
+
+    @property
+    def status_code(self) -> int:
+        return self.response.status_code
+
+    @property
+    def content_type(self) -> str:
+        # openapi-core hands a content type's parameters to its deserializer as keywords, and
+        # one named "encoding" collides with its own argument of that name: drop that one
+        # (POST /v1/tts pcm: audio/pcm;rate=R;channels=1;encoding=s16le).
+        value = str(self.response.headers.get("content-type", ""))
+        return ";".join(p for p in value.split(";") if not p.startswith("encoding="))
+
+    @property
+    def headers(self) -> Headers:
+        return Headers(dict(self.response.headers))
+
+    @property
+    def data(self) -> bytes:
+        return self.response.content
+
+
+@dataclass
+class Checked:
+    """An HTTP client whose every exchange is validated against the served document."""
+
+    http: httpx.Client
+    spec: OpenAPI
+    key: str
+    seen: set[tuple[str, str, int]] = field(default_factory=set)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        key: str | None = "",
+        valid: bool = True,
+        **kwargs: Any,
+    ) -> httpx.Response:
+        """Send; validate the request (unless it is meant to be invalid) and the answer."""
+        headers = kwargs.pop("headers", {})
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key or self.key}"
+        request = self.http.build_request(method, path, headers=headers, **kwargs)
+        response = self.http.send(request)
+        if valid:
+            self.spec.validate_request(OpenApiRequest(request))
+        self.spec.validate_response(OpenApiRequest(request), OpenApiResponse(response))
+        self.seen.add((method, path.split("?")[0], response.status_code))
+        return response
+
+
+@pytest.fixture(scope="module")
+def checked(rest_gateway: RestGateway) -> Iterator[Checked]:
+    base = f"http://127.0.0.1:{rest_gateway.port}"
+    with httpx.Client(base_url=base, timeout=120) as http:
+        served = http.get("/v1/openapi.json")
+        assert served.status_code == 200
+        # The document types these text bodies as strings; openapi-core decodes only
+        # text/plain and text/html by itself.
+        texts = {"text/vtt": plain_loads, "text/event-stream": plain_loads}
+        config = Config(extra_media_type_deserializers=texts)
+        spec = OpenAPI.from_dict(served.json(), config=config)
+        yield Checked(http, spec, rest_gateway.keys["rest-open"])
+
+
+SPEECH = {"model": "tts-1", "voice": "alloy", "input": "The quick brown fox jumps."}
+
+
+@pytest.fixture(scope="module")
+def speech_wav(checked: Checked) -> bytes:
+    answer = checked.call(
+        "POST", "/v1/audio/speech", json=SPEECH | {"response_format": "wav"}
+    )
+    assert answer.status_code == 200 and answer.content[:4] == b"RIFF"
+    return answer.content
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "opus", "aac", "flac", "pcm"])
+def test_speech_formats(checked: Checked, fmt: str) -> None:
+    answer = checked.call(
+        "POST", "/v1/audio/speech", json=SPEECH | {"response_format": fmt}
+    )
+    assert answer.status_code == 200 and len(answer.content) > 1000
+
+
+def test_speech_as_server_sent_events(checked: Checked) -> None:
+    answer = checked.call(
+        "POST", "/v1/audio/speech", json=SPEECH | {"stream_format": "sse"}
+    )
+    assert answer.status_code == 200 and "speech.audio.done" in answer.text
+
+
+@pytest.mark.parametrize(
+    ("fields", "expect"),
+    [
+        ({}, "fox"),
+        ({"response_format": "text"}, "fox"),
+        ({"response_format": "srt"}, "-->"),
+        ({"response_format": "vtt"}, "WEBVTT"),
+        (
+            {"response_format": "verbose_json", "timestamp_granularities[]": "word"},
+            '"words"',
+        ),
+        ({"stream": "true"}, "transcript.text.done"),
+    ],
+)
+def test_transcription_formats(
+    checked: Checked, speech_wav: bytes, fields: dict[str, str], expect: str
+) -> None:
+    answer = checked.call(
+        "POST",
+        "/v1/audio/transcriptions",
+        data={"model": "whisper-1", **fields},
+        files={"file": ("speech.wav", speech_wav, "audio/wav")},
+    )
+    assert answer.status_code == 200 and expect.lower() in answer.text.lower()
+
+
+def test_models(checked: Checked) -> None:
+    listed = checked.call("GET", "/v1/models").json()
+    assert {m["id"] for m in listed["data"]} >= {"tts-1", "whisper-1"}
+    assert checked.call("GET", "/v1/models/whisper-1").status_code == 200
+    assert checked.call("GET", "/v1/models/no-such-model").status_code == 404
+
+
+@pytest.mark.parametrize("fmt", ["wav", "pcm", "mulaw"])
+def test_post_v1_tts(checked: Checked, fmt: str) -> None:
+    body = {"text": "Hello there.", "format": fmt}
+    if fmt == "mulaw":
+        body["sample_rate"] = 8000
+    answer = checked.call(
+        "POST", "/v1/tts", json=body, headers={"X-Request-Id": "oas-1"}
+    )
+    assert answer.status_code == 200 and answer.headers["x-request-id"] == "oas-1"
+    if fmt == "pcm":
+        assert answer.headers["content-type"].endswith(";encoding=s16le")
+
+
+def test_speakers(checked: Checked) -> None:
+    assert checked.call("GET", "/v1/tts/speakers").json()["ready"] is True
+
+
+def test_usage_api(checked: Checked, speech_wav: bytes) -> None:
+    start = int(time.time()) - 86400
+    for kind in ("audio_speeches", "audio_transcriptions"):
+        path = f"/v1/organization/usage/{kind}"
+        query = f"?start_time={start}&bucket_width=1h&group_by=model&limit=30"
+        assert checked.call("GET", path + query).status_code == 200
+        missing = checked.call("GET", path + "?bucket_width=1h", valid=False)
+        assert missing.status_code == 400
+
+
+def test_probes(checked: Checked) -> None:
+    assert checked.call("GET", "/healthz", key=None).status_code == 200
+    assert checked.call("GET", "/readyz", key=None).status_code == 200
+
+
+def test_errors_are_the_documented_envelopes(checked: Checked) -> None:
+    refused = checked.call("GET", "/v1/models", key="vk_live_" + "x" * 38)
+    assert refused.status_code == 401
+    bad = checked.call(
+        "POST", "/v1/audio/speech", json=SPEECH | {"speed": 9}, valid=False
+    )
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "speed"
+    anonymous = checked.call(
+        "POST", "/v1/tts", json={"text": "Hi"}, key=None, valid=False
+    )
+    assert anonymous.status_code == 401
+    too_fast = checked.call(
+        "POST", "/v1/tts", json={"text": "Hi", "speed": 4}, valid=False
+    )
+    assert too_fast.json()["error"]["code"] == "VALIDATION_ERROR"
+    assert (
+        checked.call("GET", "/v1/tts/speakers", key=None, valid=False).status_code
+        == 401
+    )
+    unreadable = checked.call(
+        "POST",
+        "/v1/audio/transcriptions",
+        data={"model": "whisper-1"},
+        files={"file": ("x.wav", b"not audio", "audio/wav")},
+    )
+    assert unreadable.status_code == 400

@@ -1,0 +1,279 @@
+"""The OpenAPI ``paths``: every REST endpoint, its parameters, bodies and answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veena_site.openapi.schemas import INTEGER, STRING, Schema, ref, usage_limits
+
+BINARY: Schema = {"contentMediaType": "application/octet-stream"}
+# response_format → the Content-Type of POST /v1/audio/speech (openai_rest.encode).
+SPEECH_TYPES = ("audio/mpeg", "audio/ogg", "audio/aac", "audio/flac", "audio/wav")
+TTS_TYPES = ("audio/wav", "audio/pcm", "audio/basic")
+RETRY_AFTER = {"retry-after": {"schema": STRING, "description": "Whole seconds."}}
+
+
+def _json(schema: Schema) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def _errors(schema: str, statuses: dict[int, str]) -> dict[str, Any]:
+    """Error answers in one envelope; 429 and 503 carry ``retry-after``."""
+    out = {}
+    for status, text in statuses.items():
+        answer: dict[str, Any] = {"description": text, "content": _json(ref(schema))}
+        if status in (429, 503):
+            answer["headers"] = RETRY_AFTER
+        out[str(status)] = answer
+    return out
+
+
+OPENAI_ERRORS = {
+    400: "Invalid request: `param` names the field.",
+    401: "Missing or invalid API key.",
+    403: "Origin or endpoint not allowed for this key.",
+    429: "Rate limit, concurrency or quota (`insufficient_quota`).",
+    500: "Server error.",
+    503: "Overloaded, or the model is not loaded.",
+    504: "The job outlived its time limit.",
+}
+
+
+def _speech() -> dict[str, Any]:
+    audio = {t: {"schema": BINARY} for t in SPEECH_TYPES}
+    audio["audio/pcm"] = {"schema": BINARY}
+    audio["text/event-stream"] = {
+        "schema": {**STRING, "description": "`speech.audio.delta` events, then done."}
+    }
+    return {
+        "post": {
+            "operationId": "createSpeech",
+            "tags": ["OpenAI"],
+            "summary": "Text to speech (OpenAI's speech endpoint)",
+            "requestBody": {"required": True, "content": _json(ref("SpeechRequest"))},
+            "responses": {
+                "200": {
+                    "description": "Audio, streamed as it is made.",
+                    "content": audio,
+                },
+                **_errors("OpenAIError", OPENAI_ERRORS),
+            },
+        }
+    }
+
+
+def _transcriptions() -> dict[str, Any]:
+    form = {"multipart/form-data": {"schema": ref("TranscriptionRequest")}}
+    body = {"anyOf": [ref("Transcription"), ref("VerboseTranscription")]}
+    return {
+        "post": {
+            "operationId": "createTranscription",
+            "tags": ["OpenAI"],
+            "summary": "Transcribe an audio file",
+            "requestBody": {"required": True, "content": form},
+            "responses": {
+                "200": {
+                    "description": "The transcript in `response_format`, or SSE.",
+                    "content": {
+                        **_json(body),
+                        "text/plain": {"schema": STRING},
+                        "text/vtt": {"schema": STRING},
+                        "text/event-stream": {"schema": STRING},
+                    },
+                },
+                **_errors(
+                    "OpenAIError",
+                    {**OPENAI_ERRORS, 413: "The file is over the size cap."},
+                ),
+            },
+        }
+    }
+
+
+def _models() -> dict[str, Any]:
+    return {
+        "get": {
+            "operationId": "listModels",
+            "tags": ["OpenAI"],
+            "summary": "Every served TTS and ASR model name, aliases included",
+            "responses": {
+                "200": {"description": "The list.", "content": _json(ref("ModelList"))},
+                **_errors("OpenAIError", {401: OPENAI_ERRORS[401]}),
+            },
+        }
+    }
+
+
+def _model() -> dict[str, Any]:
+    return {
+        "get": {
+            "operationId": "retrieveModel",
+            "tags": ["OpenAI"],
+            "summary": "One served model",
+            "parameters": [
+                {"name": "model", "in": "path", "required": True, "schema": STRING}
+            ],
+            "responses": {
+                "200": {"description": "The model.", "content": _json(ref("Model"))},
+                **_errors(
+                    "OpenAIError",
+                    {401: OPENAI_ERRORS[401], 404: "No such model."},
+                ),
+            },
+        }
+    }
+
+
+TTS_ERRORS = {
+    400: "`INVALID_JSON` or `VALIDATION_ERROR`.",
+    401: "`AUTH_FAILED`.",
+    402: "`QUOTA_EXCEEDED`.",
+    403: "`AUTH_FAILED`: origin or endpoint not allowed.",
+    413: "`VALIDATION_ERROR`: body over `TTS_MAX_MESSAGE_BYTES`.",
+    429: "`RATE_LIMIT_EXCEEDED`.",
+    500: "`INTERNAL_ERROR`.",
+    503: "`MODEL_NOT_LOADED` or `STREAMING_OVERLOADED`.",
+    504: "`TIMEOUT`.",
+}
+
+
+# POST /v1/tts answers with these beside the audio (tts/views.py, H2).
+TTS_HEADERS = {
+    name: {"schema": STRING}
+    for name in (
+        "X-Request-Id",
+        "X-Audio-Duration-Seconds",
+        "X-Sample-Rate",
+        "X-Speaker",
+    )
+}
+
+
+def _tts() -> dict[str, Any]:
+    request_id = {
+        "name": "X-Request-Id",
+        "in": "header",
+        "schema": {**STRING, "pattern": "^[A-Za-z0-9._:-]{1,64}$"},
+    }
+    return {
+        "post": {
+            "operationId": "synthesize",
+            "tags": ["veena"],
+            "summary": "The whole audio of one TTS request",
+            "parameters": [request_id],
+            "requestBody": {"required": True, "content": _json(ref("TtsRequest"))},
+            "responses": {
+                "200": {
+                    "description": "The complete file.",
+                    "headers": TTS_HEADERS,
+                    "content": {t: {"schema": BINARY} for t in TTS_TYPES},
+                },
+                **_errors("VeenaError", TTS_ERRORS),
+            },
+        }
+    }
+
+
+def _speakers() -> dict[str, Any]:
+    return {
+        "get": {
+            "operationId": "listSpeakers",
+            "tags": ["veena"],
+            "summary": "The TTS engine's voices, aliases, formats and rates",
+            "responses": {
+                "200": {
+                    "description": "The listing.",
+                    "content": _json(ref("Speakers")),
+                },
+                **_errors("VeenaError", {401: TTS_ERRORS[401], 403: TTS_ERRORS[403]}),
+            },
+        }
+    }
+
+
+USAGE_ERRORS = {
+    400: "A bad parameter (`param` names it).",
+    401: "Missing or invalid key or session.",
+    403: "Another account, or its key.",
+    404: "No such account.",
+}
+
+
+def _query(name: str, schema: Schema, required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "schema": schema}
+
+
+def _usage_parameters() -> list[dict[str, Any]]:
+    """The usage API's query: OpenAI's parameters, with our widths and limits."""
+    widths, groups, most = usage_limits()
+    array = {"type": "array", "items": STRING}
+    return [
+        _query("start_time", INTEGER, required=True),
+        _query("end_time", INTEGER),
+        _query("bucket_width", {"type": "string", "enum": widths, "default": "1d"}),
+        _query("group_by", {"type": "array", "items": {"enum": groups}}),
+        _query("api_key_ids", array),
+        _query("models", array),
+        _query("limit", {"type": "integer", "minimum": 1, "maximum": most}),
+        _query("page", STRING),
+        _query("account", {**STRING, "description": "A dashboard session's account."}),
+    ]
+
+
+def _usage(kind: str, what: str) -> dict[str, Any]:
+    return {
+        "get": {
+            "operationId": f"usage_{kind}",
+            "tags": ["Usage"],
+            "summary": f"{what}, per bucket, in OpenAI's Usage API shape",
+            "parameters": _usage_parameters(),
+            "responses": {
+                "200": {"description": "One page.", "content": _json(ref("UsagePage"))},
+                **_errors("OpenAIError", USAGE_ERRORS),
+            },
+        }
+    }
+
+
+def _probe(
+    operation: str, summary: str, schema: Schema, statuses: tuple[int, ...]
+) -> dict[str, Any]:
+    texts = {200: "OK.", 503: "Not ready: the body says what is missing."}
+    return {
+        "get": {
+            "operationId": operation,
+            "tags": ["Operations"],
+            "summary": summary,
+            "security": [],
+            "responses": {
+                str(status): {"description": texts[status], "content": _json(schema)}
+                for status in statuses
+            },
+        }
+    }
+
+
+def paths() -> dict[str, Any]:
+    """Every REST endpoint of the gateway."""
+    healthz = {"type": "object", "properties": {"status": {"const": "ok"}}}
+    return {
+        "/v1/audio/speech": _speech(),
+        "/v1/audio/transcriptions": _transcriptions(),
+        "/v1/models": _models(),
+        "/v1/models/{model}": _model(),
+        "/v1/tts": _tts(),
+        "/v1/tts/speakers": _speakers(),
+        "/v1/organization/usage/audio_speeches": _usage(
+            "audio_speeches", "TTS characters and requests"
+        ),
+        "/v1/organization/usage/audio_transcriptions": _usage(
+            "audio_transcriptions", "Realtime ASR audio seconds and requests"
+        ),
+        "/healthz": _probe("healthz", "The process serves HTTP", healthz, (200,)),
+        "/readyz": _probe(
+            "readyz",
+            "Database, channel layer and workers",
+            ref("Readiness"),
+            (200, 503),
+        ),
+    }

@@ -89,9 +89,9 @@ _RANGE_GAPS = {"–", "—", "-", "to"}
 # A fact of the style guide cited without its name: "(F2)". Not F401 (a ruff code).
 FACT = re.compile(r"(?<![\w.\-§])F[1-9]\d?(?![\w\-]|\.\d)")
 # Paths that lead out of the repository: the team's shared/ folder (specs, tools), and
-# specs/ not under docs/.
+# specs/ not under docs/ (a quoted "specs/…" is the name of a docs page, as /docs/ serves it).
 OUTSIDE = re.compile(
-    r"(?:(?<![\w/.\-])shared/|/work/shared|\.\./shared|(?<![\w/.\-])specs/)"
+    r"(?:(?<![\w/.\-])shared/|/work/shared|\.\./shared|(?<![\w/.\-\"'])specs/)"
 )
 _LINK_TARGET = re.compile(r"\]\(([^)\s]*)[^)]*\)")
 _ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
@@ -104,6 +104,7 @@ SELF = {
     "tests/docs/spec_refs.py",
     "tests/docs/test_spec_ids.py",
     "docs/specs/README.md",
+    "tests/site/test_docs_links.py",
 }
 
 

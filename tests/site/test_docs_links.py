@@ -8,6 +8,7 @@ every page of ``/docs/`` answers 200, and every link in it to the site resolves,
 
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -20,6 +21,7 @@ from tests.conftest import ROOT
 from veena_site import markdown_pages as mp
 
 PAGES = mp.pages(ROOT)
+EXPLICIT_ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
 
 
 def markdown_links(page: mp.Page) -> list[str]:
@@ -34,13 +36,15 @@ def markdown_links(page: mp.Page) -> list[str]:
 
 
 def heading_slugs(path: Path) -> set[str]:
-    tokens = mp.markdown().parse(path.read_text(encoding="utf-8"))
+    """The anchors of a page: its headings' slugs and its explicit ``<a id="…">``."""
+    text = path.read_text(encoding="utf-8")
+    tokens = mp.markdown().parse(text)
     texts = [
         mp.heading_text(tokens[i + 1])
         for i, t in enumerate(tokens)
         if t.type == "heading_open"
     ]
-    return set(mp.unique_slugs(texts))
+    return set(mp.unique_slugs(texts)) | set(EXPLICIT_ANCHOR.findall(text))
 
 
 def broken_markdown_links(page: mp.Page) -> list[str]:

@@ -250,3 +250,42 @@ async def test_speech_sse_of_a_revoked_key_ends_with_an_error_event(
     (record,) = await usage_records(api_key.account_id)
     assert (record.status, record.error_code) == ("failed", "key_revoked")
     assert not slow_fake.jobs.busy("tts")
+
+
+async def test_speech_flac_is_sent_whole_and_a_failure_midway_is_an_error_status(
+    slow_fake: WorkerRuntime, keyed: KeyMaker
+) -> None:
+    """Issue 37: FLAC leaves complete, with its length; a key revoked while it is made
+    gets an error status, never a truncated file."""
+    from channels.db import database_sync_to_async
+
+    from accounts.models.api_keys import ApiKey
+    from accounts.services.api_keys import api_key_revoke
+
+    api_key, raw = await keyed()
+    whole = await speech(
+        {"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": "flac"},
+        raw,
+    )
+    assert whole.status_code == 200
+    assert int(whole["content-length"]) == len(whole.content)
+    total = int.from_bytes(whole.content[18:26], "big") & (2**36 - 1)
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert total * 1000 // 24000 == record.tts_audio_out_ms > 0
+    body = {"model": "tts-1", "input": "f" * 3000, "voice": "alloy"}
+    task = asyncio.ensure_future(speech({**body, "response_format": "flac"}, raw))
+    deadline = time.monotonic() + 10
+    while not slow_fake.jobs.busy("tts"):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)
+    await database_sync_to_async(api_key_revoke)(
+        api_key=await ApiKey.objects.aget(pk=api_key.pk), actor=None, reason="flac"
+    )
+    failed = await task
+    assert failed.status_code == 401
+    assert failed.json()["error"]["code"] == "invalid_api_key"
+    await settled(api_key.account_id)
+    records = await usage_records(api_key.account_id)
+    assert (records[-1].status, records[-1].error_code) == ("failed", "key_revoked")
+    assert not slow_fake.jobs.busy("tts")

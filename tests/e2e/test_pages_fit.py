@@ -9,6 +9,7 @@ checkbox lists and the charts' text alternatives, which are checked where they a
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -128,6 +129,23 @@ def signed_in(context: Any, base: str, user: str | None) -> Any:
     return page
 
 
+@contextlib.contextmanager
+def opened(
+    chromium: Any, site: Site, user: str, path: str, *, viewport: str = "phone"
+) -> Iterator[Any]:
+    """``path`` opened by ``user`` in a fresh context of the viewport's size."""
+    width, height = VIEWPORTS[viewport]
+    context = chromium.new_context(
+        viewport={"width": width, "height": height}, accept_downloads=True
+    )
+    try:
+        page = signed_in(context, site.base, user)
+        page.goto(site.base + path)
+        yield page
+    finally:
+        context.close()
+
+
 def shot(page: Any, viewport: str, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{viewport}-{name}.png"), full_page=True)
@@ -150,7 +168,8 @@ def test_every_page_fits_the_window_on_desktop_and_phone(
         for shot_name, path in pages:
             response = page.goto(site.base + path)
             assert response.ok, (path, response.status)
-            page.wait_for_load_state("networkidle")
+            if path.startswith("/playground/"):
+                page.wait_for_load_state("networkidle")  # the voices arrive
             assert_fits(page, f"{name} {shot_name}")
             shot(page, name, shot_name)
             if user is not None:
@@ -182,9 +201,12 @@ def check_menu(page: Any, viewport: str, name: str) -> None:
 
 
 def test_the_hour_view_opens_on_the_last_two_days(site: Site, chromium: Any) -> None:
-    context = chromium.new_context(viewport={"width": 390, "height": 844})
-    page = signed_in(context, site.base, "alice")
-    page.goto(site.base + "/dashboard/acme/usage/?granularity=hour&tz=UTC")
+    path = "/dashboard/acme/usage/?granularity=hour&tz=UTC"
+    with opened(chromium, site, "alice", path) as page:
+        hour_view(page)
+
+
+def hour_view(page: Any) -> None:
     labels = page.evaluate(
         "() => Chart.getChart(document.querySelector('canvas[data-chart=requests]'))"
         ".data.labels"
@@ -197,17 +219,18 @@ def test_the_hour_view_opens_on_the_last_two_days(site: Site, chromium: Any) -> 
     )
     assert 25 <= len(labels) <= 48
     assert page.input_value("input[name=from]") == ""  # the default stays a default
-    context.close()
 
 
 def test_filters_are_checkbox_lists_with_key_names_and_revoked_keys_tucked_away(
     site: Site, chromium: Any
 ) -> None:
+    with opened(chromium, site, "alice", f"/dashboard/acme/requests/?{SEEDED}") as page:
+        filters(page, site)
+
+
+def filters(page: Any, site: Site) -> None:
     from accounts.models.choices import Route
 
-    context = chromium.new_context(viewport={"width": 390, "height": 844})
-    page = signed_in(context, site.base, "alice")
-    page.goto(site.base + f"/dashboard/acme/requests/?{SEEDED}")
     keys = page.locator("#key-filter label.check")
     shown = [t.split()[0] for t in keys.all_inner_texts() if t.strip()]
     assert shown[:2] == ["prod", "staging"]  # by name, before their short forms
@@ -228,15 +251,17 @@ def test_filters_are_checkbox_lists_with_key_names_and_revoked_keys_tucked_away(
     statuses = page.locator("#records tbody tr td:nth-child(5)").all_inner_texts()
     assert set(statuses) == {"failed"}
     shot(page, "phone", "requests-filtered")
-    context.close()
 
 
 def test_charts_have_a_text_alternative_with_their_values(
     site: Site, chromium: Any
 ) -> None:
-    context = chromium.new_context(viewport={"width": 1280, "height": 800})
-    page = signed_in(context, site.base, "alice")
-    page.goto(site.base + f"/dashboard/acme/usage/?{SEEDED}")
+    path = f"/dashboard/acme/usage/?{SEEDED}"
+    with opened(chromium, site, "alice", path, viewport="desktop") as page:
+        chart_alternatives(page)
+
+
+def chart_alternatives(page: Any) -> None:
     for canvas in page.locator("canvas[data-chart]").all():
         metric = canvas.get_attribute("data-chart")
         assert canvas.get_attribute("role") == "img"
@@ -249,15 +274,16 @@ def test_charts_have_a_text_alternative_with_their_values(
         "table[data-chart-table=requests] tbody td"
     ).all_text_contents()
     assert cells == ["0", "3", "3"]  # the chart's own values (the seed's)
-    context.close()
 
 
 def test_a_first_visit_says_create_a_key_then_run_this(
     site: Site, chromium: Any, tmp_path: Path
 ) -> None:
-    context = chromium.new_context(viewport={"width": 390, "height": 844})
-    page = signed_in(context, site.base, "nina")
-    page.goto(site.base + "/dashboard/newco/usage/")
+    with opened(chromium, site, "nina", "/dashboard/newco/usage/") as page:
+        first_visit(page, site, tmp_path)
+
+
+def first_visit(page: Any, site: Site, tmp_path: Path) -> None:
     intro = page.inner_text("#first-visit")
     assert "Create a key" in intro and "run this" in intro
     assert page.locator("canvas").count() == 0
@@ -278,20 +304,17 @@ def test_a_first_visit_says_create_a_key_then_run_this(
         stream = container.streams.audio[0]
         assert sum(f.samples for f in container.decode(stream)) > 0
     page.goto(site.base + "/dashboard/newco/usage/")
-    assert (
-        page.locator("#first-visit").count() == 0
-    )  # the request ended the first visit
-    context.close()
+    assert page.locator("#first-visit").count() == 0  # the first request ended it
 
 
 def test_the_playground_counts_characters_and_offers_download_only_with_audio(
     site: Site, chromium: Any
 ) -> None:
-    context = chromium.new_context(
-        viewport={"width": 390, "height": 844}, accept_downloads=True
-    )
-    page = signed_in(context, site.base, "alice")
-    page.goto(site.base + "/playground/acme/")
+    with opened(chromium, site, "alice", "/playground/acme/") as page:
+        playground(page)
+
+
+def playground(page: Any) -> None:
     page.wait_for_selector("#tts-play:not([disabled])")
     download = page.locator("#tts-download")
     assert not download.is_visible()  # no audio yet
@@ -320,4 +343,3 @@ def test_the_playground_counts_characters_and_offers_download_only_with_audio(
     assert not download.is_visible()  # that request made no audio
     assert_fits(page, "playground after a quota error")
     shot(page, "phone", "playground-quota-error")
-    context.close()

@@ -16,7 +16,13 @@ from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from asr.engines.fake import FakeAsr
 from tests.conftest import KeyMaker
 from tests.openai_rest.conftest import encode_container
-from tests.tts.conftest import lease_free, open_records, slow_fake, usage_records
+from tests.tts.conftest import (
+    lease_free,
+    open_records,
+    revoke_once_busy,
+    slow_fake,
+    usage_records,
+)
 from tests.tts.test_rest import Response, auth, http, request
 from veena_site.runtime import WorkerRuntime
 
@@ -257,11 +263,6 @@ async def test_speech_flac_is_sent_whole_and_a_failure_midway_is_an_error_status
 ) -> None:
     """Issue 37: FLAC leaves complete, with its length; a key revoked while it is made
     gets an error status, never a truncated file."""
-    from channels.db import database_sync_to_async
-
-    from accounts.models.api_keys import ApiKey
-    from accounts.services.api_keys import api_key_revoke
-
     api_key, raw = await keyed()
     whole = await speech(
         {"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": "flac"},
@@ -275,13 +276,7 @@ async def test_speech_flac_is_sent_whole_and_a_failure_midway_is_an_error_status
     assert total * 1000 // 24000 == record.tts_audio_out_ms > 0
     body = {"model": "tts-1", "input": "f" * 3000, "voice": "alloy"}
     task = asyncio.ensure_future(speech({**body, "response_format": "flac"}, raw))
-    deadline = time.monotonic() + 10
-    while not slow_fake.jobs.busy("tts"):
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.02)
-    await database_sync_to_async(api_key_revoke)(
-        api_key=await ApiKey.objects.aget(pk=api_key.pk), actor=None, reason="flac"
-    )
+    await revoke_once_busy(slow_fake, api_key, reason="flac", limit_s=10)
     failed = await task
     assert failed.status_code == 401
     assert failed.json()["error"]["code"] == "invalid_api_key"

@@ -19,6 +19,7 @@ from accounts.models.choices import Route, UsageStatus
 from accounts.origins import normalize_origin
 
 DEFAULT_RANGE_DAYS = 7
+DEFAULT_HOUR_RANGE_DAYS = 2  # hour buckets open on yesterday and today: at most 48 bars
 TZ_COOKIE = "veena_tz"
 
 
@@ -65,15 +66,16 @@ class UsageFilterForm(forms.Form):
         return str(name)
 
     def clean(self) -> dict[str, Any]:
-        """Default the range to the last 7 local days and enforce the caps."""
+        """Default the range to the last 7 local days (2 for hours) and enforce the caps."""
         data = super().clean() or {}
         if self.errors:
             return data
         tz = bk.zone(data.get("tz") or "UTC")
         today = self.today or bk.local_date(datetime.now(tz), tz)
         last = data.get("to") or today
-        first = data.get("from") or last - timedelta(days=DEFAULT_RANGE_DAYS - 1)
         width: bk.BucketWidth = "hour" if data.get("granularity") == "hour" else "day"
+        span = DEFAULT_HOUR_RANGE_DAYS if width == "hour" else DEFAULT_RANGE_DAYS
+        first = data.get("from") or last - timedelta(days=span - 1)
         problem = bk.range_error(first, last, width)
         if problem:
             raise ValidationError(problem, code="range")

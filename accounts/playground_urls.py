@@ -10,4 +10,5 @@ urlpatterns = [
     path("", playground.index, name="index"),
     path("<slug:slug>/", playground.page, name="page"),
     path("<slug:slug>/token/", playground.token, name="token"),
+    path("<slug:slug>/quota/", playground.quota, name="quota"),
 ]

@@ -6,6 +6,10 @@ reserve the characters and commit the usage record, then one worker job on a pri
 first chunk (the first sentence) is there, so an overloaded or missing worker still gets its
 own status; after that a failure ends the body early (``sse``: an ``error`` event). The lease
 is held until the body ends.
+
+A format sent whole (``encode.WHOLE_FORMATS``: FLAC, whose header holds the length) is made
+to the end first and sent with its true header and ``Content-Length``; a failure on the way
+is then an error status, as before the first chunk (docs/audio-formats.md).
 """
 
 from __future__ import annotations
@@ -21,7 +25,12 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    StreamingHttpResponse,
+)
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
@@ -52,6 +61,7 @@ from tts.usage import TtsUsage, UsageStatus
 from tts.views import http_scope, rest_request_id
 
 logger = logging.getLogger(__name__)
+SSE_DELTA_BYTES = 48 * 1024  # audio per speech.audio.delta event, before base64
 
 _JOB_ERRORS = {  # tts.client JobError code → (status, code, message)
     "STREAMING_OVERLOADED": (
@@ -128,8 +138,16 @@ async def _start(
         return error_response(server_error(), request_id)
     ttfb_ms = round((time.monotonic() - started) * 1000)
     stream = SpeechStream(req, usage, chunks, started=started, ttfb_ms=ttfb_ms)
-    response = StreamingHttpResponse(stream.body(first))
     sse = req.stream_format == "sse"
+    response: HttpResponseBase
+    if stream.encoder.whole and not sse:
+        body = b"".join([part async for part in stream.body(first)])
+        if stream.error is not None:
+            return error_response(_stream_error(stream.error), request_id)
+        response = HttpResponse(body)
+        response["Content-Length"] = str(len(body))
+    else:
+        response = StreamingHttpResponse(stream.body(first))
     response["Content-Type"] = (
         "text/event-stream" if sse else CONTENT_TYPES[req.response_format]
     )
@@ -175,17 +193,30 @@ class SpeechStream:
         self.req, self.usage, self.chunks = req, usage, chunks
         self.started, self.ttfb_ms = started, ttfb_ms
         self.samples = 0
+        self.encoder = StreamEncoder(req.response_format, SPEECH_RATE)
+        self.error: JobError | TimeoutError | AdmissionDenied | None = None
 
     def frame(self, data: bytes) -> bytes:
-        """``data`` as sent: raw, or one ``speech.audio.delta`` event."""
+        """``data`` as sent: raw, or ``speech.audio.delta`` events of at most
+        ``SSE_DELTA_BYTES`` each (a whole file arrives at once)."""
         if self.req.stream_format == "audio" or not data:
             return data
-        audio = base64.b64encode(data).decode("ascii")
-        return sse({"type": "speech.audio.delta", "audio": audio})
+        return b"".join(
+            sse(
+                {
+                    "type": "speech.audio.delta",
+                    "audio": base64.b64encode(piece).decode(),
+                }
+            )
+            for piece in (
+                data[i : i + SSE_DELTA_BYTES]
+                for i in range(0, len(data), SSE_DELTA_BYTES)
+            )
+        )
 
     async def body(self, first: TtsChunk) -> AsyncIterator[bytes]:
         """Encode and send every chunk; finish the record once, on every exit."""
-        encoder = StreamEncoder(self.req.response_format, SPEECH_RATE)
+        encoder = self.encoder
         status: UsageStatus = "failed"
         code = "internal_error"
         try:
@@ -195,7 +226,7 @@ class SpeechStream:
                     if out := self._count(encoder, chunk):
                         yield self.frame(out)
             except (JobError, TimeoutError, AdmissionDenied) as exc:
-                code = _error_code(exc)
+                self.error, code = exc, _error_code(exc)
                 logger.warning("speech stream ended early: %s", code)
                 if self.req.stream_format == "sse":
                     yield sse(

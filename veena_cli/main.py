@@ -212,10 +212,7 @@ async def run_transcribe(args: argparse.Namespace, server: Server) -> int:
     live = fmt == "text" and not args.output
 
     def print_segment(item: Any) -> None:
-        if progress.enabled:
-            progress.note(item.text.strip())  # above the bar, on stderr's terminal
-        else:
-            print(item.text.strip(), flush=True)
+        progress.above(item.text.strip(), sys.stdout)  # results: stdout, always
 
     job = Transcribe(
         server,

@@ -1,4 +1,9 @@
-"""A one-line progress bar on stderr: drawn on a terminal, or when forced, else silent."""
+"""A one-line progress bar on stderr: drawn on a terminal, or when forced, else silent.
+
+Results never go through it: they are written to stdout with ``above()``, which lifts the bar
+off the line first, so a terminal that shows both gets whole lines, and a redirected stdout
+gets only the results (issue 37).
+"""
 
 from __future__ import annotations
 
@@ -57,13 +62,20 @@ class Progress:
         self.stream.flush()
 
     def note(self, text: str) -> None:
-        """Print ``text`` on its own line (above the bar when one is drawn)."""
-        if self.enabled and self._line:
+        """Print a status line on stderr (above the bar when one is drawn)."""
+        self.above(text, self.stream)
+
+    def above(self, text: str, stream: TextIO) -> None:
+        """Print ``text`` as one line of ``stream`` (stdout for results) above the bar."""
+        drawn = self.enabled and bool(self._line)
+        if drawn:
             self.stream.write("\r\x1b[2K")
-        self.stream.write(text + "\n")
-        if self.enabled and self._line:
+            self.stream.flush()
+        stream.write(text + "\n")
+        stream.flush()
+        if drawn:
             self.stream.write(self._line)
-        self.stream.flush()
+            self.stream.flush()
 
     def close(self) -> None:
         """End the bar's line."""

@@ -3,9 +3,12 @@
 The file is decoded to 16 kHz mono PCM16 and streamed in 100 ms appends, paced at ``speed``
 times real time (0: as fast as the server keeps up). With client commits (the default) the CLI
 cuts items at pauses, at most ``cuts.MAX_ITEM_S`` long, and commits each; items with no speech
-are skipped. With ``server_vad`` the server cuts, from its ``speech_started``/``speech_stopped``.
-At most two committed items wait for their transcript at any time, so a fast upload never
-piles audio up on the server. Segment times come from the CLI's own timeline of the file.
+are skipped. With ``server_vad`` the server cuts, from its ``speech_started``/``speech_stopped``;
+after the last append the CLI commits what the server still holds and waits for the answer,
+which the server sends only after the turn events of every append before it (it handles a
+session's events in order), so no turn is lost however fast the upload ran. At most two
+committed items wait for their transcript at any time, so a fast upload never piles audio
+up on the server. Segment times come from the CLI's own timeline of the file.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ SETUP_TIMEOUT_S = 15
 FINISH_TIMEOUT_S = 120
 MIN_COMMIT_S = 0.1  # realtime ASR_MIN_COMMIT_MS
 VAD_SILENCE_MS = 500  # server_vad silence_duration_ms (realtime VD-3)
+COMMIT_EMPTY = "input_audio_buffer_commit_empty"
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,9 @@ class Transcribe:
         self.by_id: dict[str, Item] = {}
         self.uncommitted: list[Item] = []  # committed by us, not yet announced
         self.speech: Item | None = None  # server_vad: the item being spoken
+        self.turn_end = 0  # server_vad: where the server's current item starts
+        self.closing = False  # server_vad: the last commit is sent
+        self.closed = False  # server_vad: ... and answered
         self.changed = asyncio.Event()
         self.sent = 0  # samples sent
         self.started = time.monotonic()
@@ -185,17 +192,21 @@ class Transcribe:
                     buffer = np.concatenate([buffer, block])
             if self.options.server_vad:
                 size = len(buffer) if ended else len(buffer) - int(RATE)
+                await self.until(reader, lambda: self.pending() < MAX_PENDING, None)
                 await self.send_audio(ws, buffer[:size])
                 buffer = buffer[size:]
                 continue
             cut = choose_cut(buffer, RATE, final=ended)
             await self.send_item(ws, reader, buffer[: cut.length], cut)
             buffer = buffer[cut.length :]
-        if self.options.server_vad and self.speech is not None:
-            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
-            self.speech.end = self.sent
-            self.uncommitted.append(self.speech)
-            self.speech = None
+        if self.options.server_vad:
+            await self.end_turns(ws, reader)
+
+    async def end_turns(self, ws: ClientConnection, reader: asyncio.Task[None]) -> None:
+        """Server VAD: commit the rest and wait until the server has answered it."""
+        self.closing = True
+        await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        await self.until(reader, lambda: self.closed, FINISH_TIMEOUT_S)
 
     async def send_item(
         self, ws: ClientConnection, reader: asyncio.Task[None], pcm: Pcm, cut: Any
@@ -274,23 +285,37 @@ class Transcribe:
         """One server event (OpenAI GA or beta shapes)."""
         kind = event.get("type")
         if kind == "error":
+            if self.closing and not self.closed and _code(event) == COMMIT_EMPTY:
+                self.closed = True  # the server's turns had taken all the audio
+                return
             raise realtime_error(event)
         if kind == "input_audio_buffer.speech_started":
             start = int(event.get("audio_start_ms", 0)) * RATE // 1000
             self.speech = Item(start=start, end=start)
         elif kind == "input_audio_buffer.speech_stopped" and self.speech is not None:
-            end_ms = int(event.get("audio_end_ms", 0)) - VAD_SILENCE_MS + 100
-            self.speech.end = max(self.speech.start, end_ms * RATE // 1000)
+            self.turn_end = int(event.get("audio_end_ms", 0)) * RATE // 1000
+            end = self.turn_end - (VAD_SILENCE_MS - 100) * RATE // 1000
+            self.speech.end = max(self.speech.start, end)
             self.uncommitted.append(self.speech)
             self.speech = None
-        elif kind == "input_audio_buffer.committed" and self.uncommitted:
-            item = self.uncommitted.pop(0)
-            self.items.append(item)
-            self.by_id[str(event.get("item_id"))] = item
+        elif kind == "input_audio_buffer.committed":
+            self.committed(str(event.get("item_id")))
         elif kind == "conversation.item.input_audio_transcription.completed":
             self.finish(event, str(event.get("transcript") or ""), failed=False)
         elif kind == "conversation.item.input_audio_transcription.failed":
             self.finish(event, "", failed=True)
+
+    def committed(self, item_id: str) -> None:
+        """A commit's answer: a server VAD turn, one of ours, or the last commit."""
+        if self.uncommitted:
+            item = self.uncommitted.pop(0)
+        elif self.closing and not self.closed:
+            item = self.speech or Item(start=self.turn_end, end=self.sent)
+            item.end, self.speech, self.closed = self.sent, None, True
+        else:
+            return
+        self.items.append(item)
+        self.by_id[item_id] = item
 
     def finish(self, event: dict[str, Any], text: str, *, failed: bool) -> None:
         """An item's transcript (or failure) arrived."""
@@ -318,3 +343,9 @@ class Transcribe:
             f"{sent:,.1f}{of} s sent  {done} items  ×{sent / elapsed:.1f}",
             force=force,
         )
+
+
+def _code(event: dict[str, Any]) -> str:
+    """The code of an ``error`` event (OpenAI's envelope)."""
+    error = event.get("error")
+    return str(error.get("code") or "") if isinstance(error, dict) else ""

@@ -1,4 +1,5 @@
-"""The recent-requests table: the only dashboard read of UsageRecord (accounts D5, D6).
+"""The recent-requests table: the only dashboard read of UsageRecord (accounts D5, D6),
+and whether an account has used the service at all (the dashboard's first-visit state).
 
 Newest first, 50 a page, keyset-paginated on ``(started_at, id)`` so a page costs one
 index range scan however deep it is, and no COUNT over the records.
@@ -14,6 +15,8 @@ from datetime import datetime
 
 from django.db.models import Q, QuerySet
 
+from accounts.models.accounts import Account
+from accounts.models.rollups import UsageRollup
 from accounts.models.usage import UsageRecord
 from accounts.selectors import Scope
 from accounts.selectors.sources import narrowed
@@ -46,6 +49,14 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         return started, uuid.UUID(record_id)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError("bad cursor") from exc
+
+
+def account_has_usage(*, account: Account) -> bool:
+    """Whether the account ever made a request (a record, or a rollup that outlived it)."""
+    return (
+        UsageRecord.objects.filter(account=account).exists()
+        or UsageRollup.objects.filter(account=account).exists()
+    )
 
 
 def usage_records(

@@ -32,15 +32,22 @@ from accounts.selectors import (
 )
 from accounts.selectors.export import export_csv
 from accounts.selectors.quota import quota_bars
-from accounts.selectors.records import records_page, usage_records
+from accounts.selectors.records import account_has_usage, records_page, usage_records
 from accounts.selectors.usage import usage_report
 from accounts.views.filters import (
     filter_choices,
     form_values,
+    key_choices,
     query_with_zone,
     usage_filter,
 )
-from accounts.views.present import chart_data, figures, record_row, table_row
+from accounts.views.present import (
+    chart_data,
+    chart_texts,
+    figures,
+    record_row,
+    table_row,
+)
 
 
 @login_required
@@ -63,24 +70,30 @@ def _usage_context(
         "scope": scope,
         **filter_choices(),
     }
-    context["keys"] = account_keys(account=account) if account is not None else []
+    keys = account_keys(account=account) if account is not None else []
+    context["key_choices"] = key_choices(keys, form)
     valid = form.is_valid()
     context["values"] = form_values(form)
+    if account is not None and not account_has_usage(account=account):
+        context["first_visit"] = True  # the page explains how to start instead
+        context["base_url"] = request.build_absolute_uri("/").rstrip("/")
+        return context, 200
     if not valid:
         return context, 400
     flt = usage_filter(form, scope=scope)
     now = timezone.now()
     report = usage_report(scope=scope, flt=flt, now=now)
+    chart = chart_data(report)
     context.update(
         flt=flt,
         report=report,
         cards=figures(report.totals),
-        chart=chart_data(report),
+        chart=chart,
+        chart_texts=chart_texts(chart, flt.width),
         by_key=[table_row(b) for b in report.by_key],
         by_route_model=[table_row(b) for b in report.by_route_model],
         by_account=[table_row(b) for b in report.by_account],
         quota=quota_bars(account=account, now=now) if account is not None else [],
-        selected_keys={str(k.id) for k in flt.keys},
         query=request.GET.urlencode(),
     )
     return context, 200
@@ -151,7 +164,7 @@ def requests_view(request: HttpRequest, slug: str) -> HttpResponse:
     context: dict[str, Any] = {
         "account": account,
         "form": form,
-        "keys": account_keys(account=account),
+        "key_choices": key_choices(account_keys(account=account), form),
         **filter_choices(records=True),
     }
     valid = form.is_valid()
@@ -183,7 +196,6 @@ def requests_view(request: HttpRequest, slug: str) -> HttpResponse:
         rows=[record_row(r, flt.tz) for r in page.records],
         tz=flt.tz,
         query=query.urlencode(),
-        selected_keys={str(k) for k in data["key"]},
     )
     return render(request, "accounts/dashboard/requests.html", context)
 

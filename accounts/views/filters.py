@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 from urllib.parse import unquote
@@ -10,7 +12,8 @@ from django.http import HttpRequest, QueryDict
 
 from accounts import buckets as bk
 from accounts.forms import TZ_COOKIE, UsageFilterForm
-from accounts.models.choices import Route, UsageStatus
+from accounts.models.api_keys import ApiKey
+from accounts.models.choices import KeyStatus, Route, UsageStatus
 from accounts.selectors import Scope, scope_keys
 from accounts.selectors.sources import UsageFilter
 
@@ -71,13 +74,45 @@ def filter_choices(*, records: bool = False) -> dict[str, Any]:
 
 
 def form_values(form: UsageFilterForm) -> dict[str, Any]:
-    """What the filter inputs show: the cleaned values, or what was typed when invalid."""
+    """What the filter inputs show: the cleaned values, or what was typed when invalid.
+
+    ``from`` and ``to`` show only what was typed: a default range stays a default, so
+    switching between days and hours gets the other width's default (the page says which
+    range it shows).
+    """
     cleaned: dict[str, Any] = getattr(form, "cleaned_data", {})
     values: dict[str, Any] = {}
     for name in ("from", "to", "granularity", "tz", "model", "error_code"):
-        value = cleaned[name] if name in cleaned else form.data.get(name, "")
+        typed = name in ("from", "to") or name not in cleaned
+        value = form.data.get(name, "") if typed else cleaned[name]
         values[name] = value.isoformat() if isinstance(value, date) else value or ""
     values["tz"] = values["tz"] or "UTC"
     for name in ("route", "status"):
         values[name] = cleaned.get(name) or getattr(form.data, "getlist", list)(name)
     return values
+
+
+@dataclass(frozen=True)
+class KeyChoice:
+    """One checkbox of the key filter: the key's name first, then its short form."""
+
+    id: str
+    name: str
+    display: str
+    checked: bool
+
+
+def key_choices(keys: Iterable[ApiKey], form: UsageFilterForm) -> dict[str, Any]:
+    """The key checkboxes: usable keys by name, revoked ones apart (shown on request,
+    or when one of them is checked)."""
+    picked = set(getattr(form.data, "getlist", lambda _name: [])("key"))
+    active: list[KeyChoice] = []
+    revoked: list[KeyChoice] = []
+    for key in sorted(keys, key=lambda k: (k.name.casefold(), str(k.id))):
+        choice = KeyChoice(str(key.id), key.name, key.display, str(key.id) in picked)
+        (revoked if key.status == KeyStatus.REVOKED else active).append(choice)
+    return {
+        "active": active,
+        "revoked": revoked,
+        "revoked_open": any(c.checked for c in revoked),
+    }

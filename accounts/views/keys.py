@@ -54,7 +54,12 @@ def keys(request: HttpRequest, slug: str) -> HttpResponse:
             response = render(
                 request,
                 "accounts/dashboard/key_created.html",
-                {"account": account, "api_key": api_key, "raw_key": raw},
+                {
+                    "account": account,
+                    "api_key": api_key,
+                    "raw_key": raw,
+                    "base_url": request.build_absolute_uri("/").rstrip("/"),
+                },
             )
             add_never_cache_headers(response)  # no-store: the key is shown once
             return response

@@ -18,11 +18,15 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.models.accounts import Account
+from accounts.models.choices import QuotaMetric
 from accounts.origins import normalize_origin
 from accounts.selectors import playground_account_for, playground_accounts_for
+from accounts.selectors.quota import quota_bars
 from accounts.services.playground import playground_token_mint
 
 if TYPE_CHECKING:
@@ -56,9 +60,30 @@ def page(request: HttpRequest, slug: str) -> HttpResponse:
         "captureRate": CAPTURE_RATE,
         "workletUrl": static("accounts/playground/capture-worklet.js"),
         "maxTextChars": settings.TTS_MAX_TEXT_CHARS,
+        "quotaUrl": reverse("playground:quota", kwargs={"slug": account.slug}),
+        "ttsCharacters": tts_characters(account),
     }
     context = {"account": account, "config": config}
     return render(request, TEMPLATES + "page.html", context)
+
+
+def tts_characters(account: Account) -> dict[str, int] | None:
+    """This month's TTS characters of the account: used, limit and left (None: no limit)."""
+    for bar in quota_bars(account=account, now=timezone.now()):
+        if bar.metric == QuotaMetric.TTS_CHARACTERS:
+            left = max(0, bar.limit - bar.used)
+            return {"used": bar.used, "limit": bar.limit, "left": left}
+    return None
+
+
+@login_required
+@require_GET
+def quota(request: HttpRequest, slug: str) -> JsonResponse:
+    """``quota/``: the characters left this month, shown beside the text (never cached)."""
+    account = playground_account_for(user=request.user, slug=slug)
+    response = JsonResponse({"tts_characters": tts_characters(account)})
+    add_never_cache_headers(response)
+    return response
 
 
 @login_required

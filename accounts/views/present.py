@@ -142,3 +142,99 @@ def record_row(record: UsageRecord, tz: ZoneInfo) -> dict[str, Any]:
         if record.asr_items
         else None,
     }
+
+
+@dataclass(frozen=True)
+class ChartText:
+    """A chart's text alternative: a sentence, and its values as a table."""
+
+    metric: str
+    caption: str
+    summary: str
+    columns: list[str]
+    rows: list[list[str]]
+
+
+# metric → (caption, unit after a number, decimals); the order of the charts on the page.
+SERIES_CHARTS = {
+    "tts_chars_in": ("TTS characters", " characters", 0),
+    "tts_audio_out_s": ("TTS audio out (s)", " s", 1),
+    "asr_audio_in_s": ("ASR audio in (s)", " s", 1),
+    "requests": ("Requests", " requests", 0),
+}
+LATENCY_SERIES = (
+    ("ttfb_p50", "TTS TTFB p50"),
+    ("ttfb_p95", "TTS TTFB p95"),
+    ("asr_p50", "ASR p50"),
+    ("asr_p95", "ASR p95"),
+)
+
+
+def _number(value: float | None, decimals: int = 0) -> str:
+    return "–" if value is None else f"{value:,.{decimals}f}"
+
+
+def _series_text(chart: dict[str, Any], metric: str, per: str) -> ChartText:
+    caption, unit, decimals = SERIES_CHARTS[metric]
+    labels, values = chart["labels"], chart["series"][metric]
+    total = sum(values)
+    if not total:
+        summary = f"None in this range ({len(labels)} {per}s)."
+    else:
+        peak = max(range(len(values)), key=lambda i: values[i])
+        summary = (
+            f"{_number(total, decimals)}{unit} over {len(labels)} {per}s; the most, "
+            f"{_number(values[peak], decimals)}{unit}, in the {per} of {labels[peak]}."
+        )
+    rows = [
+        [label, _number(v, decimals)] for label, v in zip(labels, values, strict=True)
+    ]
+    return ChartText(metric, caption, summary, [per.capitalize(), caption], rows)
+
+
+def _errors_text(chart: dict[str, Any], per: str) -> ChartText:
+    codes = sorted(chart["errors"])
+    totals = {code: sum(chart["errors"][code]) for code in codes}
+    if not any(totals.values()):
+        summary = "No errors in this range."
+    else:
+        by_code = ", ".join(f"{code} {totals[code]:,}" for code in codes)
+        summary = f"{sum(totals.values()):,} errors: {by_code}."
+    rows = [
+        [label, *(f"{chart['errors'][code][i]:,}" for code in codes)]
+        for i, label in enumerate(chart["labels"])
+    ]
+    return ChartText(
+        "errors", "Errors by code", summary, [per.capitalize(), *codes], rows
+    )
+
+
+def _latency_text(chart: dict[str, Any]) -> ChartText:
+    days, latency = chart["days"], chart["latency"]
+    rows = [
+        [day, *(_number(latency[name][i]) for name, _ in LATENCY_SERIES)]
+        for i, day in enumerate(days)
+    ]
+    measured = [row for row in rows if any(cell != "–" for cell in row[1:])]
+    if not measured:
+        summary = "No latency measured in this range."
+    else:
+        last = measured[-1]
+        parts = ", ".join(
+            f"{label} {cell} ms"
+            for (_, label), cell in zip(LATENCY_SERIES, last[1:], strict=True)
+            if cell != "–"
+        )
+        summary = f"On {last[0]}, the last day with requests: {parts}."
+    columns = ["Day", *(f"{label} (ms)" for _, label in LATENCY_SERIES)]
+    caption = "Latency per day, p50 / p95 (ms)"
+    return ChartText("latency", caption, summary, columns, rows)
+
+
+def chart_texts(chart: dict[str, Any], width: str) -> list[ChartText]:
+    """Every chart's text alternative, in the page's order (from ``chart_data``)."""
+    return [
+        *(_series_text(chart, metric, width) for metric in SERIES_CHARTS),
+        _errors_text(chart, width),
+        _latency_text(chart),
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -417,3 +418,45 @@ def test_alert_settings_page_saves_thresholds_and_refuses_bad_input(seeded) -> N
         AuditLog.objects.filter(action="alerts.changed", actor_label="alice").count()
         == 1
     )
+
+
+def test_i37_hour_buckets_open_on_yesterday_and_today(seeded) -> None:
+    client = login(seeded.alice)
+    page = client.get(reverse("dashboard:usage", args=["acme"]) + "?granularity=hour")
+    labels = chart(page)["labels"]
+    today = timezone.now().date()
+    assert labels[0] == f"{today - timedelta(days=1)} 00:00" and len(labels) <= 48
+    assert 'name="from" value=""' in page.content.decode()  # a default stays one
+    days = chart(client.get(reverse("dashboard:usage", args=["acme"])))["labels"]
+    assert len(days) == 7
+
+
+def test_i37_filters_are_checkboxes_with_revoked_keys_folded(seeded) -> None:
+    from accounts.services.api_keys import api_key_revoke
+
+    api_key_revoke(api_key=seeded.keys["staging"], actor=None, reason="t")
+    page = login(seeded.alice).get(usage_url("acme")).content.decode()
+    active, revoked = page.split('<details id="revoked-keys"')
+    assert f'value="{seeded.keys["prod"].id}"' in active
+    assert f'value="{seeded.keys["staging"].id}"' in revoked.split("</details>")[0]
+    assert '<select name="key"' not in page and 'type="checkbox" name="route"' in page
+    picked = login(seeded.alice).get(
+        usage_url("acme", key=str(seeded.keys["staging"].id))
+    )
+    assert '<details id="revoked-keys" open>' in picked.content.decode()
+
+
+def test_i37_an_account_without_usage_gets_first_steps(seeded) -> None:
+    from accounts.models.accounts import Account
+
+    newco = Account.objects.create(name="Newco", slug="newco", plan=seeded.a.plan)
+    newco.members.add(seeded.alice)
+    page = login(seeded.alice).get(reverse("dashboard:usage", args=["newco"]))
+    html = page.content.decode()
+    assert page.status_code == 200 and 'id="first-visit"' in html
+    assert "curl http://testserver/v1/audio/speech" in html
+    assert reverse("dashboard:keys", args=["newco"]) in html
+    assert "<canvas" not in html and 'id="usage-data"' not in html
+    seeded_page = login(seeded.alice).get(usage_url("acme")).content.decode()
+    assert 'id="first-visit"' not in seeded_page
+    assert seeded_page.count('role="img"') == 6 == seeded_page.count("data-chart-table")

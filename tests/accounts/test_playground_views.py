@@ -147,3 +147,39 @@ def test_the_keys_page_offers_only_revoking_the_playground_key() -> None:
     assert edit.status_code == 400
     key.refresh_from_db()
     assert key.name != "renamed" and key.version == 1
+
+
+def test_the_characters_left_this_month_come_from_the_quota_counter() -> None:
+    from django.utils import timezone
+
+    from accounts.models.plans import Plan
+    from accounts.models.quota import QuotaCounter
+    from accounts.services.quota import period_of
+
+    user, (account,) = member_of("acme")
+    assert account.plan.monthly_tts_characters is None
+    response = signed_in(user).get("/playground/acme/quota/")
+    assert response.json() == {"tts_characters": None}  # no monthly limit
+    assert "no-cache" in response["Cache-Control"]
+    account.plan = Plan.objects.create(
+        name="small",
+        requests_per_minute=60,
+        max_concurrent_streams=2,
+        max_session_seconds=600,
+        monthly_tts_characters=1000,
+    )
+    account.save(update_fields=["plan"])
+    QuotaCounter.objects.create(
+        account=account,
+        period=period_of(timezone.now()),
+        metric="tts_characters",
+        used=1200,  # a reservation may overshoot: nothing is left, never less
+    )
+    left = {"used": 1200, "limit": 1000, "left": 0}
+    assert signed_in(user).get("/playground/acme/quota/").json() == {
+        "tts_characters": left
+    }
+    html = signed_in(user).get("/playground/acme/").content.decode()
+    assert '"ttsCharacters": {"used": 1200, "limit": 1000, "left": 0}' in html
+    outsider, _ = member_of("other")
+    assert signed_in(outsider).get("/playground/acme/quota/").status_code == 403

@@ -11,11 +11,15 @@ its state file. Expected failures are one line with the documented exit status.
 from __future__ import annotations
 
 import json
+import os
+import pty
 import signal
 import subprocess
+import sys
 import time
 import wave
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -347,3 +351,125 @@ def test_expected_failures_are_one_line_with_their_exit_status(
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
         assert service.key not in done.stderr + done.stdout
         assert bad_key not in done.stderr + done.stdout
+
+
+# Issue 37: results on stdout and progress on stderr whatever is a terminal, and server VAD
+# at every upload speed. Two turns of speech with a pause the server's VAD ends a turn at.
+TURNS = (
+    "The lights of the town came on one by one.",
+    "A small boat sailed home across the dark water.",
+)
+
+
+@pytest.fixture(scope="module")
+def turns(service: Service, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TURNS spoken one after the other with 1.5 s of silence between them (16 kHz)."""
+    folder = tmp_path_factory.mktemp("turns")
+    frames = []
+    for i, text in enumerate(TURNS):
+        part = folder / f"{i}.wav"
+        said = veena(
+            "say", text, "-o", str(part), "--sample-rate", str(RATE),
+            key=service.key, url=service.url,
+        )  # fmt: skip
+        assert said.returncode == 0, said.stderr
+        with wave.open(str(part)) as w:
+            frames.append(w.readframes(w.getnframes()))
+    out = folder / "turns.wav"
+    with wave.open(str(out), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(RATE)
+        w.writeframes(frames[0] + b"\0\0" * int(1.5 * RATE) + frames[1] + b"\0" * 8000)
+    return out
+
+
+def under_terminals(
+    args: list[str], service: Service, *, stdout_file: Path | None = None
+) -> tuple[int, str, str]:
+    """Run the CLI with stderr on a pseudo-terminal, and stdout on another one (or a file).
+
+    Returns the exit status, what reached stdout and what reached stderr.
+    """
+    env = child_env(VEENA_API_KEY=service.key, VEENA_URL=service.url, COLUMNS="100")
+    err_master, err_slave = pty.openpty()
+    out_master, out_slave = pty.openpty() if stdout_file is None else (-1, -1)
+    with ThreadPoolExecutor(2) as pool:
+        err = pool.submit(read_terminal, err_master)
+        out = pool.submit(read_terminal, out_master) if out_master >= 0 else None
+        with open(stdout_file or os.devnull, "wb") as file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "veena_cli", "transcribe", *args],
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=file if stdout_file else out_slave,
+                stderr=err_slave,
+            )
+        for fd in (err_slave, out_slave):
+            if fd >= 0:
+                os.close(fd)  # the child holds the only copies: EOF when it exits
+        status = proc.wait(timeout=300)
+        printed = out.result(timeout=10) if out else stdout_file.read_text()  # type: ignore[union-attr]
+        return status, printed, err.result(timeout=10)
+
+
+def read_terminal(fd: int) -> str:
+    """Everything written to a pseudo-terminal until its last writer closes it."""
+    data = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the child and its copies of the slave are gone
+            break
+        if not chunk:
+            break
+        data += chunk
+    os.close(fd)
+    return data.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def assert_turns(text: str) -> None:
+    wer = word_error_rate(" ".join(TURNS), text)
+    print(f"turns WER {wer:.3f}: {text!r}")
+    assert wer <= 0.15
+
+
+def test_transcribe_to_a_file_while_stderr_is_a_terminal(
+    service: Service, turns: Path, tmp_path: Path
+) -> None:
+    """``veena transcribe talk.wav > talk.txt`` typed in a terminal."""
+    out = tmp_path / "talk.txt"
+    status, text, err = under_terminals([str(turns)], service, stdout_file=out)
+    assert status == 0, err
+    assert_turns(text)
+    assert text.endswith("\n") and "\x1b" not in text  # lines, no bar
+    assert "transcribe [" in err and "items" in err  # the bar stayed on stderr
+    assert not any(word in err for word in ("lights", "boat"))
+
+
+@pytest.mark.parametrize(
+    ("vad", "speed", "fmt"),
+    [
+        ("server", "0", "json"),
+        ("server", "1", "text"),
+        ("server", "4", "json"),
+        ("client", "0", "text"),
+    ],
+)
+def test_transcribe_on_two_terminals_at_every_speed(
+    service: Service, turns: Path, vad: str, speed: str, fmt: str
+) -> None:
+    args = [str(turns), "--vad", vad, "--speed", speed, "--format", fmt]
+    status, out, err = under_terminals(args, service)
+    assert status == 0, err
+    if fmt == "json":
+        result = json.loads(out)  # nothing but the result on stdout
+        lines = [s["text"] for s in result["segments"]]
+    else:
+        lines = out.strip().splitlines()
+    assert_turns(" ".join(lines))
+    if vad == "server":
+        assert len(lines) == 2  # the server's turns end at the pause
+    assert "\x1b[2K" in err and "transcribe [" in err  # the bar, on stderr
+    assert not any(word in err for word in ("lights", "boat"))

@@ -8,6 +8,7 @@ import json
 import av
 import numpy as np
 import pytest
+import soundfile as sf
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
 from openai_rest.encode import RESPONSE_FORMATS, StreamEncoder
@@ -80,14 +81,19 @@ def test_transcript_formats() -> None:
     assert delta_text(2, "  ") == ""
 
 
-@pytest.mark.parametrize("fmt", RESPONSE_FORMATS)
-def test_each_encoder_streams_audio_that_decodes(fmt: str) -> None:
+def encoded(fmt: str, whole: bool) -> tuple[bytes, list[bytes], bytes]:
+    """One second of a tone through the encoder in 200 ms chunks: PCM, parts, file."""
     t = np.arange(24000) / 24000
     pcm = (np.sin(2 * np.pi * 440 * t) * 8000).astype("<i2").tobytes()
-    encoder = StreamEncoder(fmt, 24000)  # type: ignore[arg-type]
+    encoder = StreamEncoder(fmt, 24000, whole=whole)  # type: ignore[arg-type]
     parts = [encoder.encode(pcm[i : i + 4800]) for i in range(0, len(pcm), 4800)]
     parts.append(encoder.flush())
-    data = b"".join(parts)
+    return pcm, parts, b"".join(parts)
+
+
+@pytest.mark.parametrize("fmt", RESPONSE_FORMATS)
+def test_each_encoder_streams_audio_that_decodes(fmt: str) -> None:
+    pcm, parts, data = encoded(fmt, whole=False)
     assert sum(1 for p in parts[:-1] if p) >= 3  # bytes leave as the audio arrives
     if fmt == "pcm":
         assert data == pcm
@@ -97,6 +103,21 @@ def test_each_encoder_streams_audio_that_decodes(fmt: str) -> None:
         samples = sum(f.samples for f in container.decode(stream))
         rate = stream.codec_context.sample_rate
     assert samples / rate == pytest.approx(1.0, abs=0.1)
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "opus", "flac", "wav"])
+def test_a_whole_file_leaves_at_once_with_its_true_length(fmt: str) -> None:
+    _, parts, data = encoded(fmt, whole=True)
+    assert not any(parts[:-1]) and parts[-1]
+    with sf.SoundFile(io.BytesIO(data)) as f:  # libsndfile takes the header's word
+        assert f.frames == 24000 and len(f.read()) == 24000
+
+
+def test_a_stream_states_no_length_it_does_not_know() -> None:
+    assert encoded("wav", whole=False)[2][4:8] == b"\xff\xff\xff\xff"
+    assert b"Xing" not in encoded("mp3", whole=False)[2]
+    assert b"Info" not in encoded("mp3", whole=False)[2]
+    assert StreamEncoder("flac", 24000).whole  # FLAC is never streamed without it
 
 
 def body(**fields: object) -> bytes:

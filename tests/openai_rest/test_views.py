@@ -16,7 +16,13 @@ from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 from asr.engines.fake import FakeAsr
 from tests.conftest import KeyMaker
 from tests.openai_rest.conftest import encode_container
-from tests.tts.conftest import lease_free, open_records, slow_fake, usage_records
+from tests.tts.conftest import (
+    lease_free,
+    open_records,
+    revoke_once_busy,
+    slow_fake,
+    usage_records,
+)
 from tests.tts.test_rest import Response, auth, http, request
 from veena_site.runtime import WorkerRuntime
 
@@ -249,4 +255,32 @@ async def test_speech_sse_of_a_revoked_key_ends_with_an_error_event(
     await settled(api_key.account_id)
     (record,) = await usage_records(api_key.account_id)
     assert (record.status, record.error_code) == ("failed", "key_revoked")
+    assert not slow_fake.jobs.busy("tts")
+
+
+async def test_speech_flac_is_sent_whole_and_a_failure_midway_is_an_error_status(
+    slow_fake: WorkerRuntime, keyed: KeyMaker
+) -> None:
+    """Issue 37: FLAC leaves complete, with its length; a key revoked while it is made
+    gets an error status, never a truncated file."""
+    api_key, raw = await keyed()
+    whole = await speech(
+        {"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": "flac"},
+        raw,
+    )
+    assert whole.status_code == 200
+    assert int(whole["content-length"]) == len(whole.content)
+    total = int.from_bytes(whole.content[18:26], "big") & (2**36 - 1)
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert total * 1000 // 24000 == record.tts_audio_out_ms > 0
+    body = {"model": "tts-1", "input": "f" * 3000, "voice": "alloy"}
+    task = asyncio.ensure_future(speech({**body, "response_format": "flac"}, raw))
+    await revoke_once_busy(slow_fake, api_key, reason="flac", limit_s=10)
+    failed = await task
+    assert failed.status_code == 401
+    assert failed.json()["error"]["code"] == "invalid_api_key"
+    await settled(api_key.account_id)
+    records = await usage_records(api_key.account_id)
+    assert (records[-1].status, records[-1].error_code) == ("failed", "key_revoked")
     assert not slow_fake.jobs.busy("tts")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -274,3 +275,19 @@ async def vllm_tts(
         engine = await asyncio.to_thread(load_vllm)
     yield LoadedVllm(engine, values)
     engine.close()
+
+
+async def revoke_once_busy(
+    runtime: WorkerRuntime, api_key: Any, *, reason: str, limit_s: float = 2
+) -> None:
+    """Revoke ``api_key`` as soon as the worker runs a TTS job (a request mid-synthesis)."""
+    from accounts.models.api_keys import ApiKey
+    from accounts.services.api_keys import api_key_revoke
+
+    deadline = time.monotonic() + limit_s
+    while not runtime.jobs.busy("tts"):
+        assert time.monotonic() < deadline, "no TTS job started"
+        await asyncio.sleep(0.01)
+    await database_sync_to_async(api_key_revoke)(
+        api_key=await ApiKey.objects.aget(pk=api_key.pk), actor=None, reason=reason
+    )

@@ -8,11 +8,8 @@ import json
 import time
 
 import pytest
-from channels.db import database_sync_to_async
 
-from accounts.models.api_keys import ApiKey
 from accounts.models.usage import UsageRecord
-from accounts.services.api_keys import api_key_revoke
 from tests.conftest import KeyMaker
 from tests.tts.conftest import (
     Opener,
@@ -20,6 +17,7 @@ from tests.tts.conftest import (
     chars_used,
     lease_free,
     open_records,
+    revoke_once_busy,
     usage_records,
 )
 from tests.tts.test_rest import auth, http, post
@@ -153,13 +151,7 @@ async def test_tts_h1_revoked_key_stops_a_rest_request(
     task = asyncio.create_task(
         post({"text": "r" * 3000}, raw, {"X-Request-Id": "rest-revoked"})
     )
-    deadline = time.monotonic() + 2
-    while not slow_fake.jobs.busy("tts"):
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
-    await database_sync_to_async(api_key_revoke)(
-        api_key=await ApiKey.objects.aget(pk=api_key.pk), actor=None, reason="rest"
-    )
+    await revoke_once_busy(slow_fake, api_key, reason="rest")
     response = await asyncio.wait_for(task, 3)
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "AUTH_FAILED"

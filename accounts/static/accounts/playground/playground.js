@@ -73,6 +73,41 @@ async function loadVoices() {
   say($("pg-status"), info.ready ? "" : "The speech engine is still starting; playback may fail for a moment.");
 }
 
+// Characters left this month (the account's TTS quota), beside the text.
+
+const quota = { tts: config.ttsCharacters }; // {used, limit, left}, or null: no monthly limit
+const count = (n) => n.toLocaleString("en");
+const characters = () => [...$("tts-text").value].length; // code points, as the server counts
+
+function showCharacters() {
+  const n = characters();
+  const chars = $("tts-chars");
+  const noun = n === 1 ? "character" : "characters";
+  if (!quota.tts) return say(chars, `${count(n)} ${noun} (no monthly limit)`);
+  const { left, limit } = quota.tts;
+  if (n > left) return say(chars, `${count(n)} ${noun}; only ${count(left)} left this month`, true);
+  say(chars, `${count(n)} ${noun} · ${count(left)} of ${count(limit)} left this month`);
+}
+
+async function refreshQuota() {
+  try {
+    const response = await fetch(config.quotaUrl, { credentials: "same-origin" });
+    if (response.ok) quota.tts = (await response.json()).tts_characters;
+  } catch {
+    // keep the last figures; the next request tries again
+  }
+  showCharacters();
+}
+
+function quotaText(n) {
+  if (!quota.tts) return "The account's quota is used up for now.";
+  const { left, limit } = quota.tts;
+  return `Not enough characters left this month: this text has ${count(n)}, and ${count(left)} of ${count(limit)} are left.`;
+}
+
+$("tts-text").addEventListener("input", showCharacters);
+showCharacters();
+
 // Text to speech.
 
 const tts = { speaking: null, downloadUrl: null };
@@ -159,10 +194,13 @@ $("tts-play").addEventListener("click", async () => {
     say(state, metrics.cancelled ? "Stopped." : `Received ${metrics.audio_duration_seconds} s of audio.`);
   } catch (error) {
     player.stop();
-    say(state, errorText(error), true);
+    const overQuota = error && error.code === "QUOTA_EXCEEDED";
+    if (overQuota) await refreshQuota(); // what is left now, not when the page loaded
+    say(state, overQuota ? `${quotaText([...text].length)} (QUOTA_EXCEEDED)` : errorText(error), true);
   } finally {
     tts.speaking = null;
     ttsButtons();
+    refreshQuota();
   }
 });
 

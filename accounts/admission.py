@@ -38,10 +38,11 @@ from accounts.auth import (
     is_live,
     principal_for_id,
 )
-from accounts.exceptions import AdmissionDenied, DenialReason
+from accounts.exceptions import AdmissionDenied, DenialReason, StreamCap
 from accounts.limits import QuotaGrant, get_limiter, in_store
-from accounts.models.choices import Endpoint, QuotaMetric
+from accounts.models.choices import Endpoint, QuotaMetric, stored_units
 from accounts.origins import normalize_origin
+from accounts.quota_limits import effective_limit
 from accounts.services.api_keys import LAST_USED_RESOLUTION, api_key_touch
 from accounts.services.quota import period_of, quota_used
 
@@ -66,11 +67,19 @@ def quota_metric(endpoint: str) -> str:
 
 
 def quota_limit(principal: KeyPrincipal, metric: str) -> int | None:
-    """The monthly limit of ``metric`` in its unit, or None when unlimited (Q2)."""
+    """The monthly limit of ``metric`` now, in its unit, or None when unlimited (Q2): the
+    plan's, or the account's override, plus the top-ups in effect."""
     if metric == QuotaMetric.TTS_CHARACTERS:
-        return principal.monthly_tts_characters
-    seconds = principal.monthly_asr_seconds
-    return None if seconds is None else seconds * 1000
+        plan_limit = principal.monthly_tts_characters
+    else:
+        seconds = principal.monthly_asr_seconds
+        plan_limit = None if seconds is None else stored_units(metric, seconds)
+    return effective_limit(
+        metric=metric,
+        plan_limit=plan_limit,
+        windows=principal.quota_windows,
+        at=timezone.now(),
+    ).limit
 
 
 async def reserve_quota(
@@ -289,7 +298,8 @@ class Admission:
             key_limit=p.key_concurrency_limit,
         )
         if not decision.allowed:
-            raise AdmissionDenied("too_many_streams")
+            cap = StreamCap(decision.limit, per_key=decision.key_cap)
+            raise AdmissionDenied("too_many_streams", cap=cap)
         self.lease_key_id, self.lease_held = lease_key, True
         self.renewed_at = time.monotonic()
         admitted = False

@@ -3,9 +3,11 @@ service), fired alerts, and every webhook delivery with its outcome (read-only).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
@@ -20,6 +22,7 @@ from accounts.models.alerts import QuotaAlert, QuotaAlertSettings
 from accounts.models.webhooks import WebhookDelivery
 from accounts.services.alerts import SETTINGS_FIELDS, alert_settings_update
 from accounts.services.webhooks import webhook_send_test
+from accounts.tasks import deliver_webhook
 
 
 @admin.register(QuotaAlertSettings)
@@ -75,11 +78,12 @@ class QuotaAlertSettingsAdmin(admin.ModelAdmin):
         self, request: HttpRequest, queryset: QuerySet[QuotaAlertSettings]
     ) -> None:
         """Queue a ``webhook.test`` event to each selected account's webhook."""
-        sent = [
-            config.account.name
-            for config in queryset.select_related("account")
-            if webhook_send_test(account=config.account) is not None
-        ]
+        sent = []
+        for config in queryset.select_related("account"):
+            delivery = webhook_send_test(account=config.account)
+            if delivery is not None:
+                sent.append(config.account.name)
+                transaction.on_commit(partial(deliver_webhook.delay, str(delivery.pk)))
         self.message_user(
             request,
             f"Test event sent to {len(sent)} webhook(s); see Webhook deliveries.",

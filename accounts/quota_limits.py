@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from accounts.models.choices import QuotaOverrideKind
+from accounts.models.choices import QuotaMetric, QuotaOverrideKind, stored_units
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,15 @@ class EffectiveLimit:
     def top_up_total(self) -> int:
         """What the top-ups in effect add (nothing when the base is unlimited)."""
         return sum(w.amount or 0 for w in self.top_ups)
+
+
+def plan_limit(
+    metric: str, *, tts_characters: int | None, asr_seconds: int | None
+) -> int | None:
+    """A plan's monthly limit of ``metric`` in stored units, or None: unlimited (Q2)."""
+    if metric == QuotaMetric.TTS_CHARACTERS:
+        return tts_characters
+    return None if asr_seconds is None else stored_units(metric, asr_seconds)
 
 
 def effective_limit(

@@ -124,19 +124,19 @@ def check_quota_alerts() -> int:
 
 @shared_task(name="accounts.deliver_webhook", time_limit=60)
 def deliver_webhook(delivery_id: str) -> int:
-    """Make the first attempt of one webhook delivery (enqueued on commit)."""
+    """Attempt one webhook delivery now, if it is due (enqueued on commit)."""
     from accounts.services.webhooks import webhook_attempt
 
     return int(webhook_attempt(delivery_id=delivery_id))
 
 
-@shared_task(name="accounts.retry_webhooks", time_limit=300)
-@single_flight("retry_webhooks", ttl_s=300)
-def retry_webhooks() -> int:
-    """Retry each failed webhook delivery whose backoff has passed."""
-    from accounts.services.webhooks import webhook_retry_due
+@shared_task(name="accounts.deliver_webhooks", time_limit=300)
+@single_flight("deliver_webhooks", ttl_s=300)
+def deliver_webhooks() -> int:
+    """Attempt each due webhook delivery: new ones, and retries whose wait is over."""
+    from accounts.services.webhooks import webhook_deliver_due
 
-    return webhook_retry_due()
+    return webhook_deliver_due()
 
 
 # Every periodic task by its Celery name: what the embedded scheduler runs (T3).
@@ -148,5 +148,5 @@ PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.reconcile_quota_mirror": reconcile_quota_mirror,
     "accounts.purge_usage_records": purge_usage_records,
     "accounts.check_quota_alerts": check_quota_alerts,
-    "accounts.retry_webhooks": retry_webhooks,
+    "accounts.deliver_webhooks": deliver_webhooks,
 }

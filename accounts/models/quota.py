@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.models.accounts import Account
+from accounts.models.accounts import Account, acting_user
 from accounts.models.choices import QuotaMetric, QuotaOverrideKind
 
 QUOTA_REASON_MAX_LENGTH = 500
@@ -53,14 +52,7 @@ class QuotaAdjustment(models.Model):
     )
     reason = models.CharField(max_length=QUOTA_REASON_MAX_LENGTH)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        editable=False,
-    )
+    created_by = acting_user()
 
     class Meta:
         indexes = [
@@ -98,14 +90,7 @@ class QuotaOverride(models.Model):
     )
     reason = models.CharField(max_length=QUOTA_REASON_MAX_LENGTH)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        editable=False,
-    )
+    created_by = acting_user()
 
     class Meta:
         constraints = [

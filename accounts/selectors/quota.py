@@ -21,9 +21,13 @@ from accounts.models.choices import (
     operator_units,
     stored_units,
 )
-from accounts.models.plans import Plan
 from accounts.models.quota import QuotaCounter, QuotaOverride
-from accounts.quota_limits import EffectiveLimit, QuotaWindow, effective_limit
+from accounts.quota_limits import (
+    EffectiveLimit,
+    QuotaWindow,
+    effective_limit,
+    plan_limit,
+)
 from accounts.services.quota import period_of, period_start
 
 LABELS = {
@@ -63,14 +67,6 @@ def month_bounds(now: datetime) -> tuple[datetime, datetime]:
     return start, following
 
 
-def plan_limit(plan: Plan, metric: str) -> int | None:
-    """The plan's monthly limit of ``metric`` in stored units, or None (Q2)."""
-    if metric == QuotaMetric.TTS_CHARACTERS:
-        return plan.monthly_tts_characters
-    seconds = plan.monthly_asr_seconds
-    return None if seconds is None else stored_units(metric, seconds)
-
-
 def window_of(override: QuotaOverride) -> QuotaWindow:
     """An override as the window admission and the selectors compute with."""
     amount = override.amount
@@ -97,7 +93,11 @@ def effective_limits(*, account: Account, now: datetime) -> dict[str, EffectiveL
     return {
         metric: effective_limit(
             metric=metric,
-            plan_limit=plan_limit(account.plan, metric),
+            plan_limit=plan_limit(
+                metric,
+                tts_characters=account.plan.monthly_tts_characters,
+                asr_seconds=account.plan.monthly_asr_seconds,
+            ),
             windows=windows,
             at=now,
         )

@@ -7,12 +7,14 @@ account's secret (the whole ``whsec_…`` string as UTF-8), of ``f"{t}.{body}"``
 receiver can switch over without refusing a delivery.
 
 Deliveries: ``webhook_enqueue`` stores the event with its body fixed (each retry sends the
-same bytes and ``id``) and, on commit, hands its id to the Celery task
-``accounts.deliver_webhook`` (run inline in the embedded default). An attempt claims the row
-with one conditional UPDATE, so two workers never send the same attempt; a status outside
-2xx, a redirect, or no answer within ``TIMEOUT_S`` fails it, and the periodic
-``accounts.retry_webhooks`` tries again after ``RETRY_DELAYS_S``; after the last, the
-delivery has failed for good. Every outcome stays on the row, which the alerts page lists.
+same bytes and ``id``), due at once. The periodic Celery task ``accounts.deliver_webhooks``
+(every 10 s; in-process in the embedded default) attempts every due delivery; a caller that
+wants the outcome now (the "send test" buttons) enqueues ``accounts.deliver_webhook`` for
+it on commit, which runs inline in the embedded default. An attempt claims the row with one
+conditional UPDATE, so two workers never send the same attempt; a status outside 2xx, a
+redirect, or no answer within ``TIMEOUT_S`` fails it, and the next is due after
+``RETRY_DELAYS_S``; after the last, the delivery has failed for good. Every outcome stays
+on the row, which the alerts page lists.
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ def webhook_enqueue(
     alert: QuotaAlert | None = None,
     now: datetime | None = None,
 ) -> WebhookDelivery:
-    """Store one event for ``url`` and send it on commit (Celery, or inline)."""
+    """Store one event for ``url``, due at once."""
     moment = now or timezone.now()
     event_id = f"evt_{uuid.uuid4().hex}"
     body = {
@@ -161,14 +163,7 @@ def webhook_enqueue(
         created_at=moment,
         next_attempt_at=moment,
     )
-    transaction.on_commit(lambda: _send_task(delivery.pk))
     return delivery
-
-
-def _send_task(delivery_id: uuid.UUID) -> None:
-    from accounts.tasks import deliver_webhook
-
-    deliver_webhook.delay(str(delivery_id))
 
 
 def webhook_attempt(
@@ -275,8 +270,9 @@ def _record(
     )
 
 
-def webhook_retry_due(*, now: datetime | None = None, batch: int = 100) -> int:
-    """Attempt every pending delivery whose retry is due; return how many were tried."""
+def webhook_deliver_due(*, now: datetime | None = None, batch: int = 100) -> int:
+    """Attempt every pending delivery that is due (new, or its retry's wait over);
+    return how many were tried."""
     moment = now or timezone.now()
     due = WebhookDelivery.objects.filter(
         status=WebhookStatus.PENDING, next_attempt_at__lte=moment

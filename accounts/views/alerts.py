@@ -7,10 +7,12 @@ again: it does not go through ``django.contrib.messages`` (accounts K4 holds for
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -30,6 +32,7 @@ from accounts.services.webhooks import (
     webhook_secret_rotate,
     webhook_send_test,
 )
+from accounts.tasks import deliver_webhook
 from gateway.wording import count
 
 if TYPE_CHECKING:
@@ -118,6 +121,8 @@ def send_test(request: HttpRequest, slug: str) -> HttpResponse:
     if delivery is None:
         messages.error(request, "Set a webhook URL first.")
         return redirect("dashboard:alerts", slug=account.slug)
+    # Inline in the embedded default (eager Celery), so the outcome is known below.
+    transaction.on_commit(partial(deliver_webhook.delay, str(delivery.pk)))
     delivery.refresh_from_db()
     if delivery.status == WebhookStatus.DELIVERED:
         messages.success(

@@ -23,9 +23,7 @@ django.setup()
 from channels.db import database_sync_to_async  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from accounts.admission import admit  # noqa: E402
-from accounts.exceptions import AdmissionDenied  # noqa: E402
-from accounts.metering import UsageMeter  # noqa: E402
+from tests.support.quota_use import spend_tts_chars  # noqa: E402
 
 
 def setup(args: dict[str, Any]) -> None:
@@ -48,38 +46,11 @@ def setup(args: dict[str, Any]) -> None:
     say(account_id=account.pk, raw=raw)
 
 
-async def _spend_once(raw: str, chars: int) -> str:
-    scope = {
-        "type": "websocket",
-        "query_string": b"",
-        "headers": [(b"authorization", f"Bearer {raw}".encode())],
-        "subprotocols": [],
-    }
-    try:
-        admission = await admit(scope, endpoint="tts")
-    except AdmissionDenied as exc:
-        return exc.reason
-    meter = UsageMeter.for_admission(
-        admission, endpoint="tts", request_id="q", model="m"
-    )
-    try:
-        await meter.reserve_tts_chars(chars)
-    except AdmissionDenied as exc:
-        await meter.finish(status="failed", error_code=exc.reason)
-        await admission.release()
-        return exc.reason
-    await meter.open()
-    meter.add(tts_chars_in=chars)
-    await meter.finish(status="completed")
-    await admission.release()
-    return "ok"
-
-
 async def spend(args: dict[str, Any]) -> None:
     """For each ``{"chars": n}`` on stdin: admit, reserve and meter n characters."""
     say(ready=True)
     while line := await wait_for_stdin():
-        say(result=await _spend_once(args["raw"], json.loads(line)["chars"]))
+        say(result=await spend_tts_chars(args["raw"], json.loads(line)["chars"]))
 
 
 def _apply(account_id: int, command: dict[str, Any]) -> int:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import threading
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -23,7 +22,8 @@ from accounts.services.alerts import (
     quota_alerts_check,
 )
 from accounts.services.quota_overrides import quota_override_create
-from accounts.services.webhooks import webhook_retry_due
+from accounts.services.webhooks import RETRY_DELAYS_S, webhook_deliver_due
+from tests.support.receiver import serving
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 9, 20, 12, tzinfo=UTC)
@@ -69,14 +69,8 @@ class Hook(BaseHTTPRequestHandler):
 @pytest.fixture
 def webhook():
     Hook.received, Hook.status = [], 204
-    server = HTTPServer(("127.0.0.1", 0), Hook)
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", Hook
-    server.shutdown()
-    server.server_close()
+    with serving(Hook) as url:
+        yield url, Hook
 
 
 def test_crossed_thresholds() -> None:
@@ -112,7 +106,7 @@ def test_each_threshold_fires_once_per_period_and_metric(account, mailoutbox) ->
 
 
 def test_an_alert_goes_to_the_webhook_once_and_is_retried_there(
-    account, webhook, mailoutbox, django_capture_on_commit_callbacks
+    account, webhook, mailoutbox
 ) -> None:
     url, hook = webhook
     alert_settings_update(
@@ -123,14 +117,14 @@ def test_an_alert_goes_to_the_webhook_once_and_is_retried_there(
     )
     hook.status = 500
     use(account, "tts_characters", 600)
-    with django_capture_on_commit_callbacks(execute=True):
-        assert quota_alerts_check(now=NOW) == 1
+    assert quota_alerts_check(now=NOW) == 1
+    assert tasks.deliver_webhooks() == 1  # the periodic task's first attempt
     alert = QuotaAlert.objects.get()
     delivery = WebhookDelivery.objects.get(alert=alert)
     assert (delivery.status, delivery.last_error) == ("pending", "HTTP 500")
     assert alert.webhook_sent_at is None
     hook.status = 204
-    assert webhook_retry_due(now=delivery.next_attempt_at) == 1
+    assert webhook_deliver_due(now=delivery.next_attempt_at) == 1
     alert.refresh_from_db()
     assert alert.webhook_sent_at is not None
     event = hook.received[-1]
@@ -138,8 +132,8 @@ def test_an_alert_goes_to_the_webhook_once_and_is_retried_there(
     assert event["data"]["threshold_percent"] == 50 and event["data"]["used"] == 600
     assert event["data"]["limit"] == 1000 and event["data"]["unit"] == "characters"
     assert len(mailoutbox) == 0
-    with django_capture_on_commit_callbacks(execute=True):
-        quota_alerts_check(now=NOW)
+    quota_alerts_check(now=NOW)
+    assert webhook_deliver_due(now=NOW + timedelta(days=1)) == 0
     assert len(hook.received) == 2  # one failed attempt, one delivery; never again
     assert WebhookDelivery.objects.count() == 1
     assert (
@@ -200,3 +194,6 @@ def test_the_periodic_task_is_scheduled_for_beat_and_the_embedded_scheduler(
         tasks.PERIODIC_TASKS["accounts.check_quota_alerts"] is tasks.check_quota_alerts
     )
     assert tasks.check_quota_alerts() == 0
+    entry = settings.CELERY_BEAT_SCHEDULE["accounts.deliver_webhooks"]
+    assert entry["schedule"] <= RETRY_DELAYS_S[0]
+    assert tasks.PERIODIC_TASKS["accounts.deliver_webhooks"] is tasks.deliver_webhooks

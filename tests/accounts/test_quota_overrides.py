@@ -32,6 +32,7 @@ from accounts.services.quota_overrides import (
     quota_override_create,
     quota_override_end,
 )
+from tests.support.quota_use import spend_tts_chars
 
 from .conftest import bearer_scope
 
@@ -73,28 +74,6 @@ def test_effective_limit_is_the_plan_or_newest_override_plus_top_ups_in_effect()
     assert limit_at(unlimited, 1) is None
 
 
-async def use(raw: str, chars: int) -> str:
-    """Admit a TTS stream and meter ``chars`` through it: "ok" or the refusal reason."""
-    try:
-        admission = await admit(bearer_scope(raw), endpoint="tts")
-    except AdmissionDenied as exc:
-        return exc.reason
-    meter = UsageMeter.for_admission(
-        admission, endpoint="tts", request_id="r", model="m"
-    )
-    try:
-        await meter.reserve_tts_chars(chars)
-    except AdmissionDenied as exc:
-        await meter.finish(status="failed", error_code=exc.reason)
-        await admission.release()
-        return exc.reason
-    await meter.open()
-    meter.add(tts_chars_in=chars)
-    await meter.finish(status="completed")
-    await admission.release()
-    return "ok"
-
-
 def invariant(account_id: int) -> tuple[int, int]:
     """(counter, records + corrections) of this month's TTS characters."""
     period = current_periods()[0]
@@ -118,8 +97,10 @@ async def test_overrides_top_ups_and_corrections_are_enforced_at_admission(
     api_key, raw = await keyed({"monthly_tts_characters": 100})
     account = await Account.objects.aget(pk=api_key.account_id)
     call = database_sync_to_async
-    assert await use(raw, 100) == "ok"
-    assert await use(raw, 1) == "quota_exceeded"  # admitted principal is now cached
+    assert await spend_tts_chars(raw, 100) == "ok"
+    assert (
+        await spend_tts_chars(raw, 1) == "quota_exceeded"
+    )  # admitted principal is now cached
 
     top_up = await call(quota_override_create)(
         account=account,
@@ -131,9 +112,9 @@ async def test_overrides_top_ups_and_corrections_are_enforced_at_admission(
         actor=None,
         actor_label="ops",
     )
-    assert await use(raw, 51) == "quota_exceeded"
-    assert await use(raw, 50) == "ok"
-    assert await use(raw, 1) == "quota_exceeded"
+    assert await spend_tts_chars(raw, 51) == "quota_exceeded"
+    assert await spend_tts_chars(raw, 50) == "ok"
+    assert await spend_tts_chars(raw, 1) == "quota_exceeded"
 
     await call(quota_override_create)(
         account=account,
@@ -145,8 +126,8 @@ async def test_overrides_top_ups_and_corrections_are_enforced_at_admission(
         actor=None,
         actor_label="ops",
     )
-    assert await use(raw, 900) == "ok"  # 1000 + 50 - 150 = 900 left
-    assert await use(raw, 1) == "quota_exceeded"
+    assert await spend_tts_chars(raw, 900) == "ok"  # 1000 + 50 - 150 = 900 left
+    assert await spend_tts_chars(raw, 1) == "quota_exceeded"
 
     await call(quota_counter_adjust)(
         account=account,
@@ -157,13 +138,13 @@ async def test_overrides_top_ups_and_corrections_are_enforced_at_admission(
         actor=None,
         actor_label="ops",
     )
-    assert await use(raw, 41) == "quota_exceeded"
-    assert await use(raw, 40) == "ok"
+    assert await spend_tts_chars(raw, 41) == "quota_exceeded"
+    assert await spend_tts_chars(raw, 40) == "ok"
 
     await call(quota_override_end)(
         override=top_up, reason="launch over", actor=None, actor_label="ops"
     )
-    assert await use(raw, 1) == "quota_exceeded"  # 1090 used of 1000
+    assert await spend_tts_chars(raw, 1) == "quota_exceeded"  # 1090 used of 1000
 
     counter, total = await call(invariant)(account.pk)
     assert counter == total == 100 + 50 + 900 - 40 + 40

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +26,13 @@ from accounts.services.webhooks import (
     RETRY_DELAYS_S,
     SECRET_GRACE,
     signature_header,
-    webhook_retry_due,
+    webhook_deliver_due,
     webhook_secret_rotate,
     webhook_send_test,
 )
+from accounts.tasks import deliver_webhook
 from tests.conftest import ROOT
+from tests.support.receiver import serving
 
 pytestmark = pytest.mark.django_db
 DOCS = ROOT / "docs" / "webhooks.md"
@@ -78,26 +79,17 @@ class Receiver(BaseHTTPRequestHandler):
 def receiver() -> Iterator[str]:
     Receiver.statuses, Receiver.received = [], []
     Receiver.verify = documented_python_verifier()
-    server = HTTPServer(("127.0.0.1", 0), Receiver)
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook"
-    server.shutdown()
-    server.server_close()
+    with serving(Receiver) as url:
+        yield url
 
 
-@pytest.fixture
-def send(django_capture_on_commit_callbacks) -> Any:
-    """``send(fn, **kwargs)``: call ``fn`` and run what it left for the commit (the first
-    attempt, as Celery would at once)."""
-
-    def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-        with django_capture_on_commit_callbacks(execute=True):
-            return fn(*args, **kwargs)
-
-    return call
+def send_test(account: Any) -> WebhookDelivery:
+    """A test event, attempted at once by the task the "send test" buttons enqueue."""
+    delivery = webhook_send_test(account=account)
+    assert delivery is not None
+    deliver_webhook(str(delivery.pk))
+    delivery.refresh_from_db()
+    return delivery
 
 
 @pytest.fixture
@@ -114,8 +106,8 @@ def hooked(account, receiver) -> Any:
     return config
 
 
-def test_a_delivery_verifies_with_the_documented_python_code(hooked, send) -> None:
-    delivery = send(webhook_send_test, account=hooked.account)
+def test_a_delivery_verifies_with_the_documented_python_code(hooked) -> None:
+    delivery = send_test(hooked.account)
     delivery.refresh_from_db()
     assert delivery.status == WebhookStatus.DELIVERED
     assert delivery.last_status_code == 204
@@ -131,17 +123,19 @@ def test_a_delivery_verifies_with_the_documented_python_code(hooked, send) -> No
     assert not verify("whsec_wrong", got["header"], got["body"])
 
 
-def test_a_500_is_retried_after_the_backoff_with_the_same_event(hooked, send) -> None:
+def test_a_500_is_retried_after_the_backoff_with_the_same_event(hooked) -> None:
     Receiver.statuses = [500]
-    delivery = send(webhook_send_test, account=hooked.account)
+    delivery = send_test(hooked.account)
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == (WebhookStatus.PENDING, 1)
     assert (delivery.last_status_code, delivery.last_error) == (500, "HTTP 500")
     first_try = delivery.last_attempt_at
     assert delivery.next_attempt_at == first_try + timedelta(seconds=RETRY_DELAYS_S[0])
     # Not yet due: nothing is sent.
-    assert webhook_retry_due(now=first_try + timedelta(seconds=5)) == 0
-    assert webhook_retry_due(now=first_try + timedelta(seconds=RETRY_DELAYS_S[0])) == 1
+    assert webhook_deliver_due(now=first_try + timedelta(seconds=5)) == 0
+    assert (
+        webhook_deliver_due(now=first_try + timedelta(seconds=RETRY_DELAYS_S[0])) == 1
+    )
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == (WebhookStatus.DELIVERED, 2)
     first, second = Receiver.received
@@ -150,27 +144,27 @@ def test_a_500_is_retried_after_the_backoff_with_the_same_event(hooked, send) ->
     assert first["body"] == second["body"]  # the same event, signed anew
 
 
-def test_a_dead_receiver_is_given_up_after_the_last_attempt(account, send) -> None:
+def test_a_dead_receiver_is_given_up_after_the_last_attempt(account) -> None:
     config, _ = alert_settings_update(
         account=account,
         actor=None,
         actor_label="t",
         fields={"webhook_url": "http://127.0.0.1:9/nothing"},
     )
-    delivery = send(webhook_send_test, account=config.account)
+    delivery = send_test(config.account)
     moment = timezone.now()
     for delay in RETRY_DELAYS_S:
         moment += timedelta(seconds=delay)
-        assert webhook_retry_due(now=moment) == 1
+        assert webhook_deliver_due(now=moment) == 1
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == (WebhookStatus.FAILED, MAX_ATTEMPTS)
     assert delivery.last_status_code is None and delivery.last_error
-    assert webhook_retry_due(now=moment + timedelta(days=1)) == 0
+    assert webhook_deliver_due(now=moment + timedelta(days=1)) == 0
 
 
-def test_a_redirect_is_not_followed_and_fails_the_attempt(hooked, send) -> None:
+def test_a_redirect_is_not_followed_and_fails_the_attempt(hooked) -> None:
     Receiver.statuses = [302]
-    delivery = send(webhook_send_test, account=hooked.account)
+    delivery = send_test(hooked.account)
     delivery.refresh_from_db()
     assert (
         delivery.status == WebhookStatus.PENDING and delivery.last_error == "HTTP 302"
@@ -178,11 +172,11 @@ def test_a_redirect_is_not_followed_and_fails_the_attempt(hooked, send) -> None:
     assert len(Receiver.received) == 1
 
 
-def test_rotation_signs_with_both_secrets_for_the_grace_period(hooked, send) -> None:
+def test_rotation_signs_with_both_secrets_for_the_grace_period(hooked) -> None:
     old = Receiver.secret
     new = webhook_secret_rotate(account=hooked.account, actor=None, actor_label="t")
     assert new != old
-    send(webhook_send_test, account=hooked.account)
+    send_test(hooked.account)
     header, body = Receiver.received[-1]["header"], Receiver.received[-1]["body"]
     verify = documented_python_verifier()
     assert header.count("v1=") == 2
@@ -198,9 +192,9 @@ def test_rotation_signs_with_both_secrets_for_the_grace_period(hooked, send) -> 
 
 
 def test_the_documented_javascript_verifies_and_rejects_a_tampered_body(
-    hooked, send, tmp_path: Path
+    hooked, tmp_path: Path
 ) -> None:
-    send(webhook_send_test, account=hooked.account)
+    send_test(hooked.account)
     got = Receiver.received[-1]
     script = tmp_path / "verify.js"
     script.write_text(

@@ -4,11 +4,10 @@ errors, saved confirmation, shown-once secret and a test event a local receiver 
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from accounts.services.api_keys import api_key_create, api_key_revoke
 from accounts.services.quota_overrides import quota_override_create
 from tests.accounts.test_webhooks import documented_python_verifier
 from tests.e2e.conftest import screenshot
+from tests.support.receiver import serving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 PASSWORD = "correct-horse-battery"
@@ -51,14 +51,8 @@ class Receiver(BaseHTTPRequestHandler):
 @pytest.fixture
 def receiver() -> Iterator[str]:
     Receiver.results = []
-    server = HTTPServer(("127.0.0.1", 0), Receiver)
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook"
-    server.shutdown()
-    server.server_close()
+    with serving(Receiver) as url:
+        yield url
 
 
 @pytest.fixture
@@ -213,7 +207,7 @@ def test_alerts_page_errors_saves_and_sends_a_signed_test(
     page.click("#alert-settings button[type=submit]")
     page.wait_for_load_state("networkidle")
     assert "Alert settings saved." in page.locator("#notices").inner_text()
-    secret = page.input_value("#secret-value")
+    secret = page.inner_text("#secret-value")
     assert secret.startswith("whsec_")
     screenshot(page, "alerts-saved-secret")
 

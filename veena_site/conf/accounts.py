@@ -39,8 +39,8 @@ _SCHEDULE: dict[str, float | crontab] = {
     "accounts.reconcile_quota_mirror": 300.0,
     "accounts.purge_usage_records": crontab(hour=3, minute=17),
     "accounts.check_quota_alerts": 300.0,
-    # Webhook retries are due 10 s after a failure at the soonest.
-    "accounts.retry_webhooks": 10.0,
+    # New webhook events go out within this; a retry is due 10 s after a failure at soonest.
+    "accounts.deliver_webhooks": 10.0,
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     name: {"task": name, "schedule": schedule} for name, schedule in _SCHEDULE.items()

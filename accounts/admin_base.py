@@ -10,7 +10,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -95,6 +95,18 @@ def confirm_with_reason(
             "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         }
         return TemplateResponse(request, "accounts/admin/reason_confirm.html", context)
+    _apply_each(model_admin, request, queryset, submit, apply, form)
+    return None
+
+
+def _apply_each(
+    model_admin: admin.ModelAdmin,
+    request: HttpRequest,
+    queryset: QuerySet[Any],
+    submit: str,
+    apply: Callable[[Any, str], None],
+    form: ReasonForm,
+) -> None:
     done, skipped = [], []
     for obj in queryset:
         try:
@@ -107,14 +119,3 @@ def confirm_with_reason(
         model_admin.message_user(
             request, f"{len(skipped)} skipped: {', '.join(skipped)}", messages.WARNING
         )
-    return None
-
-
-def link(model: type[Model], obj: Model, text: str) -> str:
-    """An admin change-page link to ``obj`` (escaped)."""
-    from django.urls import reverse
-    from django.utils.html import format_html
-
-    meta = model._meta
-    url = reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[obj.pk])
-    return format_html('<a href="{}">{}</a>', url, text)

@@ -11,6 +11,7 @@ top-up that runs out needs no reload.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,10 @@ def _require_reason(reason: str) -> str:
     return reason.strip()
 
 
+# What ``quota.override_created`` records of a new override.
+OVERRIDE_FIELDS = ("metric", "kind", "amount", "starts_at", "ends_at")
+
+
 def quota_override_create(
     *,
     account: Account,
@@ -81,47 +86,61 @@ def quota_override_create(
         created_at=moment,
         created_by=actor,
     )
-    override.full_clean()
-    if ends_at is not None and ends_at <= moment:
-        raise ValidationError({"ends_at": "Pick a moment in the future."})
+    _validate(override, moment)
     with transaction.atomic():
         Account.objects.select_for_update().get(pk=account.pk)
-        replaced = []
-        if kind == QuotaOverrideKind.LIMIT:
-            replaced = _end_limits(account, metric, moment)
+        replaced = _end_limits(override) if kind == QuotaOverrideKind.LIMIT else []
         override.save(force_insert=True)
         account_key_versions_bump(account)
         changes: dict[str, tuple[object, object]] = {
-            name: (None, getattr(override, name))
-            for name in ("metric", "kind", "amount", "starts_at", "ends_at")
+            name: (None, getattr(override, name)) for name in OVERRIDE_FIELDS
         }
         if replaced:
             changes["replaces"] = (None, replaced)
-        audit_log_write(
-            actor=actor,
-            actor_label=actor_label,
-            action=AuditAction.QUOTA_OVERRIDE_CREATED,
-            account=account,
-            object_type="quota_override",
-            object_id=str(override.pk),
-            object_name=override_name(override),
-            changes=changes,
-            reason=override.reason,
+        _audit(
+            override, AuditAction.QUOTA_OVERRIDE_CREATED, changes, actor, actor_label
         )
     return override
 
 
-def _end_limits(account: Account, metric: str, moment: datetime) -> list[int]:
-    """End the account's limits of ``metric`` still in effect; their ids."""
+def _validate(override: QuotaOverride, moment: datetime) -> None:
+    override.full_clean()
+    if override.ends_at is not None and override.ends_at <= moment:
+        raise ValidationError({"ends_at": "Pick a moment in the future."})
+
+
+def _end_limits(new: QuotaOverride) -> list[int]:
+    """End the account's limits of the new one's metric still in effect; their ids."""
     live = QuotaOverride.objects.filter(
-        Q(ends_at__isnull=True) | Q(ends_at__gt=moment),
-        account=account,
-        metric=metric,
+        Q(ends_at__isnull=True) | Q(ends_at__gt=new.starts_at),
+        account=new.account,
+        metric=new.metric,
         kind=QuotaOverrideKind.LIMIT,
     )
     ids = list(live.values_list("pk", flat=True))
-    live.update(ends_at=moment)
+    live.update(ends_at=new.starts_at)
     return ids
+
+
+def _audit(
+    override: QuotaOverride,
+    action: AuditAction,
+    changes: Mapping[str, tuple[object, object]],
+    actor: User | None,
+    actor_label: str,
+    reason: str | None = None,
+) -> None:
+    audit_log_write(
+        actor=actor,
+        actor_label=actor_label,
+        action=action,
+        account=override.account,
+        object_type="quota_override",
+        object_id=str(override.pk),
+        object_name=override_name(override),
+        changes=changes,
+        reason=override.reason if reason is None else reason,
+    )
 
 
 def quota_override_end(
@@ -143,16 +162,14 @@ def quota_override_end(
         locked.ends_at = max(moment, locked.starts_at)
         locked.save(update_fields=["ends_at"])
         account_key_versions_bump(locked.account)
-        audit_log_write(
-            actor=actor,
-            actor_label=actor_label,
-            action=AuditAction.QUOTA_OVERRIDE_ENDED,
-            account=locked.account,
-            object_type="quota_override",
-            object_id=str(locked.pk),
-            object_name=override_name(locked),
-            changes={"ends_at": (before, locked.ends_at)},
-            reason=reason,
+        changes = {"ends_at": (before, locked.ends_at)}
+        _audit(
+            locked,
+            AuditAction.QUOTA_OVERRIDE_ENDED,
+            changes,
+            actor,
+            actor_label,
+            reason,
         )
     return locked
 
@@ -182,17 +199,9 @@ def quota_counter_adjust(
         created_by=actor,
     )
     adjustment.full_clean()
-    if amount == 0:
-        raise ValidationError({"amount": "Enter a change other than 0."})
     delta = stored_units(metric, amount)
     with transaction.atomic():
-        counter, _ = QuotaCounter.objects.select_for_update().get_or_create(
-            account=account, period=period, metric=metric
-        )
-        if counter.used + delta < 0:
-            unit = QUOTA_UNITS[metric][0]
-            used = operator_units(metric, counter.used)
-            raise ValidationError({"amount": f"Only {used:,} {unit} are counted."})
+        counter = _counter_for(adjustment, delta)
         adjustment.save(force_insert=True)
         quota_add(
             account_id=account.pk, period=period, deltas={metric: delta}, now=moment
@@ -213,6 +222,20 @@ def quota_counter_adjust(
         )
         transaction.on_commit(lambda: _move_mirror(account.pk, metric, period, delta))
     return adjustment
+
+
+def _counter_for(adjustment: QuotaAdjustment, delta: int) -> QuotaCounter:
+    """The adjusted counter, locked; refuses 0 and a result below 0."""
+    if delta == 0:
+        raise ValidationError({"amount": "Enter a change other than 0."})
+    counter, _ = QuotaCounter.objects.select_for_update().get_or_create(
+        account=adjustment.account, period=adjustment.period, metric=adjustment.metric
+    )
+    if counter.used + delta < 0:
+        unit = QUOTA_UNITS[adjustment.metric][0]
+        used = operator_units(adjustment.metric, counter.used)
+        raise ValidationError({"amount": f"Only {used:,} {unit} are counted."})
+    return counter
 
 
 def _move_mirror(account_id: int, metric: str, period: str, delta: int) -> None:

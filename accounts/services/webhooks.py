@@ -11,26 +11,31 @@ same bytes and ``id``), due at once. The periodic Celery task ``accounts.deliver
 (every 10 s; in-process in the embedded default) attempts every due delivery; a caller that
 wants the outcome now (the "send test" buttons) enqueues ``accounts.deliver_webhook`` for
 it on commit, which runs inline in the embedded default. An attempt claims the row with one
-conditional UPDATE, so two workers never send the same attempt; a status outside 2xx, a
-redirect, or no answer within ``TIMEOUT_S`` fails it, and the next is due after
-``RETRY_DELAYS_S``; after the last, the delivery has failed for good. Every outcome stays
-on the row, which the alerts page lists.
+conditional UPDATE, so two workers never send the same attempt. A status outside 2xx, a
+redirect, no answer within ``TIMEOUT_S``, or a host that resolves to a loopback, private
+or link-local address (unless ``WEBHOOK_ALLOW_PRIVATE_ADDRESSES``) fails the attempt, and
+the next is due after ``RETRY_DELAYS_S``; after the last, the delivery has failed for
+good. Every outcome stays on the row, which the alerts page lists.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import secrets
+import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -212,8 +217,24 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _opener = urllib.request.build_opener(_NoRedirects())
 
 
+def public_host(url: str) -> bool:
+    """Whether every address ``url``'s host resolves to is a public one (or private ones
+    are allowed: ``WEBHOOK_ALLOW_PRIVATE_ADDRESSES``). Checked before each attempt."""
+    if settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES:
+        return True
+    parts = urllib.parse.urlsplit(url)
+    try:
+        found = socket.getaddrinfo(parts.hostname or "", parts.port or 443)
+    except (OSError, ValueError):
+        return False
+    addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found}
+    return bool(addresses) and all(a.is_global for a in addresses)
+
+
 def post(url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int | None, str]:
     """POST ``body`` as JSON; the status (None: no answer) and what went wrong, if any."""
+    if not public_host(url):
+        return None, "address not allowed"
     request = urllib.request.Request(
         url,
         data=body,

@@ -25,6 +25,7 @@ from accounts.services.webhooks import (
     MAX_ATTEMPTS,
     RETRY_DELAYS_S,
     SECRET_GRACE,
+    public_host,
     signature_header,
     webhook_deliver_due,
     webhook_secret_rotate,
@@ -267,3 +268,18 @@ def test_dashboard_send_test_and_rotate_buttons(
     again = client.get(reverse("dashboard:alerts", args=[slug])).content.decode()
     assert secret not in again and secret[-4:] in again
     assert WebhookDelivery.objects.filter(account=hooked.account).count() == 2
+
+
+def test_a_webhook_may_not_reach_the_gateways_own_network(hooked, settings) -> None:
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    delivery = send_test(hooked.account)
+    assert delivery.last_error == "address not allowed" and Receiver.received == []
+    for url in (
+        "http://127.0.0.1/h",
+        "http://10.1.2.3/h",
+        "http://169.254.169.254/latest",
+        "http://[::1]/h",
+        "http://localhost/h",
+    ):
+        assert not public_host(url), url
+    assert public_host("https://93.184.216.34/hook")

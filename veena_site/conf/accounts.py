@@ -27,6 +27,11 @@ USAGE_RECORD_RETENTION_DAYS = env.int("USAGE_RECORD_RETENTION_DAYS", default=90)
 ADMIN_LOGIN_MAX_FAILURES = env.int("ADMIN_LOGIN_MAX_FAILURES", default=5)
 ADMIN_LOGIN_MAX_FAILURES_PER_IP = env.int("ADMIN_LOGIN_MAX_FAILURES_PER_IP", default=20)
 ADMIN_LOGIN_LOCKOUT_S = env.int("ADMIN_LOGIN_LOCKOUT_S", default=900)
+# Webhooks (docs/webhooks.md): whether a webhook may point at a loopback, private or
+# link-local address. Off, an account cannot make the gateway probe its own network.
+WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env.bool(
+    "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", default=False
+)
 # Playground (/playground/): how long a minted browser token admits connections (accounts.tokens).
 PLAYGROUND_TOKEN_TTL_SECONDS = env.int("PLAYGROUND_TOKEN_TTL_SECONDS", default=600)
 

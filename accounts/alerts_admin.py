@@ -7,6 +7,7 @@ from functools import partial
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.forms import ModelForm
@@ -80,10 +81,12 @@ class QuotaAlertSettingsAdmin(admin.ModelAdmin):
         """Queue a ``webhook.test`` event to each selected account's webhook."""
         sent = []
         for config in queryset.select_related("account"):
-            delivery = webhook_send_test(account=config.account)
-            if delivery is not None:
-                sent.append(config.account.name)
-                transaction.on_commit(partial(deliver_webhook.delay, str(delivery.pk)))
+            try:
+                delivery = webhook_send_test(account=config.account)
+            except ValidationError:
+                continue
+            sent.append(config.account.name)
+            transaction.on_commit(partial(deliver_webhook.delay, str(delivery.pk)))
         self.message_user(
             request,
             f"Test event sent to {len(sent)} webhook(s); see Webhook deliveries.",

@@ -139,6 +139,21 @@ def deliver_webhooks() -> int:
     return webhook_deliver_due()
 
 
+@shared_task(name="accounts.purge_webhook_deliveries", time_limit=600)
+@single_flight("purge_webhook_deliveries", ttl_s=600)
+def purge_webhook_deliveries() -> int:
+    """Delete finished webhook deliveries older than ``USAGE_RECORD_RETENTION_DAYS``."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    from accounts.services.quota import retention_start
+    from accounts.services.webhooks import webhook_deliveries_purge
+
+    return webhook_deliveries_purge(
+        before=retention_start(timezone.now(), settings.USAGE_RECORD_RETENTION_DAYS)
+    )
+
+
 # Every periodic task by its Celery name: what the embedded scheduler runs (T3).
 PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.reap_abandoned_usage": reap_abandoned_usage,
@@ -149,4 +164,5 @@ PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.purge_usage_records": purge_usage_records,
     "accounts.check_quota_alerts": check_quota_alerts,
     "accounts.deliver_webhooks": deliver_webhooks,
+    "accounts.purge_webhook_deliveries": purge_webhook_deliveries,
 }

@@ -36,6 +36,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -46,6 +47,7 @@ from accounts.models.alerts import QuotaAlert, QuotaAlertSettings
 from accounts.models.choices import AuditAction, WebhookStatus
 from accounts.models.webhooks import WebhookDelivery
 from accounts.services.audit import audit_log_write
+from gateway.wording import count
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -64,6 +66,9 @@ TIMEOUT_S = 5.0
 # An attempt in progress holds its row this long, then another may take it over.
 CLAIM = timedelta(seconds=60)
 USER_AGENT = "veena-gateway-webhooks"
+TEST_EVENT = "webhook.test"
+# At most one test event per account this often: the button cannot flood a receiver.
+TEST_INTERVAL = timedelta(seconds=10)
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -304,15 +309,33 @@ def webhook_deliver_due(*, now: datetime | None = None, batch: int = 100) -> int
 
 def webhook_send_test(
     *, account: Account, now: datetime | None = None
-) -> WebhookDelivery | None:
-    """Send a ``webhook.test`` event to the account's webhook; None when it has none."""
+) -> WebhookDelivery:
+    """Queue a ``webhook.test`` event to the account's webhook; a ValidationError when it
+    has none, or when its last test is less than ``TEST_INTERVAL`` old."""
+    moment = now or timezone.now()
     config = _settings_of(account)
     if not config.webhook_url:
-        return None
+        raise ValidationError("Set a webhook URL first.")
+    recent = WebhookDelivery.objects.filter(
+        account=account, event_type=TEST_EVENT, created_at__gt=moment - TEST_INTERVAL
+    )
+    if recent.exists():
+        wait = count(TEST_INTERVAL.total_seconds(), "second")
+        raise ValidationError(f"One test event per {wait}: wait a moment.")
     return webhook_enqueue(
         account=account,
         url=config.webhook_url,
-        event_type="webhook.test",
+        event_type=TEST_EVENT,
         data={"message": "A test event from the veena gateway."},
-        now=now,
+        now=moment,
     )
+
+
+def webhook_deliveries_purge(*, before: datetime) -> int:
+    """Delete finished deliveries made before ``before``; a pending one stays."""
+    deleted, _ = (
+        WebhookDelivery.objects.filter(created_at__lt=before)
+        .exclude(status=WebhookStatus.PENDING)
+        .delete()
+    )
+    return deleted

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -117,9 +118,10 @@ def rotate_secret(request: HttpRequest, slug: str) -> HttpResponse:
 def send_test(request: HttpRequest, slug: str) -> HttpResponse:
     """``<slug>/alerts/test/``: send a ``webhook.test`` event and say how it went."""
     account = dashboard_account_for(user=request.user, slug=slug)
-    delivery = webhook_send_test(account=account)
-    if delivery is None:
-        messages.error(request, "Set a webhook URL first.")
+    try:
+        delivery = webhook_send_test(account=account)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
         return redirect("dashboard:alerts", slug=account.slug)
     # Inline in the embedded default (eager Celery), so the outcome is known below.
     transaction.on_commit(partial(deliver_webhook.delay, str(delivery.pk)))

@@ -197,3 +197,5 @@ def test_the_periodic_task_is_scheduled_for_beat_and_the_embedded_scheduler(
     entry = settings.CELERY_BEAT_SCHEDULE["accounts.deliver_webhooks"]
     assert entry["schedule"] <= RETRY_DELAYS_S[0]
     assert tasks.PERIODIC_TASKS["accounts.deliver_webhooks"] is tasks.deliver_webhooks
+    assert "accounts.purge_webhook_deliveries" in settings.CELERY_BEAT_SCHEDULE
+    assert tasks.purge_webhook_deliveries() == 0

@@ -28,6 +28,7 @@ from accounts.services.webhooks import (
     public_host,
     signature_header,
     webhook_deliver_due,
+    webhook_deliveries_purge,
     webhook_secret_rotate,
     webhook_send_test,
 )
@@ -260,6 +261,9 @@ def test_dashboard_send_test_and_rotate_buttons(
     assert "Test event not delivered (HTTP 500)" in text and "10 seconds" in text
     assert 'data-status="pending"' in text
     page = client.post(test_url, follow=True)
+    assert "One test event per 10 seconds: wait a moment." in page.content.decode()
+    WebhookDelivery.objects.update(created_at=timezone.now() - timedelta(seconds=11))
+    page = client.post(test_url, follow=True)
     assert "Test event delivered: HTTP 204." in page.content.decode()
     rotated = client.post(reverse("dashboard:alerts_rotate_secret", args=[slug]))
     assert rotated.status_code == 200 and rotated["Cache-Control"] == "no-store"
@@ -283,3 +287,14 @@ def test_a_webhook_may_not_reach_the_gateways_own_network(hooked, settings) -> N
     ):
         assert not public_host(url), url
     assert public_host("https://93.184.216.34/hook")
+
+
+def test_finished_deliveries_are_purged_after_the_retention(hooked) -> None:
+    delivered = send_test(hooked.account)
+    Receiver.statuses = [500]
+    WebhookDelivery.objects.update(created_at=timezone.now() - timedelta(seconds=11))
+    pending = send_test(hooked.account)
+    later = timezone.now() + timedelta(seconds=1)
+    assert webhook_deliveries_purge(before=later) == 1
+    assert list(WebhookDelivery.objects.values_list("pk", flat=True)) == [pending.pk]
+    assert delivered.status == WebhookStatus.DELIVERED

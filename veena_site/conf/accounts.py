@@ -46,6 +46,7 @@ _SCHEDULE: dict[str, float | crontab] = {
     "accounts.check_quota_alerts": 300.0,
     # New webhook events go out within this; a retry is due 10 s after a failure at soonest.
     "accounts.deliver_webhooks": 10.0,
+    "accounts.purge_webhook_deliveries": crontab(hour=3, minute=47),
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     name: {"task": name, "schedule": schedule} for name, schedule in _SCHEDULE.items()

@@ -1,74 +1,85 @@
-"""Staff admin (accounts §9): declarative ModelAdmins whose writes go through services."""
+"""Staff admin (accounts §9): declarative ModelAdmins whose writes go through services.
+
+Plans and accounts are here; keys in ``key_admin``, quotas in ``quota_admin``, alerts and
+webhooks in ``alerts_admin``, and the read-only usage and audit admins in ``usage_admin``.
+Every write an operator makes leaves one AuditLog entry; nothing is deleted.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
-from weakref import WeakKeyDictionary
+from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
-from django.contrib.admin import helpers
-from django.db.models import Count, Q, QuerySet
+from django.contrib import admin
+from django.db.models import Count, QuerySet
 from django.forms import ModelForm
-from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
-from accounts.exceptions import KeyAlreadyRevoked
+from accounts.admin_base import actor_of, changed_fields
 from accounts.models.accounts import Account
-from accounts.models.api_keys import REVOKED_REASON_MAX_LENGTH, ApiKey
-from accounts.models.choices import KeyStatus
+from accounts.models.api_keys import ApiKey
+from accounts.models.choices import Endpoint, QuotaMetric
 from accounts.models.plans import Plan
+from accounts.selectors.quota import LABELS, effective_limits, limit_text
 from accounts.services.accounts import (
     ACCOUNT_FIELDS,
     PLAN_FIELDS,
+    account_create,
     account_update,
+    plan_create,
     plan_update,
 )
-from accounts.services.api_keys import (
-    EDITABLE_FIELDS,
-    api_key_create,
-    api_key_revoke,
-    api_key_update,
-)
-
-if TYPE_CHECKING:
-    from django.contrib.auth.models import User
 
 
-def _actor(request: HttpRequest) -> User:
-    """The staff user behind an admin request (the admin site admits no one else)."""
-    assert request.user.is_authenticated
-    return cast("User", request.user)
+class PlanForm(forms.ModelForm):
+    """A plan, its endpoints as checkboxes (the model keeps them as a JSON list)."""
 
+    allowed_endpoints = forms.MultipleChoiceField(
+        choices=Endpoint.choices,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="The endpoints keys on this plan may use.",
+    )
 
-def _changed(form: ModelForm, fields: tuple[str, ...]) -> dict[str, Any]:
-    return {
-        name: form.cleaned_data[name] for name in form.changed_data if name in fields
-    }
+    class Meta:
+        model = Plan
+        fields = PLAN_FIELDS
 
 
 @admin.register(Plan)
 class PlanAdmin(admin.ModelAdmin):
-    """Plans and every limit; edits go through ``plan_update`` (AD2)."""
+    """Plans and every limit; writes go through ``plan_create`` and ``plan_update`` (AD2).
 
+    Plans are not deleted: accounts point at them, and the audit log names them.
+    """
+
+    form = PlanForm
     list_display = PLAN_FIELDS
     search_fields = ("name",)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
     def save_model(
         self, request: HttpRequest, obj: Plan, form: ModelForm, change: bool
     ) -> None:
-        if not change:
-            super().save_model(request, obj, form, change)
+        actor = actor_of(request)
+        if change:
+            plan_update(
+                plan=obj,
+                actor=actor,
+                actor_label=actor.get_username(),
+                fields=changed_fields(form, PLAN_FIELDS),
+            )
             return
-        plan_update(
-            plan=obj,
-            actor=_actor(request),
-            actor_label=_actor(request).get_username(),
-            fields=_changed(form, PLAN_FIELDS),
+        created = plan_create(
+            actor=actor,
+            actor_label=actor.get_username(),
+            fields={name: form.cleaned_data[name] for name in PLAN_FIELDS},
         )
+        obj.pk = created.pk
 
 
 class ApiKeyInline(admin.TabularInline):
@@ -90,7 +101,8 @@ class ApiKeyInline(admin.TabularInline):
 
 @admin.register(Account)
 class AccountAdmin(admin.ModelAdmin):
-    """Accounts; edits go through ``account_update`` (AD2, A7)."""
+    """Accounts; writes go through ``account_create`` and ``account_update``, members
+    included (AD2, A7). Accounts are deactivated, never deleted (M1)."""
 
     list_display = ("name", "slug", "plan", "is_active", "member_count", "dashboard")
     list_filter = ("plan", "is_active")
@@ -98,7 +110,7 @@ class AccountAdmin(admin.ModelAdmin):
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     filter_horizontal = ("members",)
-    readonly_fields = ("created_at", "dashboard")
+    readonly_fields = ("created_at", "dashboard", "quota")
     inlines = (ApiKeyInline,)
     actions = ("deactivate_selected",)
 
@@ -109,12 +121,44 @@ class AccountAdmin(admin.ModelAdmin):
             .annotate(_members=Count("members", distinct=True))
         )
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
     @admin.display(description="dashboard")
     def dashboard(self, obj: Account) -> str:
         if obj.pk is None:
             return "–"
         url = reverse("dashboard:usage", args=[obj.slug])
         return format_html('<a href="{}">usage dashboard</a>', url)
+
+    @admin.display(description="monthly quota")
+    def quota(self, obj: Account) -> str:
+        """Each metric's effective limit and where it comes from, with links."""
+        if obj.pk is None:
+            return "–"
+        limits = effective_limits(account=obj, now=timezone.now())
+        rows = format_html_join(
+            "",
+            "<li>{}: {}</li>",
+            (
+                (
+                    LABELS[QuotaMetric(metric)],
+                    limit_text(limit, plan_name=obj.plan.name),
+                )
+                for metric, limit in limits.items()
+            ),
+        )
+        overrides = reverse("admin:accounts_quotaoverride_changelist")
+        add = reverse("admin:accounts_quotaoverride_add")
+        return format_html(
+            '<ul class="quota-limits">{}</ul><a href="{}?account__id__exact={}">'
+            'overrides and top-ups</a> · <a href="{}?account={}">add one</a>',
+            rows,
+            overrides,
+            obj.pk,
+            add,
+            obj.pk,
+        )
 
     @admin.display(description="members", ordering="_members")
     def member_count(self, obj: Account) -> int:
@@ -123,221 +167,50 @@ class AccountAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: Account, form: ModelForm, change: bool
     ) -> None:
-        if not change:
-            super().save_model(request, obj, form, change)
+        actor = actor_of(request)
+        members = list(form.cleaned_data.get("members") or [])
+        if change:
+            account_update(
+                account=obj,
+                actor=actor,
+                actor_label=actor.get_username(),
+                fields=changed_fields(form, ACCOUNT_FIELDS),
+                members=members,
+            )
             return
-        account_update(
-            account=obj,
-            actor=_actor(request),
-            actor_label=_actor(request).get_username(),
-            fields=_changed(form, ACCOUNT_FIELDS),
+        created = account_create(
+            actor=actor,
+            actor_label=actor.get_username(),
+            fields={name: form.cleaned_data[name] for name in ACCOUNT_FIELDS},
+            members=members,
         )
+        obj.pk = created.pk
+
+    def save_related(
+        self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool
+    ) -> None:
+        """Members were saved (and audited) by the service; the key inline is read-only."""
+        for formset in formsets:
+            self.save_formset(request, form, formset, change=change)
 
     @admin.action(description="Deactivate selected accounts", permissions=["change"])
     def deactivate_selected(
         self, request: HttpRequest, queryset: QuerySet[Account]
     ) -> None:
+        actor = actor_of(request)
         for account in queryset.filter(is_active=True):
             account_update(
                 account=account,
-                actor=_actor(request),
-                actor_label=_actor(request).get_username(),
+                actor=actor,
+                actor_label=actor.get_username(),
                 fields={"is_active": False},
             )
 
 
-class KeyStatusFilter(admin.SimpleListFilter):
-    """Filter keys by ``ApiKey.status``."""
-
-    title = "status"
-    parameter_name = "status"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return list(KeyStatus.choices)
-
-    def queryset(
-        self, request: HttpRequest, queryset: QuerySet[ApiKey]
-    ) -> QuerySet[ApiKey]:
-        now = timezone.now()
-        live = Q(revoked_at__isnull=True)
-        if self.value() == KeyStatus.ACTIVE:
-            return queryset.filter(
-                live & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-            )
-        if self.value() == KeyStatus.EXPIRED:
-            return queryset.filter(live, expires_at__lte=now)
-        if self.value() == KeyStatus.REVOKED:
-            return queryset.filter(revoked_at__isnull=False)
-        return queryset
-
-
-class RevokeForm(forms.Form):
-    """The reason asked for by "Revoke selected keys" (AD5)."""
-
-    reason = forms.CharField(max_length=REVOKED_REASON_MAX_LENGTH)
-
-
-@admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
-    """API keys: created through ``api_key_create``, shown once, never deleted (AD3–AD5)."""
-
-    list_display = (
-        "display",
-        "name",
-        "account",
-        "kind",
-        "status",
-        "created_at",
-        "last_used_at",
-        "expires_at",
-        "usage",
-    )
-    list_filter = (KeyStatusFilter, "kind", "account", "created_at", "expires_at")
-    list_select_related = ("account",)
-    search_fields = ("name", "key_prefix", "account__name", "=id")
-    autocomplete_fields = ("account",)
-    actions = ("revoke_selected",)
-    add_fields = ("account", *EDITABLE_FIELDS)
-    change_fields = (
-        ("id", "account", "display", "kind", "status"),
-        *EDITABLE_FIELDS,
-        ("created_at", "created_by", "last_used_at", "version"),
-        ("revoked_at", "revoked_by", "revoked_reason"),
-        "usage",
-    )
-    # The raw key lives here between save_model and response_add, never longer.
-    _new_keys: WeakKeyDictionary[HttpRequest, str] = WeakKeyDictionary()
-
-    @admin.display(description="usage")
-    def usage(self, obj: ApiKey) -> str:
-        """Links to the key's usage records (newest first)."""
-        url = reverse("admin:accounts_usagerecord_changelist")
-        return format_html(
-            '<a href="{}?api_key__id__exact={}">records</a>', url, obj.pk
-        )
-
-    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> Any:
-        return self.add_fields if obj is None else self.change_fields
-
-    def get_readonly_fields(
-        self, request: HttpRequest, obj: ApiKey | None = None
-    ) -> Any:
-        if obj is None:
-            return ()
-        fixed = [
-            f
-            for row in self.change_fields
-            for f in _row(row)
-            if f not in EDITABLE_FIELDS
-        ]
-        return fixed if obj.revoked_at is None else [*fixed, *EDITABLE_FIELDS]
-
-    def has_change_permission(
-        self, request: HttpRequest, obj: ApiKey | None = None
-    ) -> bool:
-        if obj is not None and obj.revoked_at is not None:
-            return False
-        return super().has_change_permission(request, obj)
-
-    def has_delete_permission(
-        self, request: HttpRequest, obj: ApiKey | None = None
-    ) -> bool:
-        return False
-
-    def lookup_allowed(  # type: ignore[override]
-        self, lookup: str, value: str, request: HttpRequest
-    ) -> bool:
-        if lookup.startswith("key_hash"):
-            return False
-        return super().lookup_allowed(lookup, value, request)
-
-    def save_model(
-        self, request: HttpRequest, obj: ApiKey, form: ModelForm, change: bool
-    ) -> None:
-        if change:
-            api_key_update(
-                api_key=obj,
-                actor=_actor(request),
-                actor_label=_actor(request).get_username(),
-                fields=_changed(form, EDITABLE_FIELDS),
-            )
-            return
-        data = form.cleaned_data
-        api_key, raw = api_key_create(
-            account=data["account"],
-            name=data["name"],
-            actor=_actor(request),
-            actor_label=_actor(request).get_username(),
-            expires_at=data.get("expires_at"),
-            allowed_origins=data.get("allowed_origins") or [],
-            rpm_limit=data.get("rpm_limit"),
-            concurrency_limit=data.get("concurrency_limit"),
-        )
-        obj.pk = api_key.pk
-        obj.refresh_from_db()
-        self._new_keys[request] = raw
-
-    def response_add(
-        self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None
-    ) -> HttpResponse:
-        """Show the raw key once, on this page only (AD3, K4); no message, no redirect."""
-        raw = self._new_keys.pop(request, None)
-        if raw is None:
-            return super().response_add(request, obj, post_url_continue)
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "title": "API key created",
-            "api_key": obj,
-            "raw_key": raw,
-            "change_url": reverse("admin:accounts_apikey_change", args=[obj.pk]),
-            "changelist_url": reverse("admin:accounts_apikey_changelist"),
-        }
-        response = TemplateResponse(request, "accounts/admin/key_created.html", context)
-        response["Cache-Control"] = "no-store"
-        return response
-
-    @admin.action(description="Revoke selected keys", permissions=["change"])
-    def revoke_selected(
-        self, request: HttpRequest, queryset: QuerySet[ApiKey]
-    ) -> HttpResponse | None:
-        form = RevokeForm(request.POST if "confirm" in request.POST else None)
-        if not form.is_valid():
-            context = {
-                **self.admin_site.each_context(request),
-                "opts": self.opts,
-                "title": "Revoke API keys",
-                "queryset": queryset.select_related("account"),
-                "form": form,
-                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-            }
-            return TemplateResponse(
-                request, "accounts/admin/revoke_confirm.html", context
-            )
-        revoked, skipped = [], []
-        for api_key in queryset:
-            try:
-                api_key_revoke(
-                    api_key=api_key,
-                    actor=_actor(request),
-                    reason=form.cleaned_data["reason"],
-                )
-                revoked.append(api_key.display)
-            except KeyAlreadyRevoked:
-                skipped.append(api_key.display)
-        self.message_user(request, f"Revoked {len(revoked)} key(s).", messages.SUCCESS)
-        if skipped:
-            self.message_user(
-                request,
-                f"Already revoked, skipped: {', '.join(skipped)}",
-                messages.WARNING,
-            )
-        return None
-
-
-def _row(row: str | tuple[str, ...]) -> tuple[str, ...]:
-    return (row,) if isinstance(row, str) else row
-
-
-# The read-only usage, quota, audit and alert admins (registered on import).
-from accounts import usage_admin  # noqa: E402, F401
+# The other admins register on import.
+from accounts import (  # noqa: E402, F401
+    alerts_admin,
+    key_admin,
+    quota_admin,
+    usage_admin,
+)

@@ -38,12 +38,13 @@ from accounts.auth import (
     is_live,
     principal_for_id,
 )
-from accounts.exceptions import AdmissionDenied, DenialReason
-from accounts.limits import QuotaGrant, get_limiter, in_store
-from accounts.models.choices import Endpoint, QuotaMetric
+from accounts.exceptions import AdmissionDenied, DenialReason, StreamCap
+from accounts.limits import get_limiter, in_store
+from accounts.models.choices import Endpoint
 from accounts.origins import normalize_origin
+from accounts.quota_mirror import quota_limit, quota_metric, reserve_quota
 from accounts.services.api_keys import LAST_USED_RESOLUTION, api_key_touch
-from accounts.services.quota import period_of, quota_used
+from accounts.services.quota import period_of
 
 logger = logging.getLogger(__name__)
 
@@ -54,63 +55,6 @@ _touched: dict[uuid.UUID, float] = {}
 def lease_ttl_ms() -> int:
     """``LEASE_TTL_SECONDS`` in milliseconds (C1)."""
     return int(settings.LEASE_TTL_SECONDS * 1000)
-
-
-def quota_metric(endpoint: str) -> str:
-    """The quota metric an endpoint uses (Q1)."""
-    return (
-        QuotaMetric.TTS_CHARACTERS
-        if endpoint == Endpoint.TTS
-        else QuotaMetric.ASR_AUDIO_MS
-    )
-
-
-def quota_limit(principal: KeyPrincipal, metric: str) -> int | None:
-    """The monthly limit of ``metric`` in its unit, or None when unlimited (Q2)."""
-    if metric == QuotaMetric.TTS_CHARACTERS:
-        return principal.monthly_tts_characters
-    seconds = principal.monthly_asr_seconds
-    return None if seconds is None else seconds * 1000
-
-
-async def reserve_quota(
-    *,
-    account_id: int,
-    metric: str,
-    period: str,
-    amount: int,
-    limit: int | None,
-    partial: bool,
-    holder: str | None = None,
-) -> QuotaGrant:
-    """Reserve in the mirror, seeding it from the database on a miss (Q5–Q8); a
-    ``holder`` is credited with the grant (Q11)."""
-    limiter = get_limiter()
-    for _ in range(3):
-        grant = await in_store(
-            limiter.reserve_quota,
-            account_id=account_id,
-            metric=metric,
-            period=period,
-            amount=amount,
-            limit=limit,
-            partial=partial,
-            holder=holder,
-        )
-        if grant is not None:
-            return grant
-        used = await database_sync_to_async(quota_used)(
-            account_id=account_id, metric=metric, period=period
-        )
-        await in_store(
-            limiter.seed_quota,
-            account_id=account_id,
-            metric=metric,
-            period=period,
-            used=used,
-        )
-    # The mirror vanished three times in a row: the store is losing data.
-    raise AdmissionDenied("limits_unavailable")
 
 
 @dataclass
@@ -289,7 +233,8 @@ class Admission:
             key_limit=p.key_concurrency_limit,
         )
         if not decision.allowed:
-            raise AdmissionDenied("too_many_streams")
+            cap = StreamCap(decision.limit, per_key=decision.key_cap)
+            raise AdmissionDenied("too_many_streams", cap=cap)
         self.lease_key_id, self.lease_held = lease_key, True
         self.renewed_at = time.monotonic()
         admitted = False

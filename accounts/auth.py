@@ -43,7 +43,9 @@ from accounts.limits import get_limiter, in_store
 from accounts.models.api_keys import ApiKey
 from accounts.models.choices import Endpoint, KeyKind, KeyStatus
 from accounts.origins import normalize_origin
+from accounts.quota_limits import QuotaWindow
 from accounts.selectors import playground_member_is_active
+from accounts.selectors.quota import quota_windows
 from accounts.tokens import (
     TOKEN_HTTP_GET_PATHS,
     TOKEN_WEBSOCKET_PATHS,
@@ -82,6 +84,9 @@ class KeyPrincipal:
     monthly_tts_characters: int | None
     monthly_asr_seconds: int | None
     allowed_endpoints: tuple[str, ...]
+    # The account's quota overrides and top-ups, in effect or to come, when it was loaded:
+    # admission computes the limit of the moment from them (accounts.quota_limits).
+    quota_windows: tuple[QuotaWindow, ...] = ()
 
 
 def _header_keys(headers: Iterable[tuple[str, str]]) -> list[str]:
@@ -157,6 +162,7 @@ def _scope_credential(scope: Scope, *, endpoint: str) -> Credential:
 
 def _principal(api_key: ApiKey) -> KeyPrincipal:
     plan = api_key.account.plan
+    windows = quota_windows(account_id=api_key.account_id, now=timezone.now())
     return KeyPrincipal(
         key_id=api_key.id,
         account_id=api_key.account_id,
@@ -174,6 +180,7 @@ def _principal(api_key: ApiKey) -> KeyPrincipal:
         monthly_tts_characters=plan.monthly_tts_characters,
         monthly_asr_seconds=plan.monthly_asr_seconds,
         allowed_endpoints=tuple(plan.allowed_endpoints),
+        quota_windows=windows,
     )
 
 
@@ -200,7 +207,8 @@ def is_live(principal: KeyPrincipal) -> bool:
 
 
 def principal_for_key(*, key: ParsedKey, endpoint: str | None) -> KeyPrincipal:
-    """Load and check the key by its hash (K5, A4); sync, one query.
+    """Load and check the key by its hash (K5, A4); sync, one query, and one more for the
+    account's quota overrides once the key is valid.
 
     ``endpoint=None`` skips the endpoint check: reads of the account's own usage.
     """
@@ -219,7 +227,7 @@ def principal_for_key(*, key: ParsedKey, endpoint: str | None) -> KeyPrincipal:
 
 
 def principal_for_id(*, key_id: UUID, endpoint: str) -> KeyPrincipal:
-    """Reload a known key by id and check it again (E6, E7); sync, one query."""
+    """Reload a known key by id and check it again (E6, E7); sync, two queries."""
     try:
         api_key = ApiKey.objects.select_related("account__plan").get(pk=key_id)
     except ApiKey.DoesNotExist:

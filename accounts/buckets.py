@@ -22,6 +22,8 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from gateway.wording import count
+
 BucketWidth = Literal["hour", "day"]
 HOUR = timedelta(hours=1)
 # Ranges the dashboard and the usage API accept, in local days (inclusive).
@@ -96,7 +98,7 @@ def range_error(first: date, last: date, width: BucketWidth) -> str | None:
     days = (last - first).days + 1
     limit = MAX_HOUR_RANGE_DAYS if width == "hour" else MAX_DAY_RANGE_DAYS
     if days > limit:
-        return f"{width.capitalize()} buckets cover at most {limit} days."
+        return f"{width.capitalize()} buckets cover at most {count(limit, 'day')}."
     return None
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from gateway.exceptions import VeenaError
+from gateway.wording import count
 
 # Every reason of the accounts E3 table; each consumer maps them to its wire codes. The
 # first seven refuse a connection or a request; the last five (and quota_exceeded) stop a
@@ -33,6 +35,20 @@ StopReason = Literal[
 ]
 
 
+@dataclass(frozen=True)
+class StreamCap:
+    """The concurrency cap a ``too_many_streams`` denial hit: its limit, and whose it is."""
+
+    limit: int
+    # True: the key's own cap (accounts E9); False: the plan's, for the whole account.
+    per_key: bool = False
+
+    def text(self, noun: str = "stream") -> str:
+        """ "2 streams at once on this plan", "1 stream at once for this key"."""
+        owner = "for this key" if self.per_key else "on this plan"
+        return f"{count(self.limit, noun)} at once {owner}"
+
+
 class AccountsError(VeenaError):
     """An expected failure inside accounts."""
 
@@ -46,12 +62,18 @@ class AdmissionDenied(AccountsError):
     """
 
     def __init__(
-        self, reason: DenialReason, *, retry_after_ms: int | None = None
+        self,
+        reason: DenialReason,
+        *,
+        retry_after_ms: int | None = None,
+        cap: StreamCap | None = None,
     ) -> None:
         super().__init__(reason)
         self.reason: DenialReason = reason
         self.code = reason
         self.retry_after_ms = retry_after_ms
+        # too_many_streams: the cap that was full, for the client's message.
+        self.cap = cap
 
 
 class MissingApiKey(AdmissionDenied):

@@ -154,16 +154,27 @@ class AlertSettingsForm(forms.ModelForm):
     thresholds_text = forms.CharField(
         label="Thresholds (%)",
         help_text="Comma-separated percentages of each monthly quota, e.g. 80, 95, 100.",
+        widget=forms.TextInput(attrs={"inputmode": "numeric"}),
     )
     emails_text = forms.CharField(
         label="Email to",
         required=False,
         help_text="Comma-separated. Empty: every member of the account with an email.",
+        widget=forms.TextInput(attrs={"placeholder": "ops@example.com"}),
     )
 
     class Meta:
         model = QuotaAlertSettings
         fields = ("email_enabled", "webhook_url")
+        help_texts = {
+            "email_enabled": "Email each alert to the addresses below.",
+            "webhook_url": "Each alert is POSTed here as signed JSON. Empty: no webhook.",
+        }
+        widgets = {
+            "webhook_url": forms.URLInput(
+                attrs={"placeholder": "https://example.com/veena-webhook"}
+            )
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

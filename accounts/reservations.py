@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import uuid
 
-from accounts.admission import Admission, quota_limit, reserve_quota
+from accounts.admission import Admission
 from accounts.exceptions import AdmissionDenied
 from accounts.limits import get_limiter, in_store
 from accounts.limits.base import holder_of
 from accounts.models.choices import QuotaMetric
+from accounts.quota_mirror import quota_limit, reserve_quota
 from accounts.services.usage import UsageCounters
 
 logger = logging.getLogger(__name__)

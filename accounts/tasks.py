@@ -122,6 +122,38 @@ def check_quota_alerts() -> int:
     return quota_alerts_check()
 
 
+@shared_task(name="accounts.deliver_webhook", time_limit=60)
+def deliver_webhook(delivery_id: str) -> int:
+    """Attempt one webhook delivery now, if it is due (enqueued on commit)."""
+    from accounts.services.webhooks import webhook_attempt
+
+    return int(webhook_attempt(delivery_id=delivery_id))
+
+
+@shared_task(name="accounts.deliver_webhooks", time_limit=300)
+@single_flight("deliver_webhooks", ttl_s=300)
+def deliver_webhooks() -> int:
+    """Attempt each due webhook delivery: new ones, and retries whose wait is over."""
+    from accounts.services.webhooks import webhook_deliver_due
+
+    return webhook_deliver_due()
+
+
+@shared_task(name="accounts.purge_webhook_deliveries", time_limit=600)
+@single_flight("purge_webhook_deliveries", ttl_s=600)
+def purge_webhook_deliveries() -> int:
+    """Delete finished webhook deliveries older than ``USAGE_RECORD_RETENTION_DAYS``."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    from accounts.services.quota import retention_start
+    from accounts.services.webhooks import webhook_deliveries_purge
+
+    return webhook_deliveries_purge(
+        before=retention_start(timezone.now(), settings.USAGE_RECORD_RETENTION_DAYS)
+    )
+
+
 # Every periodic task by its Celery name: what the embedded scheduler runs (T3).
 PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.reap_abandoned_usage": reap_abandoned_usage,
@@ -131,4 +163,6 @@ PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.reconcile_quota_mirror": reconcile_quota_mirror,
     "accounts.purge_usage_records": purge_usage_records,
     "accounts.check_quota_alerts": check_quota_alerts,
+    "accounts.deliver_webhooks": deliver_webhooks,
+    "accounts.purge_webhook_deliveries": purge_webhook_deliveries,
 }

@@ -63,4 +63,8 @@ urlpatterns = [
     path("<slug:slug>/keys/<uuid:key_id>/", keys.key_edit, name="key_edit"),
     path("<slug:slug>/keys/<uuid:key_id>/revoke/", keys.key_revoke, name="key_revoke"),
     path("<slug:slug>/alerts/", alerts.alerts, name="alerts"),
+    path(
+        "<slug:slug>/alerts/secret/", alerts.rotate_secret, name="alerts_rotate_secret"
+    ),
+    path("<slug:slug>/alerts/test/", alerts.send_test, name="alerts_send_test"),
 ]

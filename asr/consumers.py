@@ -72,7 +72,9 @@ class RealtimeConsumer(WorkerClientConsumer):
         try:
             self.admission = await self.admit()
         except AdmissionDenied as denied:
-            await self.fail(errors.denial(denied.reason, denied.retry_after_ms))
+            await self.fail(
+                errors.denial(denied.reason, denied.retry_after_ms, denied.cap)
+            )
             return
         self.usage = RealtimeUsage.start(self.admission, accepted_at=accepted_at)
         self.session.expires_at = connection.expires_at(accepted_at, self.admission)

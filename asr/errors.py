@@ -11,6 +11,9 @@ from typing import Any
 
 from django.conf import settings
 
+from accounts.exceptions import StreamCap
+from gateway.wording import count
+
 CLOSE_CODES = {
     "invalid_api_key": 1008,
     "origin_not_allowed": 1008,
@@ -52,7 +55,7 @@ MESSAGES = {  # ER-3: fixed templates
     "internal_error": "Internal server error.",
     "processing_error": "Error processing the event.",
     "buffer_overflow": "Input audio buffer exceeds {cap} s; commit more often.",
-    "message_too_large": "Message exceeds the maximum size of {limit} bytes.",
+    "message_too_large": "Message exceeds the maximum size of {limit}.",
     "inference_failed": "Transcription failed",
     "engine_unavailable": "Transcription engine unavailable.",
     "idle_timeout": "Session closed after {s} s without client events.",
@@ -63,7 +66,7 @@ MESSAGES = {  # ER-3: fixed templates
     "usage_unavailable": "Usage recording unavailable.",
     "service_unavailable": "Service temporarily unavailable.",
     "model_not_validated": "Model not validated. Make sure to validate the model by sending a session.update event.",
-    "event_id_too_long": "'event_id' must be at most {n} characters.",
+    "event_id_too_long": "'event_id' must be at most {n}.",
     "pending_overflow": "Audio awaiting transcription exceeds {pending} s; wait for transcripts.",
     "rate_limit_exceeded": "Too many control events. Retry after {retry:.1f} s.",
     "commit_empty": "Error committing input audio buffer: buffer too small. Expected at least {min}ms of audio, but buffer only has {ms:.2f}ms of audio.",
@@ -94,6 +97,8 @@ DENIALS = {  # accounts E3 reason → (wire code, message) (AU-4, AU-6)
     "quota_exceeded": ("insufficient_quota", "You exceeded your current quota."),
     "limits_unavailable": ("service_unavailable", "Service temporarily unavailable."),
 }
+# too_many_streams when the cap that was full is known (issue 32: name the cap).
+AT_CAP = "Session limit reached: {cap}. Retry after {s} s."
 DEFAULT_RETRY_MS = 1000
 STOPS = {  # accounts E7 stop reason → wire code (LM-5)
     "key_revoked": "invalid_api_key",
@@ -109,7 +114,7 @@ def message(code: str, **values: Any) -> str:
     """The fixed message of ``code`` (ER-3), with settings filled in."""
     template = MESSAGES.get(code) or MESSAGES["internal_error"]
     values.setdefault("cap", settings.ASR_MAX_BUFFER_S)
-    values.setdefault("limit", settings.ASR_MAX_MESSAGE_BYTES)
+    values.setdefault("limit", count(settings.ASR_MAX_MESSAGE_BYTES, "byte"))
     values.setdefault("s", int(settings.ASR_IDLE_TIMEOUT_S))
     values.setdefault("pending", settings.ASR_MAX_PENDING_S)
     if code == "too_many_sessions":
@@ -168,10 +173,16 @@ def stop(reason: str) -> Fail:
     return Fail(STOPS.get(reason, "service_unavailable"), reason=reason)
 
 
-def denial(reason: str, retry_after_ms: int | None) -> Fail:
-    """AU-4: an admission denial; unknown reasons are auth failures."""
+def denial(
+    reason: str, retry_after_ms: int | None, cap: StreamCap | None = None
+) -> Fail:
+    """AU-4: an admission denial, naming the concurrency cap that was full; unknown
+    reasons are auth failures."""
     code, template = DENIALS.get(reason, DENIALS["invalid_api_key"])
-    text = template.format(s=(retry_after_ms or DEFAULT_RETRY_MS) / 1000)
+    seconds = (retry_after_ms or DEFAULT_RETRY_MS) / 1000
+    if cap is not None:
+        template = AT_CAP.format(cap=cap.text("session"), s="{s:.1f}")
+    text = template.format(s=seconds)
     limited = code in ("too_many_sessions", "rate_limit_exceeded")
     retry = (retry_after_ms or DEFAULT_RETRY_MS) if limited else None
     return Fail(code, message=text, retry_after_ms=retry, admission=True)

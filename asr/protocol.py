@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from asr.errors import ERROR_TYPES, MESSAGES
 from gateway import jsontext
+from gateway.wording import count
 
 _ALPHABET = string.ascii_letters + string.digits
 MAX_EVENT_ID_CHARS = 512  # longer client event ids are refused, never echoed
@@ -202,7 +203,9 @@ def parse_client_event(
     event_id = event_id if isinstance(event_id, str) else None
     if event_id is not None and len(event_id) > MAX_EVENT_ID_CHARS:
         code = "invalid_event" if vllm else "invalid_value"
-        text = MESSAGES["event_id_too_long"].format(n=MAX_EVENT_ID_CHARS)
+        text = MESSAGES["event_id_too_long"].format(
+            n=count(MAX_EVENT_ID_CHARS, "character")
+        )
         raise ProtocolError(code, text, "event_id")
     if not isinstance(kind, str):
         code = "invalid_event" if vllm else "invalid_payload"

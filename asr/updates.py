@@ -25,6 +25,7 @@ from asr.config import (
     turn_fields,
 )
 from asr.protocol import VllmSessionUpdate
+from gateway.wording import count
 
 NOISE_TYPES = ("near_field", "far_field")
 MAX_MS = 10_000  # SE-9 row 12
@@ -251,7 +252,7 @@ def _check_values(u: Update, models: Models) -> None:
         raise _fail(
             "invalid_value",
             f"{path}.prompt",
-            f"'prompt' must be at most {models.max_prompt_chars} characters.",
+            f"'prompt' must be at most {count(models.max_prompt_chars or 0, 'character')}.",
         )
     for key in ("languages", "keywords", "delay"):
         if t.get(key) is not None:
@@ -364,8 +365,8 @@ def validate_vllm_update(
     if prompt is not None and not isinstance(prompt, str):
         raise ConfigError("invalid_event", "Field 'prompt' must be a string.", "prompt")
     if prompt is not None and not models.prompt_ok(prompt):
-        cap = models.max_prompt_chars
-        message = f"Field 'prompt' must be at most {cap} characters."
+        cap = models.max_prompt_chars or 0
+        message = f"Field 'prompt' must be at most {count(cap, 'character')}."
         raise ConfigError("invalid_event", message, "prompt")
     return dataclasses.replace(
         current,

@@ -15,6 +15,8 @@ from gateway.jobclient import Outcome
 
 INVALID = "invalid_request_error"
 DEFAULT_RETRY_MS = 1000
+# too_many_streams when the cap that was full is known (issue 32: name the cap).
+AT_CAP = "Concurrency limit reached: {cap}. Please try again later."
 
 
 class OpenAiError(Exception):
@@ -137,6 +139,8 @@ def denial_error(denied: AdmissionDenied) -> OpenAiError:
     )
     if isinstance(denied, MissingApiKey):
         message = "You didn't provide an API key."
+    if denied.cap is not None:
+        message = AT_CAP.format(cap=denied.cap.text("request"))
     retry = None
     if status in (429, 503) and code != "insufficient_quota":
         retry = max(1, denied.retry_after_ms or DEFAULT_RETRY_MS)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from django.conf import settings
 
+from gateway.wording import count
 from openai_rest.catalog import speaker_for, tts_models
 from openai_rest.encode import RESPONSE_FORMATS, ResponseFormat
 from openai_rest.errors import OpenAiError, invalid
@@ -104,7 +105,7 @@ def _input(data: dict[str, Any]) -> str:
     cap = settings.OPENAI_SPEECH_MAX_INPUT_CHARS
     if len(text) > cap:
         raise invalid(
-            f"'input' is longer than {cap} characters.",
+            f"'input' is longer than {count(cap, 'character')}.",
             param="input",
             code="string_above_max_length",
         )

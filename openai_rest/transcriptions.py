@@ -37,6 +37,7 @@ from asr.client import AsrJobError, FileJob, PieceText
 from asr.engines.base import MODEL_RATE
 from asr.usage import RealtimeUsage, UsageStatus
 from gateway import metrics
+from gateway.wording import count
 from openai_rest.decode import AudioTooLong, UnreadableAudio, decode_upload
 from openai_rest.errors import (
     OpenAiError,
@@ -261,7 +262,7 @@ def _decode(req: TranscriptionRequest) -> npt.NDArray[np.int16]:
         ) from None
     except AudioTooLong:
         raise invalid(
-            f"Audio file is too long: the maximum is {cap:g} seconds.",
+            f"Audio file is too long: the maximum is {count(cap, 'second')}.",
             param="file",
             code="audio_too_long",
         ) from None

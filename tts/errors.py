@@ -10,6 +10,7 @@ from django.conf import settings
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
 from gateway.jobclient import Outcome
+from gateway.wording import retry_after
 from tts.events import rate_limit_message
 from tts.outputs import Fail
 
@@ -48,7 +49,11 @@ def denial_error(denied: AdmissionDenied) -> WireError:
     retry = None
     if code in RETRY_CODES:
         retry = max(1, denied.retry_after_ms or settings.TTS_OVERLOAD_RETRY_MS)
-    if code == "RATE_LIMIT_EXCEEDED":
+    if denied.cap is not None:
+        message = (
+            f"Stream limit reached: {denied.cap.text()}. {retry_after(retry or 1)}"
+        )
+    elif code == "RATE_LIMIT_EXCEEDED":
         message = rate_limit_message(retry or 1)
     return code, message, retry
 

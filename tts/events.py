@@ -8,9 +8,10 @@ fields sit under ``error``).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from gateway.wording import retry_after
 
 PROTOCOL_VERSION = 2
 
@@ -169,6 +170,4 @@ def server_message(event: ServerEvent) -> dict[str, Any]:
 
 def rate_limit_message(retry_after_ms: int) -> str:
     """X3: the reference wording with N = ⌈retry_after_ms ÷ 1000⌉."""
-    return (
-        f"Rate limit exceeded. Retry after {math.ceil(retry_after_ms / 1000)} seconds."
-    )
+    return f"Rate limit exceeded. {retry_after(retry_after_ms)}"

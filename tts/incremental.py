@@ -13,6 +13,7 @@ from django.conf import settings
 
 from accounts.exceptions import AdmissionDenied
 from gateway.contracts import Message
+from gateway.wording import count
 from tts.errors import denial_fail
 from tts.events import Cleared, ServerWarning
 from tts.messages import TtsClear, TtsEnd, TtsFlush, TtsText
@@ -150,7 +151,7 @@ class IncrementalInput:
         idle = settings.TTS_INPUT_IDLE_S
         if active.buffer.pending or active.audio_pending(AUDIO_STALE_S):
             return [Arm("input", idle)]
-        return [Fail("TIMEOUT", f"No text received within {idle:g} seconds")]
+        return [Fail("TIMEOUT", f"No text received within {count(idle, 'second')}")]
 
     async def _segments(self, segments: list[Segment]) -> list[Out]:
         if not segments:

@@ -12,6 +12,7 @@ from django.conf import settings
 
 from gateway import jsontext
 from gateway.budget import ControlBudget
+from gateway.wording import count
 from tts.events import Error, Pong, ServerWarning, rate_limit_message
 from tts.outputs import (
     Arm,
@@ -124,10 +125,12 @@ def timer(session: TtsSession, name: str) -> list[Out]:
     sent (Q8) and drain (W12)."""
     if name == "request" and not session.requests_started:
         timeout = settings.TTS_REQUEST_TIMEOUT_S
-        return [Fail("TIMEOUT", f"No request received within {timeout:g} seconds")]
+        return [
+            Fail("TIMEOUT", f"No request received within {count(timeout, 'second')}")
+        ]
     if name == "idle" and not session.busy:
         idle = idle_timeout_s()
-        return [Fail("TIMEOUT", f"No message received within {idle:g} seconds")]
+        return [Fail("TIMEOUT", f"No message received within {count(idle, 'second')}")]
     if not session.busy:
         return []
     if name in ("buffer", "input"):

@@ -22,10 +22,14 @@ GENERATION_TTL_MS = QUOTA_MIRROR_TTL_MS
 
 
 class Decision(NamedTuple):
-    """The answer of a take or acquire: allowed, else how long until a retry may pass."""
+    """The answer of a take or acquire: allowed, else how long until a retry may pass and,
+    for a lease, which cap was full."""
 
     allowed: bool
     retry_after_ms: int = 0
+    # A refused lease: the limit of the full set, and whether it was the key's own (E9).
+    limit: int = 0
+    key_cap: bool = False
 
 
 class QuotaGrant(NamedTuple):
@@ -70,7 +74,8 @@ class Limiter(Protocol):
         key_id: UUID | None = None,
         key_limit: int | None = None,
     ) -> Decision:
-        """Add a lease expiring in ``ttl_ms`` to every set, or to none (C1)."""
+        """Add a lease expiring in ``ttl_ms`` to every set, or to none (C1); a refusal
+        names the full set's limit."""
         ...
 
     def renew_lease(
@@ -182,6 +187,11 @@ def holder_of(stream_id: UUID, record_id: UUID) -> str:
 def holder_member(holder: str) -> str:
     """The lease member of a holder."""
     return holder.partition("|")[0]
+
+
+def lease_refused(full: int, limits: list[int]) -> Decision:
+    """The refusal of a lease whose ``full``-th set (1-based, ``Keys.lease_sets``) is full."""
+    return Decision(False, limit=limits[full - 1], key_cap=full == 2)
 
 
 def scoped_limits(

@@ -22,6 +22,7 @@ from accounts.limits.base import (
     Keys,
     QuotaGrant,
     holder_member,
+    lease_refused,
     scoped_limits,
 )
 
@@ -142,11 +143,11 @@ class MemoryLimiter:
         sets = self.keys.lease_sets(account_id, key_id)
         with self._lock:
             now = self.clock()
-            for key, limit in zip(sets, limits, strict=True):
+            for position, (key, limit) in enumerate(zip(sets, limits, strict=True)):
                 self._prune(key, upto=now)
                 members = self._sets.get(key, {})
                 if len(members) - (member in members) >= limit:
-                    return Decision(False)
+                    return lease_refused(position + 1, limits)
             for key in sets:
                 self._sets.setdefault(key, {})[member] = now + ttl_ms
             return Decision(True)

@@ -25,6 +25,7 @@ from accounts.limits.base import (
     Decision,
     Keys,
     QuotaGrant,
+    lease_refused,
     scoped_limits,
 )
 
@@ -134,8 +135,8 @@ class RedisLimiter:
     ) -> Decision:
         keys = self.keys.lease_sets(account_id, key_id)
         limits = scoped_limits(account_limit, key_id, key_limit)
-        acquired = self._run("acquire_lease", keys, [member, ttl_ms, *limits])
-        return Decision(bool(acquired))
+        full = int(self._run("acquire_lease", keys, [member, ttl_ms, *limits]))
+        return lease_refused(full, limits) if full else Decision(True)
 
     @_store_call
     def renew_lease(

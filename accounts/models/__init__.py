@@ -17,4 +17,5 @@ from accounts.models import (  # noqa: F401
     quota,
     rollups,
     usage,
+    webhooks,
 )

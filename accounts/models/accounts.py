@@ -9,6 +9,18 @@ from django.utils import timezone
 from accounts.models.plans import Plan
 
 
+def acting_user() -> models.ForeignKey:  # type: ignore[type-arg]
+    """Who did something to a row (created it, revoked it); null once the user is gone."""
+    return models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+
+
 class Account(models.Model):
     """A customer: owns API keys and usage, and is on one plan."""
 

@@ -38,11 +38,22 @@ class QuotaAlertSettings(models.Model):
     thresholds = models.JSONField(
         default=default_alert_thresholds, validators=[validate_thresholds]
     )
-    email_enabled = models.BooleanField(default=True)
+    email_enabled = models.BooleanField("send email", default=True)
     emails = models.JSONField(
         default=list, blank=True, help_text="Empty: every member with an email."
     )
-    webhook_url = models.URLField(max_length=500, blank=True)
+    webhook_url = models.URLField("webhook URL", max_length=500, blank=True)
+    # The signing secret (accounts.services.webhooks): shown once when made, never again;
+    # HMAC needs it itself, so it is stored as it is, like a Stripe endpoint's secret.
+    webhook_secret = models.CharField(max_length=64, blank=True, editable=False)
+    # The secret before the last rotation signs too until this moment, so receivers can
+    # switch over without dropping deliveries.
+    previous_webhook_secret = models.CharField(
+        max_length=64, blank=True, editable=False
+    )
+    previous_secret_expires_at = models.DateTimeField(
+        null=True, blank=True, editable=False
+    )
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -50,6 +61,13 @@ class QuotaAlertSettings(models.Model):
 
     def __str__(self) -> str:
         return f"alerts of account {self.account_id}"
+
+    @property
+    def secret_hint(self) -> str:
+        """The secret as people may see it again: its start and its last 4 characters."""
+        if not self.webhook_secret:
+            return ""
+        return f"{self.webhook_secret[:6]}\u2026{self.webhook_secret[-4:]}"
 
 
 class QuotaAlert(models.Model):

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import uuid
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from accounts.models.accounts import Account
+from accounts.models.accounts import Account, acting_user
 from accounts.models.choices import KeyKind, KeyStatus
 from accounts.origins import normalize_origin
 
@@ -29,25 +28,11 @@ class ApiKey(models.Model):
     last4 = models.CharField(max_length=4, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        editable=False,
-    )
+    created_by = acting_user()
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
-    revoked_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        editable=False,
-    )
+    revoked_by = acting_user()
     revoked_reason = models.CharField(
         max_length=REVOKED_REASON_MAX_LENGTH, blank=True, editable=False
     )

@@ -1,4 +1,4 @@
-"""The append-only audit log of changes to keys, plans and accounts (accounts M6)."""
+"""The append-only audit log of every operator and member change (accounts M6)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from accounts.models.choices import AuditAction
 
 
 class AuditLog(models.Model):
-    """An append-only record of a change to a key, plan or account (accounts M6)."""
+    """One change to a plan, account, membership, key, quota, alert or webhook (M6)."""
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(
@@ -28,6 +28,9 @@ class AuditLog(models.Model):
     )
     object_type = models.CharField(max_length=50)
     object_id = models.CharField(max_length=64)
+    # What the object was called when it changed: a key's display form and name, a plan's
+    # or account's name. Kept, so the entry still reads when the object is renamed.
+    object_name = models.CharField(max_length=200, blank=True)
     changes = models.JSONField(default=dict, blank=True)
     reason = models.TextField(blank=True)
 

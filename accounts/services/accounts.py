@@ -1,20 +1,18 @@
-"""Account and plan writes."""
+"""Account, membership and plan writes, each audited once."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
 from django.utils.text import slugify
 
 from accounts.models.accounts import Account
-from accounts.models.api_keys import ApiKey
 from accounts.models.choices import AuditAction
 from accounts.models.plans import Plan
-from accounts.services.api_keys import publish_key_versions
+from accounts.services.api_keys import account_key_versions_bump
 from accounts.services.audit import apply_changes, audit_log_write
 from accounts.services.plans import plan_get_or_create_default
 
@@ -45,8 +43,11 @@ def _unique_slug(name: str) -> str:
     return slug
 
 
-def account_get_or_create(*, name: str, plan: Plan | None) -> Account:
-    """The account whose slug, else whose name, is ``name``; created on ``plan`` if none.
+def account_get_or_create(
+    *, name: str, plan: Plan | None, actor_label: str = "system"
+) -> Account:
+    """The account whose slug, else whose name, is ``name``; created on ``plan`` if none
+    (and audited as ``actor_label``).
 
     A ``plan`` that differs from an existing account's plan is a ValidationError.
     """
@@ -55,15 +56,37 @@ def account_get_or_create(*, name: str, plan: Plan | None) -> Account:
         or Account.objects.filter(name=name).order_by("pk").first()
     )
     if account is None:
-        with transaction.atomic():
-            return Account.objects.create(
-                name=name,
-                slug=_unique_slug(name),
-                plan=plan or plan_get_or_create_default(),
-            )
+        fields = {
+            "name": name,
+            "slug": _unique_slug(name),
+            "plan": plan or plan_get_or_create_default(),
+        }
+        return account_create(actor=None, actor_label=actor_label, fields=fields)
     if plan is not None and account.plan_id != plan.pk:
         raise ValidationError({"plan": "The account exists on a different plan."})
     return account
+
+
+def plan_create(
+    *, actor: User | None, actor_label: str, fields: Mapping[str, object]
+) -> Plan:
+    """Create a plan and write ``plan.created`` with every value."""
+    assert set(fields) <= set(PLAN_FIELDS), sorted(set(fields) - set(PLAN_FIELDS))
+    plan = Plan(**fields)
+    plan.full_clean()
+    with transaction.atomic():
+        plan.save(force_insert=True)
+        audit_log_write(
+            actor=actor,
+            actor_label=actor_label,
+            action=AuditAction.PLAN_CREATED,
+            account=None,
+            object_type="plan",
+            object_id=str(plan.pk),
+            object_name=plan.name,
+            changes={name: (None, getattr(plan, name)) for name in fields},
+        )
+    return plan
 
 
 def plan_update(
@@ -83,9 +106,45 @@ def plan_update(
                 account=None,
                 object_type="plan",
                 object_id=str(locked.pk),
+                object_name=locked.name,
                 changes=changes,
             )
     return locked
+
+
+def _usernames(users: Iterable[User]) -> list[str]:
+    return sorted(user.get_username() for user in users)
+
+
+def account_create(
+    *,
+    actor: User | None,
+    actor_label: str,
+    fields: Mapping[str, object],
+    members: Sequence[User] = (),
+) -> Account:
+    """Create an account with its members and write ``account.created``."""
+    assert set(fields) <= set(ACCOUNT_FIELDS), sorted(set(fields) - set(ACCOUNT_FIELDS))
+    account = Account(**fields)
+    account.full_clean()
+    with transaction.atomic():
+        account.save(force_insert=True)
+        account.members.set(members)
+        changes: dict[str, tuple[object, object]] = {
+            name: (None, getattr(account, name)) for name in fields
+        }
+        changes["members"] = ([], _usernames(members))
+        audit_log_write(
+            actor=actor,
+            actor_label=actor_label,
+            action=AuditAction.ACCOUNT_CREATED,
+            account=account,
+            object_type="account",
+            object_id=str(account.pk),
+            object_name=account.name,
+            changes=changes,
+        )
+    return account
 
 
 def account_update(
@@ -94,26 +153,37 @@ def account_update(
     actor: User | None,
     actor_label: str,
     fields: Mapping[str, object],
+    members: Sequence[User] | None = None,
 ) -> Account:
-    """Change an account; a new plan or active flag bumps every key's version (A7)."""
+    """Change an account and, given ``members``, its membership; a new plan or active flag
+    bumps every key's version (A7). One entry: ``account.members_changed`` when only the
+    membership changed, else ``account.changed``."""
     assert set(fields) <= set(ACCOUNT_FIELDS), sorted(set(fields) - set(ACCOUNT_FIELDS))
     with transaction.atomic():
         locked = Account.objects.select_for_update().get(pk=account.pk)
         changes = apply_changes(locked, fields, validate_unique=True)
+        if changes:
+            locked.save(update_fields=list(changes))
+        if members is not None:
+            before = _usernames(locked.members.all())
+            if before != _usernames(members):
+                locked.members.set(members)
+                changes["members"] = (before, _usernames(members))
         if not changes:
             return locked
-        locked.save(update_fields=list(changes))
         if any(name in ACCOUNT_KEY_FIELDS for name in changes):
-            keys = ApiKey.objects.filter(account=locked)
-            keys.update(version=F("version") + 1)
-            publish_key_versions(keys.values_list("id", "version"))
+            account_key_versions_bump(locked)
+        only_members = set(changes) == {"members"}
         audit_log_write(
             actor=actor,
             actor_label=actor_label,
-            action=AuditAction.ACCOUNT_CHANGED,
+            action=AuditAction.MEMBERS_CHANGED
+            if only_members
+            else AuditAction.ACCOUNT_CHANGED,
             account=locked,
             object_type="account",
             object_id=str(locked.pk),
+            object_name=locked.name,
             changes=changes,
         )
     return locked

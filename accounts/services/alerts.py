@@ -1,19 +1,17 @@
 """Quota alerts: each threshold of each monthly quota fires once per period.
 
 ``quota_alerts_check`` runs from the periodic jobs (Celery beat, or the embedded
-scheduler). It compares QuotaCounter (the authority, Q3) with each limited metric's
-thresholds and inserts one QuotaAlert per crossed threshold; the unique constraint on
-(account, period, metric, threshold) makes a second run, or a concurrent one, insert
-nothing, so an alert fires once. Delivery follows the commit: email through Django's
-email backend and/or a JSON POST to the account's webhook. A failed delivery is retried
-on later runs, at most ``MAX_DELIVERY_ATTEMPTS`` times.
+scheduler). It compares QuotaCounter (the authority, Q3) with each metric's effective limit
+(the plan's or the account's override, plus top-ups) and inserts one QuotaAlert per crossed
+threshold; the unique constraint on (account, period, metric, threshold) makes a second
+run, or a concurrent one, insert nothing, so an alert fires once. Delivery follows: email
+through Django's email backend, retried on later runs at most ``MAX_DELIVERY_ATTEMPTS``
+times, and a signed webhook delivery (``accounts.services.webhooks``), which retries itself.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import urllib.request
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -26,11 +24,17 @@ from django.utils import timezone
 
 from accounts.models.accounts import Account
 from accounts.models.alerts import QuotaAlert, QuotaAlertSettings
-from accounts.models.choices import AuditAction, QuotaMetric
+from accounts.models.choices import (
+    QUOTA_UNITS,
+    AuditAction,
+    QuotaMetric,
+    operator_units,
+)
 from accounts.models.quota import QuotaCounter
-from accounts.selectors.quota import plan_limits
+from accounts.selectors.quota import effective_limits
 from accounts.services.audit import apply_changes, audit_log_write
 from accounts.services.quota import period_of
+from accounts.services.webhooks import secret_set, webhook_enqueue
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -38,9 +42,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_DELIVERY_ATTEMPTS = 5
-WEBHOOK_TIMEOUT_S = 5.0
 SETTINGS_FIELDS = ("thresholds", "emails", "email_enabled", "webhook_url")
-UNITS = {QuotaMetric.TTS_CHARACTERS: "characters", QuotaMetric.ASR_AUDIO_MS: "ms"}
+ALERT_EVENT = "quota.threshold_reached"
 
 
 def alert_settings_update(
@@ -49,19 +52,30 @@ def alert_settings_update(
     actor: User | None,
     actor_label: str,
     fields: Mapping[str, object],
-) -> QuotaAlertSettings:
-    """Save an account's alert settings and audit the change (``alerts.changed``)."""
+) -> tuple[QuotaAlertSettings, str | None]:
+    """Save an account's alert settings and audit the change once (``alerts.changed``).
+
+    A webhook URL set while the account has no signing secret gets one, in the same entry
+    (as its hint); it is returned, the only time it is shown, else None.
+    """
     assert set(fields) <= set(SETTINGS_FIELDS), sorted(
         set(fields) - set(SETTINGS_FIELDS)
     )
+    new_secret = None
     with transaction.atomic():
         current, _ = QuotaAlertSettings.objects.select_for_update().get_or_create(
             account=account
         )
         changes = apply_changes(current, fields)
+        if current.webhook_url and not current.webhook_secret:
+            changes["secret_hint"] = (None, secret_set(current, timezone.now())[1])
+            new_secret = current.webhook_secret
         if changes:
             current.updated_at = timezone.now()
-            current.save(update_fields=[*changes, "updated_at"])
+            saved = [name for name in changes if name != "secret_hint"]
+            if new_secret is not None:
+                saved.append("webhook_secret")
+            current.save(update_fields=[*saved, "updated_at"])
             audit_log_write(
                 actor=actor,
                 actor_label=actor_label,
@@ -69,9 +83,10 @@ def alert_settings_update(
                 account=account,
                 object_type="quota_alert_settings",
                 object_id=str(current.pk),
+                object_name=f"alerts of {account.name}",
                 changes=changes,
             )
-    return current
+    return current, new_secret
 
 
 def _config(account: Account) -> QuotaAlertSettings:
@@ -90,12 +105,14 @@ def crossed(used: int, limit: int, thresholds: list[int]) -> list[int]:
 def quota_alerts_fire(*, now: datetime) -> int:
     """Insert an alert for every newly crossed threshold of this period; return how many."""
     period = period_of(now)
+    limited = (
+        Q(plan__monthly_tts_characters__isnull=False)
+        | Q(plan__monthly_asr_seconds__isnull=False)
+        | Q(quota_overrides__kind="limit", quota_overrides__amount__isnull=False)
+    )
     accounts = list(
-        Account.objects.filter(is_active=True)
-        .filter(
-            Q(plan__monthly_tts_characters__isnull=False)
-            | Q(plan__monthly_asr_seconds__isnull=False)
-        )
+        Account.objects.filter(limited, is_active=True)
+        .distinct()
         .select_related("plan", "alert_settings")
     )
     used = {
@@ -107,9 +124,11 @@ def quota_alerts_fire(*, now: datetime) -> int:
     new = []
     for account in accounts:
         thresholds = _config(account).thresholds
-        for metric, limit in plan_limits(account).items():
+        for metric, effective in effective_limits(account=account, now=now).items():
+            if effective.limit is None:
+                continue
             value = used.get((account.pk, metric), 0)
-            for threshold in crossed(value, limit, thresholds):
+            for threshold in crossed(value, effective.limit, thresholds):
                 new.append(
                     QuotaAlert(
                         account=account,
@@ -117,7 +136,7 @@ def quota_alerts_fire(*, now: datetime) -> int:
                         metric=metric,
                         threshold=threshold,
                         used=value,
-                        limit=limit,
+                        limit=effective.limit,
                         fired_at=now,
                     )
                 )
@@ -141,14 +160,12 @@ def _recipients(account: Account, config: QuotaAlertSettings) -> list[str]:
     )
 
 
-def alert_payload(alert: QuotaAlert) -> dict[str, object]:
-    """The webhook body of one alert."""
+def alert_data(alert: QuotaAlert) -> dict[str, object]:
+    """The ``data`` of an alert's webhook event, in the metric's unit (characters, ms)."""
     return {
-        "type": "quota.threshold_reached",
-        "account": alert.account.slug,
         "period": alert.period,
         "metric": alert.metric,
-        "unit": UNITS[QuotaMetric(alert.metric)],
+        "unit": "characters" if alert.metric == QuotaMetric.TTS_CHARACTERS else "ms",
         "threshold_percent": alert.threshold,
         "used": alert.used,
         "limit": alert.limit,
@@ -157,79 +174,65 @@ def alert_payload(alert: QuotaAlert) -> dict[str, object]:
 
 
 def _send_email(alert: QuotaAlert, to: list[str]) -> None:
-    metric = (
-        "TTS characters" if alert.metric == QuotaMetric.TTS_CHARACTERS else "ASR audio"
-    )
+    metric = alert.get_metric_display()
+    unit = QUOTA_UNITS[alert.metric][0]
+    used = operator_units(alert.metric, alert.used)
+    limit = operator_units(alert.metric, alert.limit)
     send_mail(
         subject=f"[veena] {alert.account.name}: {alert.threshold}% of the monthly "
         f"{metric} quota used",
         message=(
-            f"Account {alert.account.name} has used {alert.used:,} of {alert.limit:,} "
-            f"{UNITS[QuotaMetric(alert.metric)]} of its {metric} quota for "
-            f"{alert.period} ({alert.threshold}% threshold)."
+            f"Account {alert.account.name} has used {used:,} of {limit:,} {unit} of "
+            f"its {metric} quota for {alert.period} ({alert.threshold}% threshold)."
         ),
         from_email=settings.DEFAULT_FROM_EMAIL,
         recipient_list=to,
     )
 
 
-def _post_webhook(url: str, alert: QuotaAlert) -> None:
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(alert_payload(alert)).encode(),
-        headers={"Content-Type": "application/json", "User-Agent": "veena-gateway"},
-        method="POST",
-    )
-    # urlopen raises HTTPError for any status outside 2xx/3xx.
-    with urllib.request.urlopen(request, timeout=WEBHOOK_TIMEOUT_S):
-        pass
-
-
-def _deliver(alert: QuotaAlert, now: datetime) -> list[str]:
-    config = _config(alert.account)
-    done: list[str] = []
-    errors: list[str] = []
-    to = _recipients(alert.account, config)
-    if alert.email_sent_at is None and to:
-        try:
-            _send_email(alert, to)
-            alert.email_sent_at = now
-            done.append("email_sent_at")
-        except Exception as exc:  # boundary: one delivery; retried on the next run
-            logger.exception("quota alert %s: email failed", alert.pk)
-            errors.append(f"email: {type(exc).__name__}")
-    if alert.webhook_sent_at is None and config.webhook_url:
-        try:
-            _post_webhook(config.webhook_url, alert)
-            alert.webhook_sent_at = now
-            done.append("webhook_sent_at")
-        except Exception as exc:  # boundary: one delivery; retried on the next run
-            logger.warning(
-                "quota alert %s: webhook failed (%s)", alert.pk, type(exc).__name__
-            )
-            errors.append(f"webhook: {type(exc).__name__}")
+def _email(alert: QuotaAlert, to: list[str], now: datetime) -> bool:
+    """One email attempt; True when sent."""
+    try:
+        _send_email(alert, to)
+    except Exception as exc:  # boundary: one delivery; retried on the next run
+        logger.exception("quota alert %s: email failed", alert.pk)
+        alert.last_error = f"email: {type(exc).__name__}"[:200]
+        sent = False
+    else:
+        alert.email_sent_at, alert.last_error = now, ""
+        sent = True
     alert.attempts += 1
-    alert.last_error = "; ".join(errors)[:200]
-    alert.save(update_fields=[*done, "attempts", "last_error"])
-    return done
+    alert.save(update_fields=["email_sent_at", "attempts", "last_error"])
+    return sent
 
 
 def quota_alerts_deliver(*, now: datetime) -> int:
-    """Send every undelivered alert (within its attempts); return deliveries made."""
+    """Email every unsent alert (within its attempts) and hand each alert not yet given to
+    the webhook to it; return how many emails and webhook events went out."""
+    done = 0
     pending = QuotaAlert.objects.filter(
-        Q(email_sent_at__isnull=True) | Q(webhook_sent_at__isnull=True),
-        attempts__lt=MAX_DELIVERY_ATTEMPTS,
+        email_sent_at__isnull=True, attempts__lt=MAX_DELIVERY_ATTEMPTS
     ).select_related("account__alert_settings")
-    delivered = 0
     for alert in pending:
-        config = _config(alert.account)
-        wants_email = alert.email_sent_at is None and bool(
-            _recipients(alert.account, config)
+        to = _recipients(alert.account, _config(alert.account))
+        if to:
+            done += _email(alert, to, now)
+    unsent = QuotaAlert.objects.filter(
+        period=period_of(now), webhook_sent_at__isnull=True, deliveries__isnull=True
+    ).exclude(account__alert_settings__webhook_url="")
+    for alert in unsent.filter(account__alert_settings__isnull=False).select_related(
+        "account__alert_settings"
+    ):
+        webhook_enqueue(
+            account=alert.account,
+            url=alert.account.alert_settings.webhook_url,
+            event_type=ALERT_EVENT,
+            data=alert_data(alert),
+            alert=alert,
+            now=now,
         )
-        wants_hook = alert.webhook_sent_at is None and bool(config.webhook_url)
-        if wants_email or wants_hook:
-            delivered += len(_deliver(alert, now))
-    return delivered
+        done += 1
+    return done
 
 
 def quota_alerts_check(*, now: datetime | None = None) -> int:

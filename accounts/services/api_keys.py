@@ -56,6 +56,14 @@ def publish_key_versions(versions: Iterable[tuple[uuid.UUID, int]]) -> None:
         transaction.on_commit(write)
 
 
+def account_key_versions_bump(account: Account) -> None:
+    """Bump the version of every key of ``account`` and publish it on commit, so every
+    process reloads their principals (A6, A7): call inside the changing transaction."""
+    keys = ApiKey.objects.filter(account=account)
+    keys.update(version=F("version") + 1)
+    publish_key_versions(keys.values_list("id", "version"))
+
+
 def api_key_create(
     *,
     account: Account,
@@ -94,6 +102,7 @@ def api_key_create(
             account=account,
             object_type="api_key",
             object_id=str(api_key.id),
+            object_name=str(api_key),
             changes={f: (None, getattr(api_key, f)) for f in EDITABLE_FIELDS},
         )
     logger.info(
@@ -132,6 +141,7 @@ def api_key_revoke(
             account=locked.account,
             object_type="api_key",
             object_id=str(locked.id),
+            object_name=str(locked),
             changes={
                 "revoked_at": (None, locked.revoked_at),
                 "version": (before_version, locked.version),
@@ -174,6 +184,7 @@ def api_key_update(
             account=locked_key.account,
             object_type="api_key",
             object_id=str(locked_key.id),
+            object_name=str(locked_key),
             changes={**changes, "version": (before_version, locked_key.version)},
         )
     return locked_key

@@ -16,7 +16,8 @@ from accounts.models.choices import AuditAction
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-FORBIDDEN_FIELDS = frozenset({"key_hash"})
+# Secrets never enter the audit log; a webhook secret appears only as its hint.
+FORBIDDEN_FIELDS = frozenset({"key_hash", "webhook_secret", "previous_webhook_secret"})
 
 
 def jsonable(value: object) -> object:
@@ -40,10 +41,12 @@ def audit_log_write(
     account: Account | None,
     object_type: str,
     object_id: str,
+    object_name: str,
     changes: Mapping[str, tuple[object, object]],
     reason: str = "",
 ) -> AuditLog:
-    """Append one AuditLog row; ``changes`` maps a field to ``(before, after)``."""
+    """Append one AuditLog row; ``changes`` maps a field to ``(before, after)``, and
+    ``object_name`` is what people call the object (a key's display form and name)."""
     assert not FORBIDDEN_FIELDS & changes.keys(), "secrets never enter the audit log"
     return AuditLog.objects.create(
         actor=actor,
@@ -52,6 +55,7 @@ def audit_log_write(
         account=account,
         object_type=object_type,
         object_id=object_id,
+        object_name=object_name[:200],
         changes={
             name: [jsonable(before), jsonable(after)]
             for name, (before, after) in changes.items()

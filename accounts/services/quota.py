@@ -1,7 +1,7 @@
 """Quota counters (accounts §5.4): the database authority and its limits-store mirror.
 
 ``QuotaCounter.used`` changes only inside the transaction that writes a UsageRecord, by that
-record's delta (Q3). The mirror in the limits store is seeded from it (Q5), pre-debited by
+record's delta (Q3), or that writes an operator's QuotaAdjustment, by its amount. The mirror in the limits store is seeded from it (Q5), pre-debited by
 reservations (Q7, Q8) and reconciled by the beat task to the database plus the live
 reservations (Q11).
 """
@@ -18,8 +18,8 @@ from django.utils import timezone
 
 from accounts.limits import get_limiter
 from accounts.models.accounts import Account
-from accounts.models.choices import QuotaMetric
-from accounts.models.quota import QuotaCounter
+from accounts.models.choices import QuotaMetric, stored_units
+from accounts.models.quota import QuotaAdjustment, QuotaCounter
 from accounts.models.usage import UsageRecord
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,8 @@ def quota_used(*, account_id: int, metric: str, period: str) -> int:
 
 
 def quota_recount(*, periods: Iterable[str]) -> int:
-    """Recompute ``used`` from the records of ``periods``; return how many rows changed.
+    """Recompute ``used`` from the records of ``periods`` and operators' adjustments
+    (QuotaAdjustment); return how many rows changed.
 
     Nothing changes while the Q3 invariant holds. The counter rows are locked first, so a
     concurrent checkpoint either is in the sum and the counter, or in neither yet.
@@ -101,6 +102,9 @@ def quota_recount(*, periods: Iterable[str]) -> int:
             for account_id, *used_by_metric in sums:
                 for metric, used in zip(METRIC_FIELDS, used_by_metric, strict=True):
                     totals[(account_id, metric)] = used or 0
+            for account_id, metric, amount in _adjustments(period):
+                key = (account_id, metric)
+                totals[key] = totals.get(key, 0) + stored_units(metric, amount)
             for key in counters.keys() | totals.keys():
                 used = totals.get(key, 0)
                 counter = counters.get(key)
@@ -127,6 +131,16 @@ def quota_recount(*, periods: Iterable[str]) -> int:
                     )
                     changed += 1
     return changed
+
+
+def _adjustments(period: str) -> list[tuple[int, str, int]]:
+    """Operators' corrections of ``period`` summed per account and metric."""
+    return list(
+        QuotaAdjustment.objects.filter(period=period)
+        .values("account_id", "metric")
+        .annotate(total=Sum("amount"))
+        .values_list("account_id", "metric", "total")
+    )
 
 
 # Q11: a settlement between reading the generation and setting the mirror means try again.

@@ -133,7 +133,7 @@ def test_ad5_revoke_action_confirms_then_revokes(staff, make_key) -> None:
     data = {"action": "revoke_selected", "_selected_action": [first.pk, second.pk]}
     confirm = staff.post(url, data)
     assert confirm.status_code == 200
-    assert "accounts/admin/revoke_confirm.html" in [t.name for t in confirm.templates]
+    assert "accounts/admin/reason_confirm.html" in [t.name for t in confirm.templates]
     assert not ApiKey.objects.filter(revoked_at__isnull=False).exists()
     done = staff.post(url, {**data, "confirm": "yes", "reason": "leaked"})
     assert done.status_code == 302
@@ -198,7 +198,7 @@ def test_ad2_plan_admin_edit_is_audited(staff, plan) -> None:
             "monthly_tts_characters": "",
             "monthly_asr_seconds": "",
             "max_session_seconds": plan.max_session_seconds,
-            "allowed_endpoints": '["tts", "asr"]',
+            "allowed_endpoints": ["tts", "asr"],
         },
     )
     assert response.status_code == 302, response.content.decode()[:2000]

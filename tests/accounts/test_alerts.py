@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import threading
-from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -15,12 +14,16 @@ from accounts.models.alerts import QuotaAlert
 from accounts.models.audit import AuditLog
 from accounts.models.plans import Plan
 from accounts.models.quota import QuotaCounter
+from accounts.models.webhooks import WebhookDelivery
 from accounts.services.alerts import (
     MAX_DELIVERY_ATTEMPTS,
     alert_settings_update,
     crossed,
     quota_alerts_check,
 )
+from accounts.services.quota_overrides import quota_override_create
+from accounts.services.webhooks import RETRY_DELAYS_S, webhook_deliver_due
+from tests.support.receiver import serving
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 9, 20, 12, tzinfo=UTC)
@@ -66,12 +69,8 @@ class Hook(BaseHTTPRequestHandler):
 @pytest.fixture
 def webhook():
     Hook.received, Hook.status = [], 204
-    server = HTTPServer(("127.0.0.1", 0), Hook)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/hook", Hook
-    server.shutdown()
-    server.server_close()
+    with serving(Hook) as url:
+        yield url, Hook
 
 
 def test_crossed_thresholds() -> None:
@@ -87,6 +86,7 @@ def test_each_threshold_fires_once_per_period_and_metric(account, mailoutbox) ->
     assert quota_alerts_check(now=NOW) == 0  # dedup: same period, same threshold
     assert len(mailoutbox) == 1 and mailoutbox[0].to == ["m@example.com"]
     assert "80%" in mailoutbox[0].subject
+    assert "850 of 1,000 characters" in mailoutbox[0].body
     use(account, "tts_characters", 990)
     use(account, "asr_audio_ms", 100_000)  # 100 s of 100 s: every ASR threshold
     assert quota_alerts_check(now=NOW) == 4
@@ -105,7 +105,7 @@ def test_each_threshold_fires_once_per_period_and_metric(account, mailoutbox) ->
     assert quota_alerts_check(now=datetime(2026, 10, 2, tzinfo=UTC)) == 1
 
 
-def test_webhook_gets_json_and_failures_are_retried_a_bounded_number_of_times(
+def test_an_alert_goes_to_the_webhook_once_and_is_retried_there(
     account, webhook, mailoutbox
 ) -> None:
     url, hook = webhook
@@ -118,38 +118,69 @@ def test_webhook_gets_json_and_failures_are_retried_a_bounded_number_of_times(
     hook.status = 500
     use(account, "tts_characters", 600)
     assert quota_alerts_check(now=NOW) == 1
+    assert tasks.deliver_webhooks() == 1  # the periodic task's first attempt
     alert = QuotaAlert.objects.get()
-    assert alert.webhook_sent_at is None and "HTTPError" in alert.last_error
+    delivery = WebhookDelivery.objects.get(alert=alert)
+    assert (delivery.status, delivery.last_error) == ("pending", "HTTP 500")
+    assert alert.webhook_sent_at is None
     hook.status = 204
-    quota_alerts_check(now=NOW)
+    assert webhook_deliver_due(now=delivery.next_attempt_at) == 1
     alert.refresh_from_db()
-    assert alert.webhook_sent_at is not None and alert.attempts == 2
-    assert hook.received[-1]["type"] == "quota.threshold_reached"
-    assert (
-        hook.received[-1]["threshold_percent"] == 50
-        and hook.received[-1]["used"] == 600
-    )
+    assert alert.webhook_sent_at is not None
+    event = hook.received[-1]
+    assert (event["type"], event["account"]) == ("quota.threshold_reached", "acme")
+    assert event["data"]["threshold_percent"] == 50 and event["data"]["used"] == 600
+    assert event["data"]["limit"] == 1000 and event["data"]["unit"] == "characters"
     assert len(mailoutbox) == 0
     quota_alerts_check(now=NOW)
-    assert len(hook.received) == 2  # delivered once; never again
+    assert webhook_deliver_due(now=NOW + timedelta(days=1)) == 0
+    assert len(hook.received) == 2  # one failed attempt, one delivery; never again
+    assert WebhookDelivery.objects.count() == 1
     assert (
         AuditLog.objects.filter(action="alerts.changed", account=account).count() == 1
     )
 
 
-def test_unreachable_webhook_gives_up_after_the_attempt_limit(account) -> None:
-    alert_settings_update(
+def test_alerts_use_the_effective_limit(account, mailoutbox) -> None:
+    """A top-up raises the limit the thresholds are shares of (issue 32)."""
+    quota_override_create(
         account=account,
+        metric="tts_characters",
+        kind="top_up",
+        amount=1000,
+        ends_at=datetime(2026, 10, 1, tzinfo=UTC),
+        reason="launch week",
         actor=None,
         actor_label="t",
-        fields={"webhook_url": "http://127.0.0.1:9/none", "email_enabled": False},
+        now=NOW - timedelta(days=1),
     )
+    use(account, "tts_characters", 1500)
+    assert quota_alerts_check(now=NOW) == 0  # 1500 of 2000: under 80 %
+    use(account, "tts_characters", 1600)
+    assert quota_alerts_check(now=NOW) == 1
+    assert QuotaAlert.objects.get().limit == 2000
+
+
+def test_an_unreachable_mail_server_is_tried_a_bounded_number_of_times(
+    account, settings
+) -> None:
+    settings.EMAIL_BACKEND = "tests.accounts.test_alerts.FailingEmail"
     use(account, "tts_characters", 1000)
     for _ in range(MAX_DELIVERY_ATTEMPTS + 2):
         quota_alerts_check(now=NOW)
     assert set(QuotaAlert.objects.values_list("attempts", flat=True)) == {
         MAX_DELIVERY_ATTEMPTS
     }
+
+
+class FailingEmail:
+    """An email backend whose server never answers."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+    def send_messages(self, messages) -> int:
+        raise ConnectionRefusedError("no mail server")
 
 
 def test_the_periodic_task_is_scheduled_for_beat_and_the_embedded_scheduler(
@@ -163,3 +194,8 @@ def test_the_periodic_task_is_scheduled_for_beat_and_the_embedded_scheduler(
         tasks.PERIODIC_TASKS["accounts.check_quota_alerts"] is tasks.check_quota_alerts
     )
     assert tasks.check_quota_alerts() == 0
+    entry = settings.CELERY_BEAT_SCHEDULE["accounts.deliver_webhooks"]
+    assert entry["schedule"] <= RETRY_DELAYS_S[0]
+    assert tasks.PERIODIC_TASKS["accounts.deliver_webhooks"] is tasks.deliver_webhooks
+    assert "accounts.purge_webhook_deliveries" in settings.CELERY_BEAT_SCHEDULE
+    assert tasks.purge_webhook_deliveries() == 0

@@ -249,9 +249,12 @@ def test_a1_principal_has_effective_limits_and_no_secret(make_key, plan, rf) -> 
         principal.version = 2  # type: ignore[misc]
 
 
-def test_k5_valid_key_costs_one_query(make_key, rf, django_assert_num_queries) -> None:
+def test_k5_valid_key_costs_two_queries(
+    make_key, rf, django_assert_num_queries
+) -> None:
+    """One by the key's hash (K5), one for its account's quota overrides (issue 32)."""
     _, raw = make_key()
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(2):
         authenticate_http(rf.get("/", HTTP_X_API_KEY=raw), endpoint="asr")
 
 

@@ -409,8 +409,10 @@ def test_alert_settings_page_saves_thresholds_and_refuses_bad_input(seeded) -> N
             "webhook_url": "https://hooks.example.com/q",
         },
     )
-    assert saved.status_code == 302
+    # The first webhook URL makes a signing secret, shown in this response only.
+    assert saved.status_code == 200 and saved["Cache-Control"] == "no-store"
     settings_row = QuotaAlertSettings.objects.get(account=seeded.a)
+    assert settings_row.webhook_secret in saved.content.decode()
     assert settings_row.thresholds == [50, 90] and settings_row.emails == [
         "ops@example.com"
     ]

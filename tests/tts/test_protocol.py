@@ -207,7 +207,7 @@ def test_tts_h1_rest_body_ignores_websocket_only_fields() -> None:
 
 
 def test_tts_x3_rate_limit_message_rounds_up() -> None:
-    assert rate_limit_message(1) == "Rate limit exceeded. Retry after 1 seconds."
+    assert rate_limit_message(1) == "Rate limit exceeded. Retry after 1 second."
     assert rate_limit_message(1500) == "Rate limit exceeded. Retry after 2 seconds."
     assert rate_limit_message(3000) == "Rate limit exceeded. Retry after 3 seconds."
 

@@ -159,7 +159,7 @@ async def test_tts_w7_auth_off_serves_without_a_key(
     ("reason", "retry", "code", "close", "message"),
     [
         ("rate_limited", 1500, "RATE_LIMIT_EXCEEDED", 1008, "Rate limit exceeded. Retry after 2 seconds."),
-        ("too_many_streams", None, "RATE_LIMIT_EXCEEDED", 1008, "Rate limit exceeded. Retry after 1 seconds."),
+        ("too_many_streams", None, "RATE_LIMIT_EXCEEDED", 1008, "Rate limit exceeded. Retry after 1 second."),
         ("quota_exceeded", None, "QUOTA_EXCEEDED", 1008, "Quota exceeded"),
         ("limits_unavailable", None, "STREAMING_OVERLOADED", 1013, "Streaming capacity exhausted. Retry shortly."),
         ("origin_not_allowed", None, "AUTH_FAILED", 1008, "Origin not allowed"),

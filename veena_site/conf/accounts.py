@@ -27,6 +27,11 @@ USAGE_RECORD_RETENTION_DAYS = env.int("USAGE_RECORD_RETENTION_DAYS", default=90)
 ADMIN_LOGIN_MAX_FAILURES = env.int("ADMIN_LOGIN_MAX_FAILURES", default=5)
 ADMIN_LOGIN_MAX_FAILURES_PER_IP = env.int("ADMIN_LOGIN_MAX_FAILURES_PER_IP", default=20)
 ADMIN_LOGIN_LOCKOUT_S = env.int("ADMIN_LOGIN_LOCKOUT_S", default=900)
+# Webhooks (docs/webhooks.md): whether a webhook may point at a loopback, private or
+# link-local address. Off, an account cannot make the gateway probe its own network.
+WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env.bool(
+    "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", default=False
+)
 # Playground (/playground/): how long a minted browser token admits connections (accounts.tokens).
 PLAYGROUND_TOKEN_TTL_SECONDS = env.int("PLAYGROUND_TOKEN_TTL_SECONDS", default=600)
 
@@ -39,6 +44,9 @@ _SCHEDULE: dict[str, float | crontab] = {
     "accounts.reconcile_quota_mirror": 300.0,
     "accounts.purge_usage_records": crontab(hour=3, minute=17),
     "accounts.check_quota_alerts": 300.0,
+    # New webhook events go out within this; a retry is due 10 s after a failure at soonest.
+    "accounts.deliver_webhooks": 10.0,
+    "accounts.purge_webhook_deliveries": crontab(hour=3, minute=47),
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     name: {"task": name, "schedule": schedule} for name, schedule in _SCHEDULE.items()

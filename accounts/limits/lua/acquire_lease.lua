@@ -2,7 +2,8 @@
 -- KEYS: the account's lease set, then (when the key has its own cap) the key's. Members are
 -- stream ids scored by their expiry time.
 -- ARGV: member, ttl_ms, then one limit per lease set.
--- Returns 1 when acquired, 0 when a set is full.
+-- Returns 0 when acquired, else the position (1: the account's, 2: the key's) of the first
+-- set that is full.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
@@ -14,7 +15,7 @@ for i = 1, #KEYS do
     count = count - 1
   end
   if count >= tonumber(ARGV[2 + i]) then
-    return 0
+    return i
   end
 end
 for i = 1, #KEYS do
@@ -23,4 +24,4 @@ for i = 1, #KEYS do
     redis.call('PEXPIRE', KEYS[i], ttl)
   end
 end
-return 1
+return 0

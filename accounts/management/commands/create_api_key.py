@@ -50,7 +50,9 @@ class Command(BaseCommand):
             raise CommandError("--expires-in-days must be at least 1")
         try:
             with transaction.atomic():
-                account = account_get_or_create(name=options["account"], plan=plan)
+                account = account_get_or_create(
+                    name=options["account"], plan=plan, actor_label=ACTOR_LABEL
+                )
                 api_key, raw = api_key_create(
                     account=account,
                     name=options["name"],

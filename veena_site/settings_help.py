@@ -139,6 +139,7 @@ HELP: dict[str, str] = {
     "LOG_LEVEL": "root log level",
     "API_KEY_PREFIX": "prefix of new keys",
     "DEFAULT_PLAN_NAME": "plan for accounts created without one",
+    "WEBHOOK_ALLOW_PRIVATE_ADDRESSES": "quota-alert webhooks may go to loopback, private and link-local addresses (off: such hosts are refused, against SSRF; [Webhooks](webhooks.md))",
     "API_KEY_CACHE_SECONDS": "per-process key cache (validated against the key version in Redis)",
     "KEY_VERSION_SYNC_S": "embedded default: how often key versions are read back from the database",
     "LEASE_TTL_SECONDS": "concurrency lease lifetime (a crashed gateway's streams free themselves within it)",

@@ -77,6 +77,8 @@ def _usage_context(
     if account is not None and not account_has_usage(account=account):
         context["first_visit"] = True  # the page explains how to start instead
         context["base_url"] = request.build_absolute_uri("/").rstrip("/")
+        # What the account may use is known before its first request (plan, overrides).
+        context["quota"] = quota_bars(account=account, now=timezone.now())
         return context, 200
     if not valid:
         return context, 400

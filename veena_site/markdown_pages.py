@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 from markdown_it.token import Token
 
 README = "readme"
@@ -123,7 +124,20 @@ def unique_slugs(texts: Iterable[str]) -> list[str]:
 
 def markdown() -> MarkdownIt:
     """The parser: CommonMark with tables; raw HTML passes (the pages are our own)."""
-    return MarkdownIt("commonmark", {"html": True}).enable("table")
+    options = {"html": True, "highlight": _one_block_a_line}
+    return MarkdownIt("commonmark", options).enable("table")
+
+
+def _one_block_a_line(content: str, lang: str, attrs: str) -> str:
+    """A ``text`` block (a recorded transcript, one event a line) as one element a line,
+    so a line that wraps hangs under its start (site.css); "" leaves other blocks to
+    markdown-it."""
+    if lang != "text":
+        return ""
+    return "".join(
+        f'<span class="line">{escapeHtml(line)}</span>'
+        for line in content.rstrip("\n").split("\n")
+    )
 
 
 def render(page: Page, found: dict[str, Page]) -> Rendered:

@@ -103,6 +103,20 @@ def record_foreign_requests(page: Any, base: str) -> None:
     )
 
 
+def watched(context: Any, base: str) -> Any:
+    """A new page that records requests to other origins (``foreign_requests``), answers
+    of 400 or more and script errors (``problems``)."""
+    page = context.new_page()
+    record_foreign_requests(page, base)
+    page.problems = []
+    page.on(
+        "response",
+        lambda r: r.status < 400 or page.problems.append(f"{r.status} {r.url}"),
+    )
+    page.on("pageerror", lambda e: page.problems.append(f"script error {e}"))
+    return page
+
+
 def _wait_up(
     url: str, proc: subprocess.Popen[bytes], log: Path, *, path: str = "/healthz"
 ) -> None:

@@ -1,8 +1,8 @@
 """The way in, in headless Chromium: the front door → the docs → sign in (issue 36).
 
-Screenshots land in var/artifacts/e2e/ (front-door*, docs-*, sign-in*). Every page must fit a
-390 px phone without horizontal scrolling, load nothing from another origin, and answer no
-request with an error (a missing favicon included).
+Screenshots land in var/artifacts/e2e/ (front-door, docs-quickstart, sign-in, signed-in).
+The way loads nothing from another origin and no request gets an error (a missing favicon
+included). That every page fits a phone, with its menus collapsed, is test_pages_fit.py's.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import gateway_on_test_db, record_foreign_requests, screenshot
+from tests.e2e.conftest import gateway_on_test_db, screenshot, watched
 from tests.support.members import account_member
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 PASSWORD = "correct-horse-battery"
-PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="module")
@@ -38,24 +37,6 @@ def member(site: str) -> str:
     """A member of one account; returns the username."""
     user, _ = account_member("ravi", PASSWORD)
     return str(user.username)
-
-
-def watched(context: Any, base: str) -> Any:
-    """A page that records requests to other origins (``foreign_requests``), answers of
-    400 or more and script errors (``problems``)."""
-    page = context.new_page()
-    record_foreign_requests(page, base)
-    page.problems = []
-    page.on(
-        "response",
-        lambda r: r.status < 400 or page.problems.append(f"{r.status} {r.url}"),
-    )
-    page.on("pageerror", lambda e: page.problems.append(f"script error {e}"))
-    return page
-
-
-def document_width(page: Any) -> int:
-    return int(page.evaluate("document.documentElement.scrollWidth"))
 
 
 def test_landing_then_docs_then_sign_in(
@@ -114,20 +95,3 @@ def test_landing_then_docs_then_sign_in(
     page.wait_for_url(site + "/dashboard/acme/usage/")
     screenshot(page, "signed-in")
     assert page.problems == [] and page.foreign_requests == []
-
-
-@pytest.mark.parametrize(
-    "path", ["/", "/docs/", "/docs/settings/", "/docs/deploy/", "/docs/clients/"]
-)
-def test_pages_fit_a_phone(chromium: Any, site: str, path: str) -> None:
-    context = chromium.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
-    try:
-        page = watched(context, site)
-        page.goto(site + path)
-        page.wait_for_load_state("networkidle")
-        assert document_width(page) <= PHONE["width"], path
-        name = path.strip("/").replace("/", "-") or "front-door"
-        screenshot(page, f"{name}-phone" if path != "/" else "front-door-phone")
-        assert page.problems == [] and page.foreign_requests == []
-    finally:
-        context.close()

@@ -63,3 +63,16 @@ def test_nested_pages_render_with_their_links_rewritten(tmp_path: Path) -> None:
     assert 'href="/docs/readme/"' in mp.render(found["deploy"], found).html
     more = dict(mp.navigation(found))["More"]
     assert [(p.name, label) for p, label in more] == [("specs/tts-ws", "TTS spec")]
+
+
+def test_a_transcript_is_one_element_a_line_and_other_code_is_left_alone() -> None:
+    md = mp.markdown()
+    html = md.render('```text\nC→S {"a": "<b>"}\nS→C closes 1000\n```\n')
+    assert html == (
+        '<pre><code class="language-text">'
+        '<span class="line">C→S {&quot;a&quot;: &quot;&lt;b&gt;&quot;}</span>'
+        '<span class="line">S→C closes 1000</span></code></pre>\n'
+    )
+    assert md.render("```sh\necho <x>\n```\n") == (
+        '<pre><code class="language-sh">echo &lt;x&gt;\n</code></pre>\n'
+    )

@@ -114,10 +114,16 @@ def speakers(request: HttpRequest) -> JsonResponse:
         authenticate(request)
     except RestError as error:
         return error_response(error, request_id)
-    info = engine_info()
+    return JsonResponse(voices_listing())
+
+
+def voices_listing() -> dict[str, Any]:
+    """The body of ``GET /v1/tts/speakers``: the configured engine's voices, and whether
+    a worker serves it now (H6)."""
     ready = any(s.serves("tts") for s in get_liveness().live_workers())
-    body = speakers_listing(info, ready=ready, overrides=settings.TTS_SPEAKER_ALIASES)
-    return JsonResponse(body)
+    return speakers_listing(
+        engine_info(), ready=ready, overrides=settings.TTS_SPEAKER_ALIASES
+    )
 
 
 def rest_denial(denied: AdmissionDenied) -> RestError:

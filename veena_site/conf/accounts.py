@@ -27,7 +27,8 @@ USAGE_RECORD_RETENTION_DAYS = env.int("USAGE_RECORD_RETENTION_DAYS", default=90)
 ADMIN_LOGIN_MAX_FAILURES = env.int("ADMIN_LOGIN_MAX_FAILURES", default=5)
 ADMIN_LOGIN_MAX_FAILURES_PER_IP = env.int("ADMIN_LOGIN_MAX_FAILURES_PER_IP", default=20)
 ADMIN_LOGIN_LOCKOUT_S = env.int("ADMIN_LOGIN_LOCKOUT_S", default=900)
-# Playground (/playground/): how long a minted browser token admits connections (accounts.tokens).
+# Playground (/playground/): how long the client secrets it mints open connections
+# (10-7200 s, accounts.services.playground).
 PLAYGROUND_TOKEN_TTL_SECONDS = env.int("PLAYGROUND_TOKEN_TTL_SECONDS", default=600)
 
 # The periodic jobs (accounts.tasks): how often Celery beat runs each, in seconds.
@@ -39,6 +40,7 @@ _SCHEDULE: dict[str, float | crontab] = {
     "accounts.reconcile_quota_mirror": 300.0,
     "accounts.purge_usage_records": crontab(hour=3, minute=17),
     "accounts.check_quota_alerts": 300.0,
+    "accounts.purge_client_secrets": 3600.0,
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     name: {"task": name, "schedule": schedule} for name, schedule in _SCHEDULE.items()

@@ -60,6 +60,7 @@ class RequestPlan:
             sample_rate=req.sample_rate,
             request_id=self.request_id,
             incremental=req.incremental,
+            word_timestamps=req.word_timestamps,
             **sampling_of(req),
         )
 

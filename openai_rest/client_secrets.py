@@ -11,9 +11,7 @@ applied until ``expires_at``, metered to the minting key (``accounts.auth``).
 
 from __future__ import annotations
 
-import json
 import uuid
-from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.utils.cache import add_never_cache_headers
@@ -24,27 +22,17 @@ from accounts.exceptions import AdmissionDenied, InvalidExpiry
 from accounts.minting import authenticate_minter, mint_client_secret
 from asr.config import ConfigError, session_object
 from asr.connection import secret_config
-from openai_rest.errors import OpenAiError, denial_error, error_response, invalid
+from openai_rest.errors import (
+    OpenAiError,
+    denial_error,
+    error_response,
+    invalid,
+    json_object,
+)
 from tts.views import rest_request_id
 
 # A session object is a few hundred bytes; its prompt is capped by ASR_MAX_PROMPT_CHARS.
 MAX_BODY_BYTES = 64 * 1024
-
-
-def json_object(request: HttpRequest) -> dict[str, Any]:
-    """The JSON object body of a client secret request (an empty body is ``{}``)."""
-    body = request.body
-    if len(body) > MAX_BODY_BYTES:
-        raise OpenAiError(413, "Request body too large.", code="request_too_large")
-    if not body.strip():
-        return {}
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise invalid("We could not parse the JSON body of your request.") from None
-    if not isinstance(data, dict):
-        raise invalid("The request body must be a JSON object.")
-    return data
 
 
 @csrf_exempt
@@ -54,7 +42,7 @@ def realtime_client_secrets(request: HttpRequest) -> JsonResponse:
     request_id = rest_request_id(request)
     try:
         principal = authenticate_minter(request, use="realtime")
-        data = json_object(request)
+        data = json_object(request.body or b"{}", max_bytes=MAX_BODY_BYTES)
         session = data.get("session")
         config = secret_config(session)
         minted = mint_client_secret(

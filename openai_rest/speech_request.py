@@ -18,7 +18,7 @@ from django.conf import settings
 
 from openai_rest.catalog import speaker_for, tts_models
 from openai_rest.encode import RESPONSE_FORMATS, ResponseFormat
-from openai_rest.errors import OpenAiError, invalid
+from openai_rest.errors import invalid, json_object
 from tts.protocol import ProtocolError, TtsRequest, parse_rest_body
 
 SPEECH_RATE = 24_000  # OpenAI's pcm is 24 kHz s16le; every format is made at this rate
@@ -40,14 +40,7 @@ class SpeechRequest:
 
 def parse_speech(body: bytes) -> SpeechRequest:
     """Validate the JSON body; raise ``OpenAiError`` (400, 413)."""
-    if len(body) > settings.TTS_MAX_MESSAGE_BYTES:
-        raise OpenAiError(413, "Request body too large.", code="request_too_large")
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise invalid("We could not parse the JSON body of your request.") from None
-    if not isinstance(data, dict):
-        raise invalid("The request body must be a JSON object.")
+    data = json_object(body, max_bytes=settings.TTS_MAX_MESSAGE_BYTES)
     return SpeechRequest(
         model=_model(data),
         input=_input(data),

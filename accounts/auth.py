@@ -243,12 +243,15 @@ def principal_for_secret(
     else the key's, else any (a secret is minted for a browser: accounts S13's empty
     list means "no browser" for the key itself).
     """
+    digest = hash_key(secret.raw)
     try:
         row = ClientSecret.objects.select_related("api_key__account__plan").get(
-            secret_hash=hash_key(secret.raw)
+            secret_hash=digest
         )
     except ClientSecret.DoesNotExist:
         raise AdmissionDenied("invalid_api_key") from None
+    if not hmac.compare_digest(row.secret_hash, digest):  # S11, as for keys
+        raise AdmissionDenied("invalid_api_key")
     if SECRET_PATHS[row.use] != path or row.expired:
         logger.info("client secret %s refused: expired or off its route", row.id)
         raise AdmissionDenied("invalid_api_key")

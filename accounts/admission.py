@@ -41,7 +41,7 @@ from accounts.auth import (
 from accounts.exceptions import AdmissionDenied, DenialReason, StreamCap
 from accounts.limits import get_limiter, in_store
 from accounts.models.choices import Endpoint
-from accounts.origins import normalize_origin
+from accounts.origins import ANY_ORIGIN, normalize_origin
 from accounts.quota_mirror import quota_limit, quota_metric, reserve_quota
 from accounts.services.api_keys import LAST_USED_RESOLUTION, api_key_touch
 from accounts.services.quota import period_of
@@ -304,8 +304,9 @@ def scope_origin(scope: Scope) -> str | None:
 
 
 def check_origin(principal: KeyPrincipal, origin: str | None) -> None:
-    """S13: without Origin, pass; with one, it must equal an allowed origin."""
-    if origin is None:
+    """S13: without Origin, pass; with one, it must equal an allowed origin (any, for a
+    client secret of a key that lists none)."""
+    if origin is None or ANY_ORIGIN in principal.allowed_origins:
         return
     normalized = normalize_origin(origin)
     if normalized is None or normalized not in principal.allowed_origins:
@@ -317,7 +318,8 @@ def authenticate_request(request: HttpRequest, *, endpoint: str | None) -> KeyPr
 
     For endpoints that are not metered (``GET /v1/tts/speakers``, tts H6), so ``tts`` and
     ``asr`` need not import ``accounts.auth`` (accounts L2). ``endpoint=None`` (``GET
-    /v1/models``) accepts a key whatever endpoints its plan allows, and never a token.
+    /v1/models``) accepts a key whatever endpoints its plan allows; no route over HTTP
+    accepts a client secret.
     """
     principal = authenticate_http(request, endpoint=endpoint)
     check_origin(principal, request.headers.get("Origin"))

@@ -8,13 +8,15 @@ WebSocket principals are cached per process by key hash for ``API_KEY_CACHE_SECO
 used only while their version equals the limits store's ``apikey:<id>:v`` (A5), which every
 key change writes on commit: a revocation reaches every process at its next lookup.
 
-Playground tokens (``accounts.tokens``) travel in the same sources except the query, and
-only to the playground's routes: the WebSocket upgrades of ``/v1/tts/ws`` and
-``/v1/realtime`` and ``GET /v1/tts/speakers``. A valid token authenticates as its
-account's playground key, which is then checked like any key (A4), for a member still in
-the account, and with the minting page's origin as its only allowed origin (S13). A token
-that is malformed, expired, on another route or no longer backed gets ``invalid_api_key``,
-as a bad key does. Token principals are not cached: each connect reads the database.
+Client secrets (``accounts.client_secrets``, ``ek_…``) travel in the same sources, query
+included, and open only the WebSocket upgrade of their use's route (``/v1/realtime`` or
+``/v1/tts/ws``); everywhere else, REST included, they are refused as a bad key is. A
+valid secret authenticates as the key that minted it, checked like any key at every
+connect (A4): a revoked key, an inactive account, an expired secret, or a playground
+member no longer in the account gets ``invalid_api_key``. Its principal carries the
+secret's session configuration and its origin rule (``principal_for_secret``). Secret
+principals are not cached: each connect reads the database, so a revocation in any
+process refuses every secret of the key at the next connect.
 """
 
 from __future__ import annotations
@@ -37,22 +39,22 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.utils import timezone
 
+from accounts.client_secrets import (
+    SECRET_PATHS,
+    ParsedSecret,
+    is_client_secret,
+    parse_secret,
+)
 from accounts.exceptions import AdmissionDenied, MissingApiKey
 from accounts.keys import ParsedKey, hash_key, parse_key
 from accounts.limits import get_limiter, in_store
 from accounts.models.api_keys import ApiKey
-from accounts.models.choices import Endpoint, KeyKind, KeyStatus
-from accounts.origins import normalize_origin
+from accounts.models.choices import Endpoint, KeyStatus
+from accounts.models.client_secrets import ClientSecret
+from accounts.origins import ANY_ORIGIN, normalize_origin
 from accounts.quota_limits import QuotaWindow
 from accounts.selectors import playground_member_is_active
 from accounts.selectors.quota import quota_windows
-from accounts.tokens import (
-    TOKEN_HTTP_GET_PATHS,
-    TOKEN_WEBSOCKET_PATHS,
-    TokenClaims,
-    is_token,
-    token_parse,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +89,9 @@ class KeyPrincipal:
     # The account's quota overrides and top-ups, in effect or to come, when it was loaded:
     # admission computes the limit of the moment from them (accounts.quota_limits).
     quota_windows: tuple[QuotaWindow, ...] = ()
+    # A client secret's: its id and the session configuration applied at connect.
+    secret_id: UUID | None = None
+    secret_session: dict[str, Any] | None = None
 
 
 def _header_keys(headers: Iterable[tuple[str, str]]) -> list[str]:
@@ -118,25 +123,26 @@ def _query_keys(values: Sequence[str]) -> list[str]:
     return list(values) if getattr(settings, "ALLOW_QUERY_API_KEY", True) else []
 
 
-Credential = ParsedKey | TokenClaims
+Credential = ParsedKey | ParsedSecret
+# The use of the client secrets each WebSocket route admits (its upgrade only).
+_SECRET_USES = {path: use for use, path in SECRET_PATHS.items()}
 
 
 def _select_credential(
-    candidates: Sequence[str], *, from_query: Sequence[str], token_route: bool
+    candidates: Sequence[str], *, secret_use: str | None
 ) -> Credential:
     """The one credential every source agrees on: a key with a valid shape and checksum
-    (K2), or a valid token on a token route that did not come in the query."""
+    (K2), or a client secret of a valid shape where ``secret_use`` admits one."""
     if not candidates:
         raise MissingApiKey()
     if len(set(candidates)) > 1:
         raise AdmissionDenied("invalid_api_key")
     raw = candidates[0]
-    if is_token(raw):
-        claims = token_parse(raw) if token_route and not from_query else None
-        if claims is None:
-            raise AdmissionDenied("invalid_api_key")
-        return claims
-    parsed = parse_key(raw)
+    parsed: Credential | None
+    if is_client_secret(raw):
+        parsed = parse_secret(raw) if secret_use is not None else None
+    else:
+        parsed = parse_key(raw)
     if parsed is None:
         raise AdmissionDenied("invalid_api_key")
     return parsed
@@ -149,14 +155,12 @@ def _scope_credential(scope: Scope, *, endpoint: str) -> Credential:
         for name, value in scope.get("headers", [])
     ]
     query = parse_qs(bytes(scope.get("query_string", b"")).decode("latin-1"))
-    from_query = _query_keys(query.get("api_key", []))
+    websocket = scope.get("type") == "websocket"
     return _select_credential(
         _header_keys(headers)
         + _subprotocol_keys(scope.get("subprotocols") or [], endpoint=endpoint)
-        + from_query,
-        from_query=from_query,
-        token_route=scope.get("type") == "websocket"
-        and scope.get("path") in TOKEN_WEBSOCKET_PATHS,
+        + _query_keys(query.get("api_key", [])),
+        secret_use=_SECRET_USES.get(scope.get("path", "")) if websocket else None,
     )
 
 
@@ -237,27 +241,42 @@ def principal_for_id(*, key_id: UUID, endpoint: str) -> KeyPrincipal:
     return principal
 
 
-def principal_for_token(*, claims: TokenClaims, endpoint: str) -> KeyPrincipal:
-    """A token's principal: its playground key checked as a key (A4), for a member still
-    in the account, allowed only from the minting page's origin (sync, two queries)."""
+def principal_for_secret(
+    *, secret: ParsedSecret, path: str, endpoint: str
+) -> KeyPrincipal:
+    """A client secret's principal (sync, one query; two for a playground member's).
+
+    Its key checked as a key (A4), with the secret's session configuration, and as
+    allowed origins: the secret's own origin when it was bound to one (the playground),
+    else the key's, else any (a secret is minted for a browser: accounts S13's empty
+    list means "no browser" for the key itself).
+    """
+    digest = hash_key(secret.raw)
     try:
-        api_key = ApiKey.objects.select_related("account__plan").get(
-            pk=claims.key_id, account_id=claims.account_id, kind=KeyKind.PLAYGROUND
+        row = ClientSecret.objects.select_related("api_key__account__plan").get(
+            secret_hash=digest
         )
-    except ApiKey.DoesNotExist:
+    except ClientSecret.DoesNotExist:
         raise AdmissionDenied("invalid_api_key") from None
-    principal = _checked(api_key)
-    if not playground_member_is_active(
-        account_id=claims.account_id, user_id=claims.user_id
+    if not hmac.compare_digest(row.secret_hash, digest):  # S11, as for keys
+        raise AdmissionDenied("invalid_api_key")
+    if SECRET_PATHS[row.use] != path or row.expired:
+        logger.info("client secret %s refused: expired or off its route", row.id)
+        raise AdmissionDenied("invalid_api_key")
+    principal = _checked(row.api_key)
+    if row.created_by_id is not None and not playground_member_is_active(
+        account_id=principal.account_id, user_id=row.created_by_id
     ):
-        logger.info(
-            "playground token of user %s refused: not an active member of account %s",
-            claims.user_id,
-            claims.account_id,
-        )
+        logger.info("client secret %s refused: its member left the account", row.id)
         raise AdmissionDenied("invalid_api_key")
     check_endpoint(principal, endpoint)
-    return dataclasses.replace(principal, allowed_origins=(claims.origin,))
+    origins = (row.origin,) if row.origin else principal.allowed_origins
+    return dataclasses.replace(
+        principal,
+        allowed_origins=origins or (ANY_ORIGIN,),
+        secret_id=row.id,
+        secret_session=dict(row.session),
+    )
 
 
 class PrincipalCache:
@@ -309,9 +328,9 @@ async def authenticate_websocket(scope: Scope, *, endpoint: str) -> KeyPrincipal
     is written to the store (set if higher, so it also seeds a missing value).
     """
     key = _scope_credential(scope, endpoint=endpoint)
-    if isinstance(key, TokenClaims):
-        return await database_sync_to_async(principal_for_token)(
-            claims=key, endpoint=endpoint
+    if isinstance(key, ParsedSecret):
+        return await database_sync_to_async(principal_for_secret)(
+            secret=key, path=scope["path"], endpoint=endpoint
         )
     key_hash = hash_key(key.raw)
     limiter = get_limiter()
@@ -335,23 +354,17 @@ async def authenticate_websocket(scope: Scope, *, endpoint: str) -> KeyPrincipal
 def authenticate_http(request: HttpRequest, *, endpoint: str | None) -> KeyPrincipal:
     """Authenticate an HTTP request by the A2 sources other than the subprotocol.
 
-    ``endpoint=None`` (the usage API) accepts a key whatever endpoints its plan allows,
-    and never a token.
+    ``endpoint=None`` (the usage API) accepts a key whatever endpoints its plan allows.
+    A client secret is never accepted over HTTP.
     """
     headers = [
         (name.lower(), value)
         for name, value in request.headers.items()
         if name.lower() in ("authorization", "x-api-key")
     ]
-    from_query = _query_keys(request.GET.getlist("api_key"))
     credential = _select_credential(
-        _header_keys(headers) + from_query,
-        from_query=from_query,
-        token_route=endpoint is not None
-        and request.method == "GET"
-        and request.path_info in TOKEN_HTTP_GET_PATHS,
+        _header_keys(headers) + _query_keys(request.GET.getlist("api_key")),
+        secret_use=None,
     )
-    if isinstance(credential, TokenClaims):
-        assert endpoint is not None
-        return principal_for_token(claims=credential, endpoint=endpoint)
+    assert isinstance(credential, ParsedKey)
     return principal_for_key(key=credential, endpoint=endpoint)

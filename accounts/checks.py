@@ -7,6 +7,8 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
+from accounts.client_secrets import MAX_TTL_SECONDS, MIN_TTL_SECONDS
+
 
 @register()
 def lease_renewal_fits_ttl(**kwargs: Any) -> list[CheckMessage]:
@@ -50,11 +52,12 @@ def memory_limiter_in_production(**kwargs: Any) -> list[CheckMessage]:
 
 @register()
 def playground_token_ttl_in_range(**kwargs: Any) -> list[CheckMessage]:
-    """E004: a playground token lives between 1 s and 1 h (a short-lived credential)."""
-    if not 1 <= settings.PLAYGROUND_TOKEN_TTL_SECONDS <= 3600:
+    """E004: a playground client secret lives 10 s to 2 h, as any client secret."""
+    if not MIN_TTL_SECONDS <= settings.PLAYGROUND_TOKEN_TTL_SECONDS <= MAX_TTL_SECONDS:
         return [
             Error(
-                "PLAYGROUND_TOKEN_TTL_SECONDS must be between 1 and 3600",
+                f"PLAYGROUND_TOKEN_TTL_SECONDS must be between {MIN_TTL_SECONDS} and "
+                f"{MAX_TTL_SECONDS}",
                 id="accounts.E004",
             )
         ]

@@ -93,3 +93,13 @@ class KeyAlreadyRevoked(AccountsError):
     """Revocation is irreversible and happens once (accounts K6, M4)."""
 
     code = "key_already_revoked"
+
+
+class InvalidExpiry(AccountsError):
+    """A client secret's ``expires_after`` is malformed: a fixed message and its param."""
+
+    code = "invalid_expiry"
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.message, self.param = message, param

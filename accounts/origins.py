@@ -6,6 +6,9 @@ import re
 
 # Browsers omit these ports from Origin; stored entries omit them too (accounts S13).
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+# In a principal's allowed origins: every origin (a client secret of a key that lists
+# none, accounts.auth); never a stored entry, which normalize_origin would refuse.
+ANY_ORIGIN = "*"
 _ORIGIN_RE = re.compile(
     r"(?P<scheme>[a-z][a-z0-9+.-]*)://"
     r"(?P<host>\[[0-9a-f:.]+\]|[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?)"

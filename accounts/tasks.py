@@ -154,6 +154,15 @@ def purge_webhook_deliveries() -> int:
     )
 
 
+@shared_task(name="accounts.purge_client_secrets", time_limit=120)
+@single_flight("purge_client_secrets", ttl_s=120)
+def purge_client_secrets() -> int:
+    """Delete client secrets that expired more than a day ago (issue 35)."""
+    from accounts.services.client_secrets import client_secrets_purge
+
+    return client_secrets_purge()
+
+
 # Every periodic task by its Celery name: what the embedded scheduler runs (T3).
 PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.reap_abandoned_usage": reap_abandoned_usage,
@@ -165,4 +174,5 @@ PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.check_quota_alerts": check_quota_alerts,
     "accounts.deliver_webhooks": deliver_webhooks,
     "accounts.purge_webhook_deliveries": purge_webhook_deliveries,
+    "accounts.purge_client_secrets": purge_client_secrets,
 }

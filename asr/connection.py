@@ -14,10 +14,11 @@ from urllib.parse import parse_qs
 from django.conf import settings
 
 from accounts.admission import Admission
-from asr.config import Models, default_config
+from asr.config import Models, SessionConfig, default_config
 from asr.engines.base import MODEL_RATE
 from asr.protocol import Dialect
 from asr.session import RealtimeSession
+from asr.updates import validate_update
 
 SUBPROTOCOLS = ("realtime", "openai-beta.realtime-v1")  # CN-3, in preference order
 
@@ -66,6 +67,29 @@ def new_session(scope: dict[str, Any], *, accepted_at: float) -> RealtimeSession
         max_pending_samples=int(settings.ASR_MAX_PENDING_S * MODEL_RATE),
         created_at=accepted_at,
     )
+
+
+def secret_config(session: Any) -> SessionConfig:
+    """What a realtime client secret's ``session`` makes of a new session's defaults
+    (issue 35): validated as a GA ``session.update``; raises ``ConfigError``."""
+    base = default_config(
+        served_models(""),
+        query_model=None,
+        turn=settings.ASR_DEFAULT_TURN_DETECTION,
+        vllm=False,
+    )
+    return (
+        base if session is None else validate_update(session, base, served_models(""))
+    )
+
+
+def apply_secret_session(session: RealtimeSession, admission: Admission | None) -> None:
+    """A client secret's session configuration, applied before ``session.created`` as
+    the client's first ``session.update`` would be; raises ``ConfigError``."""
+    secret = admission.principal.secret_session if admission is not None else None
+    if secret:
+        config = validate_update(secret, session.config, served_models(""))
+        session.configure(config)
 
 
 def expires_at(accepted_at: float, admission: Admission | None) -> int:

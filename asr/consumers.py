@@ -20,6 +20,7 @@ from django.conf import settings
 from accounts.admission import Admission, admit
 from accounts.exceptions import AdmissionDenied
 from asr import connection, errors, events
+from asr.config import ConfigError
 from asr.connection import EarlyFrames
 from asr.errors import Fail, Reject
 from asr.events import ClientOut, ErrorFields, SessionCreated
@@ -75,6 +76,12 @@ class RealtimeConsumer(WorkerClientConsumer):
             await self.fail(
                 errors.denial(denied.reason, denied.retry_after_ms, denied.cap)
             )
+            return
+        try:
+            connection.apply_secret_session(self.session, self.admission)
+        except ConfigError:  # the served model changed since the secret was minted
+            logger.info("client secret's session no longer valid")
+            await self.fail(Fail("invalid_session"))
             return
         self.usage = RealtimeUsage.start(self.admission, accepted_at=accepted_at)
         self.session.expires_at = connection.expires_at(accepted_at, self.admission)

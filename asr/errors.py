@@ -30,6 +30,7 @@ CLOSE_CODES = {
     "buffer_overflow": 1009,
     "idle_timeout": 1000,
     "session_expired": 1000,
+    "invalid_session": 1008,
 }
 ERROR_TYPES = {  # ER-5, ER-6: everything else is an invalid_request_error
     "internal_error": "server_error",
@@ -60,6 +61,7 @@ MESSAGES = {  # ER-3: fixed templates
     "engine_unavailable": "Transcription engine unavailable.",
     "idle_timeout": "Session closed after {s} s without client events.",
     "session_expired": "Session reached its maximum duration.",
+    "invalid_session": "The client secret's session configuration is no longer valid.",
     "invalid_api_key": "Incorrect API key provided.",
     "insufficient_quota": "You exceeded your current quota.",
     "lease_lost": "Session lease lost.",

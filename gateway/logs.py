@@ -17,7 +17,7 @@ request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar(
     "request_id", default="-"
 )
 
-# api_key=…, Bearer …, X-API-Key values, key-bearing subprotocols and playground tokens never
+# api_key=…, Bearer …, X-API-Key values, key-bearing subprotocols and client secrets never
 # reach a log line.
 _REDACTIONS = (
     (re.compile(r"(api_key=)[^&\s\"']+", re.I), r"\1[REDACTED]"),
@@ -31,8 +31,8 @@ _REDACTIONS = (
         r"\1[REDACTED]",
     ),
     (re.compile(r"vk_[a-z]+_[A-Za-z0-9]{20,}"), "[REDACTED]"),
-    # Playground tokens (accounts.tokens), wherever they appear.
-    (re.compile(r"vpt_[A-Za-z0-9_.-]{20,}"), "[REDACTED]"),
+    # Client secrets (accounts.client_secrets), wherever they appear.
+    (re.compile(r"ek_[A-Za-z0-9]{20,}"), "[REDACTED]"),
 )
 
 

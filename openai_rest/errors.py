@@ -6,7 +6,9 @@ seconds) and ``retry-after-ms``. Messages are fixed strings, never an exception'
 
 from __future__ import annotations
 
+import json
 import math
+from typing import Any
 
 from django.http import JsonResponse
 
@@ -53,6 +55,19 @@ def invalid(
 ) -> OpenAiError:
     """A 400 ``invalid_request_error``."""
     return OpenAiError(400, message, param=param, code=code)
+
+
+def json_object(body: bytes, *, max_bytes: int) -> dict[str, Any]:
+    """A request body that must be a JSON object; raise ``OpenAiError`` (400, 413)."""
+    if len(body) > max_bytes:
+        raise OpenAiError(413, "Request body too large.", code="request_too_large")
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise invalid("We could not parse the JSON body of your request.") from None
+    if not isinstance(data, dict):
+        raise invalid("The request body must be a JSON object.")
+    return data
 
 
 def error_response(error: OpenAiError, request_id: str) -> JsonResponse:

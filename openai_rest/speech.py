@@ -214,17 +214,27 @@ class SpeechStream:
             )
         )
 
+    def words(self, chunk: TtsChunk) -> bytes:
+        """The chunk's ``speech.audio.words`` event (``word_timestamps``, issue 35)."""
+        if not (self.req.word_timestamps and chunk.words):
+            return b""
+        words = chunk.timed_words(self.samples * 1000 / SPEECH_RATE)
+        return sse({"type": "speech.audio.words", "words": words})
+
     async def body(self, first: TtsChunk) -> AsyncIterator[bytes]:
         """Encode and send every chunk; finish the record once, on every exit."""
         encoder = self.encoder
         status: UsageStatus = "failed"
         code = "internal_error"
         try:
-            yield self.frame(self._count(encoder, first))
+            yield self.words(first) + self.frame(self._count(encoder, first))
             try:
                 async for chunk in self.chunks:
+                    words = self.words(chunk)
                     if out := self._count(encoder, chunk):
-                        yield self.frame(out)
+                        yield words + self.frame(out)
+                    elif words:
+                        yield words
             except (JobError, TimeoutError, AdmissionDenied) as exc:
                 self.error, code = exc, _error_code(exc)
                 logger.warning("speech stream ended early: %s", code)

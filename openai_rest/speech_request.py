@@ -3,7 +3,9 @@
 Fields: ``model``, ``input``, ``voice`` (a name, or ``{"id": name}``), ``response_format``
 (default ``mp3``), ``speed`` (0.25–4.0, clamped to the engine's 0.5–2.0), ``instructions``
 (accepted and ignored: no engine here takes style prompts) and ``stream_format`` (``audio``
-or ``sse``). Unknown fields are ignored, as OpenAI does for forward compatibility.
+or ``sse``). Unknown fields are ignored, as OpenAI does for forward compatibility. Our
+extension ``word_timestamps`` (issue 35, with ``stream_format: "sse"`` only) adds a
+``speech.audio.words`` event before the audio its words start in.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from django.conf import settings
 from gateway.wording import count
 from openai_rest.catalog import speaker_for, tts_models
 from openai_rest.encode import RESPONSE_FORMATS, ResponseFormat
-from openai_rest.errors import OpenAiError, invalid
+from openai_rest.errors import invalid, json_object
 from tts.protocol import ProtocolError, TtsRequest, parse_rest_body
 
 SPEECH_RATE = 24_000  # OpenAI's pcm is 24 kHz s16le; every format is made at this rate
@@ -34,18 +36,12 @@ class SpeechRequest:
     response_format: ResponseFormat
     speed: float
     stream_format: Literal["audio", "sse"]
+    word_timestamps: bool = False
 
 
 def parse_speech(body: bytes) -> SpeechRequest:
     """Validate the JSON body; raise ``OpenAiError`` (400, 413)."""
-    if len(body) > settings.TTS_MAX_MESSAGE_BYTES:
-        raise OpenAiError(413, "Request body too large.", code="request_too_large")
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise invalid("We could not parse the JSON body of your request.") from None
-    if not isinstance(data, dict):
-        raise invalid("The request body must be a JSON object.")
+    data = json_object(body, max_bytes=settings.TTS_MAX_MESSAGE_BYTES)
     return SpeechRequest(
         model=_model(data),
         input=_input(data),
@@ -53,6 +49,7 @@ def parse_speech(body: bytes) -> SpeechRequest:
         response_format=_format(data),
         speed=_speed(data),
         stream_format=_stream_format(data),
+        word_timestamps=_word_timestamps(data),
     )
 
 
@@ -65,6 +62,7 @@ def tts_request(req: SpeechRequest) -> TtsRequest:
         "format": "pcm",
         "sample_rate": SPEECH_RATE,
         "speed": min(high, max(low, req.speed)),
+        "word_timestamps": req.word_timestamps,
     }
     try:
         return parse_rest_body(json.dumps(message).encode())
@@ -160,3 +158,16 @@ def _stream_format(data: dict[str, Any]) -> Literal["audio", "sse"]:
         param="stream_format",
         code="invalid_value",
     )
+
+
+def _word_timestamps(data: dict[str, Any]) -> bool:
+    value = data.get("word_timestamps")
+    if value is None or value is False:
+        return False
+    if value is not True:
+        raise invalid("'word_timestamps' must be a boolean.", param="word_timestamps")
+    if data.get("stream_format") != "sse":
+        raise invalid(
+            "'word_timestamps' needs 'stream_format': 'sse'.", param="word_timestamps"
+        )
+    return True

@@ -1,4 +1,6 @@
-"""``GET /v1/models`` and ``GET /v1/models/{id}``, as the SDK's ``models.list()`` reads them."""
+"""``GET /v1/models`` and ``GET /v1/models/{id}``, as the SDK's ``models.list()`` reads them,
+and ``GET /v1/audio/voices`` (as vllm-omni serves it): the TTS voices ``/v1/tts/speakers``
+lists, each with its model (an id of ``/v1/models``), engine, language and sample rate."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from accounts.admission import authenticate_request
 from accounts.exceptions import AdmissionDenied
 from openai_rest.catalog import OWNER, ServedModel, served_models
 from openai_rest.errors import OpenAiError, denial_error, error_response
-from tts.views import rest_request_id
+from tts.views import rest_request_id, voices_listing
 
 CREATED = 1_735_689_600  # 2025-01-01: the models have no creation time of their own
 
@@ -27,9 +29,11 @@ def model_object(model: ServedModel) -> dict[str, object]:
     }
 
 
-def _authenticated(request: HttpRequest) -> JsonResponse | None:
+def _authenticated(
+    request: HttpRequest, endpoint: str | None = None
+) -> JsonResponse | None:
     try:
-        authenticate_request(request, endpoint=None)
+        authenticate_request(request, endpoint=endpoint)
     except AdmissionDenied as denied:
         return error_response(denial_error(denied), rest_request_id(request))
     return None
@@ -61,6 +65,33 @@ def model(request: HttpRequest, model_id: str) -> JsonResponse:
         code="model_not_found",
     )
     return error_response(error, rest_request_id(request))
+
+
+@require_GET
+def voices(request: HttpRequest) -> JsonResponse:
+    """The TTS voices: ``data`` as OpenAI lists, ``voices`` (their ids) as vllm-omni."""
+    refused = _authenticated(request, endpoint="tts")
+    if refused is not None:
+        return refused
+    listing = voices_listing()
+    data = [
+        {
+            "id": speaker["id"],
+            "object": "voice",
+            "name": speaker["name"],
+            "language": (speaker["languages"] or [None])[0],
+            "languages": speaker["languages"],
+            "sample_rate": listing["native_sample_rate"],
+            "engine": listing["engine"],
+            "model": listing["model_version"],
+            "default": speaker["default"],
+            "aliases": speaker["aliases"],
+        }
+        for speaker in listing["speakers"]
+    ]
+    return JsonResponse(
+        {"object": "list", "data": data, "voices": [v["id"] for v in data]}
+    )
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

@@ -14,7 +14,7 @@ import logging
 import tempfile
 import time
 from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from channels.layers import BaseChannelLayer
@@ -51,12 +51,14 @@ class JobError(Exception):
 
 @dataclass
 class JobAudio:
-    """The job's audio: final-format bytes in ``body`` after ``offset`` bytes of room."""
+    """The job's audio: final-format bytes in ``body`` after ``offset`` bytes of room,
+    and its word timestamps when the job marked them (issue 35)."""
 
     body: IO[bytes]
     data_bytes: int
     samples: int
     model_version: str
+    words: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
 
 class ChannelJob:
@@ -76,17 +78,24 @@ class ChannelJob:
         self.channel = ""
 
     async def run(
-        self, build: Callable[[str, str, float], TtsSubmit], *, timeout_s: float
+        self,
+        build: Callable[[str, str, float], TtsSubmit],
+        *,
+        timeout_s: float,
+        rate: int,
     ) -> JobAudio:
-        """Run the job to its end; raise JobError, or TimeoutError past ``timeout_s``."""
+        """Run the job (its audio at ``rate``) to its end; raise JobError, or TimeoutError
+        past ``timeout_s``."""
         body = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)
         body.write(bytes(self.header_room))
         data_bytes = samples = 0
+        words: list[dict[str, Any]] = []
         try:
             async with contextlib.aclosing(
                 self.stream(build, timeout_s=timeout_s)
             ) as chunks:
                 async for chunk in chunks:
+                    words += chunk.timed_words(samples * 1000 / rate)
                     body.write(chunk.data)
                     data_bytes += len(chunk.data)
                     samples += chunk.samples
@@ -94,7 +103,7 @@ class ChannelJob:
             body.close()
             raise
         model = self.link.model_version if self.link is not None else ""
-        return JobAudio(body, data_bytes, samples, model)
+        return JobAudio(body, data_bytes, samples, model, words)
 
     async def stream(
         self, build: Callable[[str, str, float], TtsSubmit], *, timeout_s: float

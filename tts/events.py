@@ -1,4 +1,5 @@
-"""Server events of ``/v1/tts/ws`` (docs/specs/tts-ws.md §3.1, E1–E4, TS1, §6, §9): typed values.
+"""Server events of ``/v1/tts/ws`` (docs/specs/tts-ws.md §3.1, E1–E4, TS1, §6, §9; ``words``:
+issue 35): typed values.
 
 Each event is a frozen dataclass whose fields are in wire order; ``server_message`` is the one
 place that turns them into the JSON object sent (fields that are None are left out; an error's
@@ -76,6 +77,16 @@ class SegmentEnd:
 
 
 @dataclass(frozen=True)
+class Words:
+    """Issue 35: a segment's words, before or with the frame their audio starts in."""
+
+    EVENT: ClassVar[str] = "words"
+    request_id: str
+    seq: int
+    words: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class Complete:
     """E3: the request's last event, with its metrics."""
 
@@ -131,6 +142,7 @@ ServerEvent = (
     | Progress
     | SegmentStart
     | SegmentEnd
+    | Words
     | Complete
     | Flushed
     | Cleared
@@ -147,6 +159,7 @@ SERVER_EVENTS: dict[str, type[ServerEvent]] = {
         Progress,
         SegmentStart,
         SegmentEnd,
+        Words,
         Complete,
         Flushed,
         Cleared,

@@ -1,4 +1,5 @@
-"""Worker audio to the client (docs/specs/tts-ws.md E1–E6, Q8, TS1, tts U2): pure steps.
+"""Worker audio to the client (docs/specs/tts-ws.md E1–E6, Q8, TS1, tts U2; words: issue 35):
+pure steps.
 
 The worker owns the audio pipeline; the gateway adds the WAV header frame, forwards each chunk's
 bytes unchanged, counts them (progress, ``complete``, the usage record) and acknowledges them.
@@ -14,7 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from tts.audio import wav_stream_header
-from tts.events import Flushed
+from tts.events import Flushed, Words
 from tts.messages import TtsAck, TtsChunk, TtsDone, TtsFlushed
 from tts.outputs import Ack, Arm, Fail, Finish, Frame, Out, Send, SentTimer, ToWorker
 from tts.session import ActiveRequest
@@ -73,6 +74,10 @@ def chunk(active: ActiveRequest, message: TtsChunk) -> list[Out]:
     outs: list[Out] = []
     if stamps and message.segment_start:
         outs.append(Send(active.segment_start_event(seq)))
+    if active.request.word_timestamps and message.words:
+        before_ms = active.samples_sent * 1000 / active.request.sample_rate
+        words = message.timed_words(before_ms)
+        outs.append(Send(Words(request_id=active.request_id, seq=seq, words=words)))
     active.last_segment_seq = seq
     first = active.clock() - active.t0 if active.first_audio_at is None else None
     outs += frame(active, message.data, samples=message.samples, ttfb_s=first)

@@ -9,6 +9,12 @@ full for ``WINDOW_STALL_S`` means the gateway is gone and the job ends.
 
 The last frame produced is held until the next one exists (or the segment ends), so that the
 frame ending a segment carries ``segment_end`` (timestamps, TS1).
+
+Word timestamps (issue 35): the engine marks each word in native samples from its segment's
+start before it yields the chunk the word starts in (or before); the job places the marks on
+the pipeline's timeline (native samples pushed since the last clear, which soxr keeps in
+time with the output) and hands them to the first frame produced after them, in ms from
+that frame's first sample, so they reach the client before or with their audio.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from django.conf import settings
 from gateway.contracts import Kind
 from gateway.jobs import ReplyLost, Sender
 from tts.engines import segment_pause_ms
-from tts.engines.base import EngineStats, Pcm, TtsEngine, TtsEngineRequest
+from tts.engines.base import EngineStats, Pcm, TtsEngine, TtsEngineRequest, WordMark
 from tts.messages import (
     FlushId,
     TtsAck,
@@ -67,6 +73,7 @@ class _Frame:
     segment_seq: int
     epoch: int
     segment_start: bool
+    words: list[dict[str, Any]]
 
 
 class TtsJob:
@@ -104,6 +111,10 @@ class TtsJob:
         self._starting = False
         self._segment_seq = 0  # the segment the pipeline's audio belongs to
         self._cleared = False
+        # Word marks not on a frame yet (ms since the last clear), and the output samples
+        # of the frames made since it.
+        self._words: list[dict[str, Any]] = []
+        self._frames_out = 0
 
     # Pinned messages, one method per channel type (the worker consumer's handlers call
     # them): applied now, without blocking.
@@ -188,6 +199,7 @@ class TtsJob:
             self._cleared = False
             self.pipeline.reset()
             self._held = None
+            self._words, self._frames_out = [], 0
 
     def _next_is_segment(self) -> bool:
         return bool(self.items) and isinstance(self.items[0], dict)
@@ -199,11 +211,14 @@ class TtsJob:
         self.pipeline.begin_segment()
         self._starting = True
         request = self._engine_request(segment["text"])
+        start, marked = self.pipeline.native_in, 0
         # Closed on every exit, so an engine left at a yield stops at once (Z2).
         async with contextlib.aclosing(self.engine.stream(request)) as stream:
             while (pcm := await self._engine_next(stream)) is not None:
                 if epoch != self.epoch:
                     break
+                self._mark(request.words[marked:], start)
+                marked = len(request.words)
                 await self._out(self.pipeline.push(pcm), seq, epoch)
         self.stats.add(request.stats)
         if epoch != self.epoch:
@@ -235,11 +250,31 @@ class TtsJob:
         await self._out(self.pipeline.flush(), self._segment_seq, self.epoch)
         await self._release_held(segment_end=True)
 
+    def _mark(self, marks: list[WordMark], start: int) -> None:
+        """Queue word marks of the segment that began ``start`` native samples into the
+        pipeline's timeline, in ms on it."""
+        ms = 1000 / self.engine.native_rate
+        self._words += [
+            {
+                "word": m.word,
+                "start_ms": (start + m.start) * ms,
+                "end_ms": (start + m.end) * ms,
+            }
+            for m in marks
+        ]
+
     async def _out(self, frames: list[bytes], segment_seq: int, epoch: int) -> None:
         for data in frames:
             if self._held is not None:
                 await self._release_held(segment_end=False)
-            self._held = _Frame(data, segment_seq, epoch, self._starting)
+            at = self._frames_out * 1000 / self.submit.sample_rate
+            words = [
+                w | {"start_ms": w["start_ms"] - at, "end_ms": w["end_ms"] - at}
+                for w in self._words
+            ]
+            self._words = []
+            self._frames_out += len(data) // self._sample_bytes
+            self._held = _Frame(data, segment_seq, epoch, self._starting, words)
             self._starting = False
 
     async def _release_held(self, *, segment_end: bool) -> None:
@@ -254,7 +289,7 @@ class TtsJob:
                 raise ReplyLost(self.reply_channel) from None
             if held.epoch != self.epoch:
                 return
-        samples = len(held.data) // (1 if self.submit.format == "mulaw" else 2)
+        samples = len(held.data) // self._sample_bytes
         await self.send(
             TtsChunk(
                 job_id=self.job_id,
@@ -265,16 +300,25 @@ class TtsJob:
                 epoch=held.epoch,
                 segment_start=held.segment_start,
                 segment_end=segment_end,
+                words=held.words,
             )
         )
         self.next_seq += 1
         self.samples_sent += samples
 
+    @property
+    def _sample_bytes(self) -> int:
+        return 1 if self.submit.format == "mulaw" else 2
+
     def _engine_request(self, text: str) -> TtsEngineRequest:
         job = self.submit
         leading = self.next_seq == 0 and self._held is None
         return TtsEngineRequest(
-            text=text, voice=job.voice, leading=leading, **sampling_of(job)
+            text=text,
+            voice=job.voice,
+            leading=leading,
+            word_timestamps=job.word_timestamps,
+            **sampling_of(job),
         )
 
 

@@ -57,6 +57,8 @@ class TtsSubmit(Message, Sampling):
     request_id: str = ""
     # More segments follow in tts.job.text and the job ends at tts.job.end (§9.2, long texts).
     incremental: bool = False
+    # Mark each segment's words on the chunks (issue 35).
+    word_timestamps: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,21 @@ class TtsChunk(Message):
     segment_end: bool = False
     # When the worker sent it (its clock): the gateway observes the hop (veena_channel_hop_seconds).
     sent_at: float = field(default_factory=time.time)
+    # Words whose audio starts in (or before the end of) this chunk: ``{"word", "start_ms",
+    # "end_ms"}``, ms from the chunk's first sample (issue 35).
+    words: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    def timed_words(self, before_ms: float) -> list[dict[str, Any]]:
+        """``words`` in ms from the start of the request's audio, ``before_ms`` of which
+        came before this chunk (never before 0)."""
+        return [
+            {
+                "word": w["word"],
+                "start_ms": max(0, round(before_ms + w["start_ms"])),
+                "end_ms": max(0, round(before_ms + w["end_ms"])),
+            }
+            for w in self.words
+        ]
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,9 @@ class AudioPipeline:
         self._fader = SegmentFader(native_rate)
         self._pause = np.zeros(round(native_rate * pause_ms / 1000), dtype=np.float32)
         self._samples_before = 0  # output samples of encoders dropped by reset()
+        # Native samples pushed since the last reset, pauses included: where the next
+        # pushed sample lands in the output, at the native rate (soxr keeps time).
+        self.native_in = 0
 
     @property
     def samples_out(self) -> int:
@@ -80,13 +83,16 @@ class AudioPipeline:
 
     def push(self, pcm: npt.ArrayLike) -> list[bytes]:
         """Frames for the next engine chunk (possibly none)."""
-        return self._encode(self._fader.push(pcm))
+        samples = np.asarray(pcm, dtype=np.float32)
+        self.native_in += samples.size
+        return self._encode(self._fader.push(samples))
 
     def end_segment(self, *, pause: bool) -> list[bytes]:
         """Frames of the segment's faded tail, plus the inter-segment pause if asked."""
         tail = self._fader.end()
         if pause and self._pause.size:
             tail = np.concatenate([tail, self._pause])
+            self.native_in += self._pause.size
         return self._encode(tail)
 
     def flush(self) -> list[bytes]:
@@ -98,6 +104,7 @@ class AudioPipeline:
         self._samples_before = self.samples_out
         self._encoder = FrameEncoder(*self._args)
         self._fader.start()
+        self.native_in = 0
 
     def _encode(self, pcm: Float32) -> list[bytes]:
         return self._encoder.push(pcm) if pcm.size else []

@@ -3,7 +3,7 @@
 Supported: the legacy request (every reference field with its default, validated in table order,
 speaker last: R1–R5), ``ping``, ``cancel`` with or without ``request_id``, ``clear``, the
 incremental ``start`` / ``text`` / ``flush`` / ``end`` events, and the extension fields
-``request_id``, ``speed``, ``keep_alive`` and ``timestamps``. Server events follow §3.1; the
+``request_id``, ``speed``, ``keep_alive``, ``timestamps`` and ``word_timestamps``. Server events follow §3.1; the
 error envelope is the reference's, plus ``fatal``, ``retry_after_ms`` and ``valid_speakers``.
 
 Deviations from the reference (all decided in §15): a non-object or binary message is a protocol
@@ -52,7 +52,8 @@ NON_FATAL_CODES = frozenset(
 )
 REQUEST_FIELDS = (
     "text speaker temperature top_k top_p max_tokens repetition_penalty seed chunking "
-    "normalize format sample_rate request_id speed keep_alive timestamps"
+    "normalize format sample_rate request_id speed keep_alive timestamps "
+    "word_timestamps"
 ).split()
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 REST_EXCLUDED_FIELDS = ("keep_alive", "timestamps", "request_id")  # H1
@@ -103,6 +104,7 @@ class TtsRequest(Sampling):
     request_id: str | None = None
     keep_alive: bool = False
     timestamps: bool = False
+    word_timestamps: bool = False  # issue 35: each segment's words, timed
     incremental: bool = False  # a ``start``: text arrives in ``text`` events (§9.2)
 
 
@@ -338,6 +340,7 @@ def _fields(data: dict[str, Any]) -> dict[str, Any]:
     fields["speed"] = _number(data, "speed", 0.5, 2.0)
     fields["keep_alive"] = _boolean(data, "keep_alive")
     fields["timestamps"] = _boolean(data, "timestamps")
+    fields["word_timestamps"] = _boolean(data, "word_timestamps")
     fields["speaker"] = _speaker(data)
     unknown = sorted(set(data) - set(REQUEST_FIELDS) - {"event"})
     if unknown:

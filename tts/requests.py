@@ -23,6 +23,7 @@ from tts.engines import EngineInfo
 from tts.errors import denial_fail
 from tts.messages import TtsSubmit, sampling_of
 from tts.outputs import Fail, refusal
+from tts.pins import pinned
 from tts.prepare import engine_info, prepare_segments, resolve_voice
 from tts.protocol import ProtocolError, TtsRequest
 from tts.session import ActiveRequest, TtsSession
@@ -59,6 +60,7 @@ class RequestPlan:
             sample_rate=req.sample_rate,
             request_id=self.request_id,
             incremental=req.incremental,
+            word_timestamps=req.word_timestamps,
             **sampling_of(req),
         )
 
@@ -89,6 +91,9 @@ async def start_on_stream(
     error that refused it."""
     request_id = session.request_id_for(req)
     request_id_var.set(request_id)
+    admission = usage.admission
+    if admission is not None:  # what the stream's client secret pins (issue 35)
+        req = pinned(req, admission.principal.secret_session)
     try:
         if session.requests_started:
             await usage.take_request_token()

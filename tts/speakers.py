@@ -95,6 +95,7 @@ def speakers_listing(
             "seed": info.supports_seed,
             "sampling_params": info.sampling_params,
             "timestamps": "sentence",
+            "word_timestamps": info.word_timestamps,
         },
         "speakers": speakers,
     }

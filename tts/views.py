@@ -7,6 +7,7 @@ no dispatch loop that a wait could block.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import math
 import time
@@ -114,10 +115,16 @@ def speakers(request: HttpRequest) -> JsonResponse:
         authenticate(request)
     except RestError as error:
         return error_response(error, request_id)
-    info = engine_info()
+    return JsonResponse(voices_listing())
+
+
+def voices_listing() -> dict[str, Any]:
+    """The body of ``GET /v1/tts/speakers``: the configured engine's voices, and whether
+    a worker serves it now (H6)."""
     ready = any(s.serves("tts") for s in get_liveness().live_workers())
-    body = speakers_listing(info, ready=ready, overrides=settings.TTS_SPEAKER_ALIASES)
-    return JsonResponse(body)
+    return speakers_listing(
+        engine_info(), ready=ready, overrides=settings.TTS_SPEAKER_ALIASES
+    )
 
 
 def rest_denial(denied: AdmissionDenied) -> RestError:
@@ -189,6 +196,8 @@ async def metered_synthesis(
     seconds = audio.samples / req.sample_rate
     rtf = round((time.monotonic() - t0) / seconds, 3) if seconds else None
     await usage.finish(status="completed", rtf=rtf)  # no frames, so no ttfb_ms
+    if req.word_timestamps:
+        return timed_response(req, plan.voice, audio, request_id)
     return audio_response(req, plan.voice, audio, request_id, usage)
 
 
@@ -209,7 +218,11 @@ async def run_job(plan: RequestPlan, on_accepted: Callable[[], None]) -> JobAudi
     room = WAV_HEADER_BYTES if plan.req.format == "wav" else 0
     job = ChannelJob(get_channel_layer(), header_room=room, on_accepted=on_accepted)
     try:
-        return await job.run(plan.submit, timeout_s=settings.TTS_REST_TIMEOUT_S)
+        return await job.run(
+            plan.submit,
+            timeout_s=settings.TTS_REST_TIMEOUT_S,
+            rate=plan.req.sample_rate,
+        )
     except JobError as error:
         retry = settings.TTS_OVERLOAD_RETRY_MS
         raise RestError(
@@ -221,15 +234,20 @@ async def run_job(plan: RequestPlan, on_accepted: Callable[[], None]) -> JobAudi
         raise RestError("TIMEOUT", "Synthesis timed out") from None
 
 
+def finished_body(req: TtsRequest, audio: JobAudio) -> int:
+    """The body's size, its WAV header (for ``wav``) written with the true sizes (H2)."""
+    if req.format == "wav":
+        audio.body.seek(0)
+        audio.body.write(wav_file_header(req.sample_rate, audio.data_bytes))
+    return audio.body.seek(0, 2)
+
+
 def audio_response(
     req: TtsRequest, voice: str, audio: JobAudio, request_id: str, usage: TtsUsage
 ) -> HttpResponseBase:
     """H2: the complete body with its sizes and metadata headers."""
     body = audio.body
-    if req.format == "wav":
-        body.seek(0)
-        body.write(wav_file_header(req.sample_rate, audio.data_bytes))
-    size = body.seek(0, 2)
+    size = finished_body(req, audio)
     body.seek(0)
     response: HttpResponseBase
     if size <= READ_BYTES * 32:
@@ -243,6 +261,30 @@ def audio_response(
     response["X-Audio-Duration-Seconds"] = f"{audio.samples / req.sample_rate:.2f}"
     response["X-Sample-Rate"] = str(req.sample_rate)
     response["X-Speaker"] = voice
+    return response
+
+
+def timed_response(
+    req: TtsRequest, voice: str, audio: JobAudio, request_id: str
+) -> JsonResponse:
+    """Issue 35: ``word_timestamps`` turns H2's body into JSON: the same bytes in
+    ``audio_base64``, H2's metadata, and the words."""
+    size = finished_body(req, audio)
+    audio.body.seek(0)
+    data = audio.body.read(size)
+    audio.body.close()
+    response = JsonResponse(
+        {
+            "request_id": request_id,
+            "content_type": CONTENT_TYPES[req.format].format(rate=req.sample_rate),
+            "sample_rate": req.sample_rate,
+            "speaker": voice,
+            "audio_duration_seconds": round(audio.samples / req.sample_rate, 2),
+            "audio_base64": base64.b64encode(data).decode("ascii"),
+            "words": audio.words,
+        }
+    )
+    response["X-Request-Id"] = request_id
     return response
 
 

@@ -99,6 +99,9 @@ REALTIME_ERRORS = {  # realtime §3.4 AU-4, §9 VL-1 to VL-9, §10 ER-5 and ER-6
     "processing_error": Meaning("the server failed an event", EXIT_SERVER),
     "idle_timeout": Meaning("the server closed the idle session", EXIT_TIMEOUT),
     "session_expired": Meaning("the session reached its maximum length", EXIT_TIMEOUT),
+    "invalid_session": Meaning(
+        "the client secret's session is no longer valid: mint a new one", EXIT_AUTH
+    ),
     "buffer_overflow": Meaning("an audio item grew past the server's cap", EXIT_INPUT),
     "message_too_large": Meaning("a message exceeded the server's cap", EXIT_INPUT),
     "invalid_audio": Meaning("the server refused the audio encoding", EXIT_INPUT),

@@ -51,7 +51,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
 HELP: dict[str, str] = {
     "DATA_DIR": "SQLite file, generated dev secret key, Celery beat schedule, converted models; `./var` beside `manage.py` by default. One embedded server per directory (it holds `DATA_DIR/server.lock`).",
     "DEBUG": "Django debug",
-    "SECRET_KEY": "unset: generated once into `DATA_DIR/secret_key` (mode 0600); required when `PRODUCTION=true`. Every gateway of a deployment must share it (sessions and playground tokens are signed with it).",
+    "SECRET_KEY": "unset: generated once into `DATA_DIR/secret_key` (mode 0600); required when `PRODUCTION=true`. Every gateway of a deployment must share it (dashboard sessions are signed with it).",
     "ALLOWED_HOSTS": "comma-separated",
     "SESSION_COOKIE_SECURE": "admin and dashboard session cookie only over HTTPS",
     "CSRF_COOKIE_SECURE": "admin and dashboard CSRF cookie only over HTTPS",
@@ -152,7 +152,7 @@ HELP: dict[str, str] = {
     "ADMIN_LOGIN_MAX_FAILURES": "sign-in throttling (admin and dashboard): failed logins per username",
     "ADMIN_LOGIN_MAX_FAILURES_PER_IP": "sign-in throttling: failed logins per address",
     "ADMIN_LOGIN_LOCKOUT_S": "sign-in throttling: the window (15 min)",
-    "PLAYGROUND_TOKEN_TTL_SECONDS": "how long a playground token admits connections (1–3600)",
+    "PLAYGROUND_TOKEN_TTL_SECONDS": "how long the client secrets the playground mints open connections (10–7200 s)",
     "TTS_ENGINE": "`piper`, `vllm` (engine `vllm-snac`, needs `make vllm`) or `fake` (tests)",
     "ASR_ENGINE": "`faster_whisper`, `vllm` (Whisper on vLLM, docs/engines.md) or `fake` (tests)",
     "TTS_WORKER_SLOTS": "concurrent TTS jobs per worker",

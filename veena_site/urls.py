@@ -5,7 +5,9 @@ from django.contrib import admin
 from django.urls import include, path
 
 from accounts.login_throttle import ThrottledAdminAuthenticationForm
+from accounts.playground_urls import playground_patterns
 from accounts.views import usage_api
+from tts import client_secrets as tts_client_secrets
 from tts import views as tts_views
 from veena_site import pages, views
 
@@ -23,6 +25,11 @@ urlpatterns = [
     path("metrics", views.metrics_view, name="metrics"),
     path("v1/tts", tts_views.synthesize, name="tts-synthesize"),
     path("v1/tts/speakers", tts_views.speakers, name="tts-speakers"),
+    path(
+        "v1/tts/client_secrets",
+        tts_client_secrets.create,
+        name="tts-client-secrets",
+    ),
     path("v1/", include("openai_rest.urls")),
     path(
         "v1/organization/usage/audio_speeches",
@@ -35,6 +42,9 @@ urlpatterns = [
         name="usage-audio-transcriptions",
     ),
     path("dashboard/", include("accounts.urls")),
-    path("playground/", include("accounts.playground_urls")),
+    path(
+        "playground/",
+        include((playground_patterns(voices=tts_views.voices_listing), "playground")),
+    ),
     path("admin/", admin.site.urls),
 ]

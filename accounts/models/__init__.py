@@ -1,4 +1,4 @@
-"""Accounts, plans, API keys, quota counters, usage records, rollups, alerts and the audit log.
+"""Accounts, plans, API keys, client secrets, quota counters, usage records, rollups, alerts and the audit log.
 
 One module per entity, imported from where it is defined (``accounts.models.api_keys``);
 ``choices`` holds the vocabulary they share. Models are thin (STYLE 37): fields,
@@ -13,6 +13,7 @@ from accounts.models import (  # noqa: F401
     alerts,
     api_keys,
     audit,
+    client_secrets,
     plans,
     quota,
     rollups,

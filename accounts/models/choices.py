@@ -100,9 +100,16 @@ class KeyKind(models.TextChoices):
     """What a key is for: a customer's own key, or an account's playground key."""
 
     STANDARD = "standard"
-    # Never handed out: the browser playground's short-lived tokens authenticate as it,
-    # so its usage shows as "playground" (accounts.tokens).
+    # Never handed out: the browser playground's client secrets are minted from it, so
+    # its usage shows as "playground" (accounts.services.playground).
     PLAYGROUND = "playground"
+
+
+class SecretUse(models.TextChoices):
+    """The one socket a client secret opens (accounts.client_secrets)."""
+
+    REALTIME = "realtime", "Realtime ASR"
+    TTS = "tts", "TTS WebSocket"
 
 
 class KeyStatus(models.TextChoices):

@@ -1,43 +1,29 @@
-"""The browser playground's writes: each account's playground key, and tokens for it.
+"""The browser playground's writes: each account's playground key, and client secrets from it.
 
-Minting a token writes nothing (the token is a signed value, ``accounts.tokens``); only
-the first mint of an account creates its playground key, whose raw key is thrown away,
-so no one can use the key itself. Usage of every token lands on that key: the
-dashboard's breakdowns show it as "playground". Revoking it (the keys page or the admin)
-refuses every token minted so far; the next mint creates a fresh key.
+The first mint of an account creates its playground key, whose raw key is thrown away, so
+no one can use the key itself; the page gets client secrets minted from it
+(``accounts.services.client_secrets``), bound to the member and to the page's origin. Usage
+of every secret lands on that key: the dashboard's breakdowns show it as "playground".
+Revoking it (the keys page or the admin) refuses every secret minted so far; the next mint
+creates a fresh key.
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from accounts.models.accounts import Account
 from accounts.models.api_keys import ApiKey
-from accounts.models.choices import KeyKind
+from accounts.models.choices import KeyKind, SecretUse
 from accounts.services.api_keys import api_key_live_or_create
-from accounts.tokens import token_sign
+from accounts.services.client_secrets import MintedSecret, client_secret_create
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-logger = logging.getLogger(__name__)
-
-PLAYGROUND_KEY_NAME = "Playground (browser tokens)"
-
-
-@dataclass(frozen=True)
-class MintedToken:
-    """A new token and when it stops admitting connections."""
-
-    token: str = field(repr=False)
-    expires_at: datetime
-    ttl_seconds: int
+PLAYGROUND_KEY_NAME = "Playground (browser secrets)"
 
 
 def playground_api_key(*, account: Account, actor: User | None) -> ApiKey:
@@ -51,33 +37,20 @@ def playground_api_key(*, account: Account, actor: User | None) -> ApiKey:
     )
 
 
-def playground_token_mint(
-    *, account: Account, user: User, origin: str, now: float | None = None
-) -> MintedToken:
-    """A token for ``user`` on ``account``'s playground key, bound to ``origin``.
+def playground_secret_mint(
+    *, account: Account, user: User, origin: str, use: SecretUse
+) -> MintedSecret:
+    """A client secret for ``use`` on ``account``'s playground key, for ``user`` and only
+    from ``origin``.
 
-    It admits connections for ``PLAYGROUND_TOKEN_TTL_SECONDS``; a stream it opened runs
+    It opens connections for ``PLAYGROUND_TOKEN_TTL_SECONDS``; a stream it opened runs
     on like any other (up to the plan's ``max_session_seconds``).
     """
     api_key = playground_api_key(account=account, actor=user)
-    ttl = int(settings.PLAYGROUND_TOKEN_TTL_SECONDS)
-    expires = (time.time() if now is None else now) + ttl
-    token = token_sign(
-        account_id=account.pk,
-        key_id=api_key.id,
-        user_id=user.pk,
+    return client_secret_create(
+        api_key_id=api_key.id,
+        use=use,
+        ttl_seconds=int(settings.PLAYGROUND_TOKEN_TTL_SECONDS),
         origin=origin,
-        expires_at=expires,
-    )
-    logger.info(
-        "playground token for account %s, user %s (key %s, %d s)",
-        account.pk,
-        user.pk,
-        api_key.id,
-        ttl,
-    )
-    return MintedToken(
-        token=token,
-        expires_at=datetime.fromtimestamp(int(expires), tz=UTC),
-        ttl_seconds=ttl,
+        created_by=user,
     )

@@ -1,16 +1,18 @@
 """The browser playground (``/playground/``): hear and talk to the APIs without code.
 
 The page is a Django template with our own static scripts. It holds no API key: it asks
-``token/`` (a CSRF-protected POST for the signed-in member) for a short-lived token
-(``accounts.tokens``), fetches the voices with it, and offers it to both sockets as the
-browser subprotocol ``veena-api-key.<token>`` / ``openai-insecure-api-key.<token>``.
-Everything it does goes through the public endpoints, metered to the account's
+``client-secret/`` (a CSRF-protected POST for the signed-in member) for a client secret
+of one use (``tts`` or ``realtime``, ``accounts.client_secrets``), bound to the member and
+the page's origin, and offers it to that socket as the browser subprotocol
+``veena-api-key.<secret>`` / ``openai-insecure-api-key.<secret>``. The voices come with
+the page. Everything it does goes through the public endpoints, metered to the account's
 playground key.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -23,11 +25,11 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.models.accounts import Account
-from accounts.models.choices import QuotaMetric
+from accounts.models.choices import QuotaMetric, SecretUse
 from accounts.origins import normalize_origin
 from accounts.selectors import playground_account_for, playground_accounts_for
 from accounts.selectors.quota import quota_bars
-from accounts.services.playground import playground_token_mint
+from accounts.services.playground import playground_secret_mint
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 TEMPLATES = "accounts/playground/"
 # The microphone is sent as PCM16 at the Realtime protocol's default rate (realtime SE-2).
 CAPTURE_RATE = 24_000
+# The TTS engine's voices, formats and rates as ``GET /v1/tts/speakers`` lists them.
+VoicesSource = Callable[[], dict[str, Any]]
 
 
 @login_required
@@ -49,12 +53,12 @@ def index(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def page(request: HttpRequest, slug: str) -> HttpResponse:
+def page(request: HttpRequest, slug: str, *, voices: VoicesSource) -> HttpResponse:
     """The playground of one account: text to speech and speech to text."""
     account = playground_account_for(user=request.user, slug=slug)
     config = {
-        "tokenUrl": reverse("playground:token", kwargs={"slug": account.slug}),
-        "speakersUrl": reverse("tts-speakers"),
+        "secretUrl": reverse("playground:client_secret", kwargs={"slug": account.slug}),
+        "voices": voices(),
         "ttsPath": "/v1/tts/ws",
         "realtimePath": "/v1/realtime",
         "captureRate": CAPTURE_RATE,
@@ -88,24 +92,28 @@ def quota(request: HttpRequest, slug: str) -> JsonResponse:
 
 @login_required
 @require_POST
-def token(request: HttpRequest, slug: str) -> HttpResponse:
-    """``token/``: a new token for this member and account, never cached or logged."""
+def client_secret(request: HttpRequest, slug: str) -> HttpResponse:
+    """``client-secret/``: a new secret of ``use`` for this member, account and page
+    origin; never cached or logged."""
     account = playground_account_for(user=request.user, slug=slug)
+    use = request.POST.get("use", "")
+    if use not in SecretUse.values:
+        return JsonResponse({"error": "use must be tts or realtime."}, status=400)
     # get_host() is checked against ALLOWED_HOSTS, so this is the page's own origin.
     origin = normalize_origin(f"{request.scheme}://{request.get_host()}")
     if origin is None:  # e.g. a host name with "_": no browser sends it as an Origin
         return JsonResponse(
             {"error": "This host name is not a web origin."}, status=400
         )
-    minted = playground_token_mint(
-        account=account, user=cast("User", request.user), origin=origin
+    minted = playground_secret_mint(
+        account=account,
+        user=cast("User", request.user),
+        origin=origin,
+        use=SecretUse(use),
     )
+    ttl = settings.PLAYGROUND_TOKEN_TTL_SECONDS
     response = JsonResponse(
-        {
-            "token": minted.token,
-            "expires_at": minted.expires_at.isoformat(),
-            "ttl_seconds": minted.ttl_seconds,
-        }
+        {"value": minted.value, "expires_at": minted.expires_at_seconds, "ttl": ttl}
     )
     add_never_cache_headers(response)
     return response

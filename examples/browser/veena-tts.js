@@ -1,8 +1,9 @@
 // Streaming text-to-speech over /v1/tts/ws with a WHATWG WebSocket (browsers; Node >= 22, or
 // Node 20 with --experimental-websocket). A browser cannot set an Authorization header on a
-// WebSocket, so the key travels as the subprotocol "veena-api-key.<key>" beside "veena-tts",
-// the one the server selects; it never echoes the key back. Use a key restricted to your
-// page's origin (allowed_origins): page scripts can read it.
+// WebSocket, so the credential travels as the subprotocol "veena-api-key.<key>" beside
+// "veena-tts", the one the server selects; it never echoes it back. In a page, `key` is a
+// short-lived client secret your backend minted (POST /v1/tts/client_secrets, see server.py):
+// page scripts can read whatever the page holds.
 
 /**
  * Speak `text`. Calls onHeader(header) once, onAudio(Int16Array) for each audio frame, and

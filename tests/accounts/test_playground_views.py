@@ -1,4 +1,5 @@
-"""The playground's pages and its token endpoint: who may mint, how, and what a mint makes."""
+"""The playground's pages and its client-secret endpoint: who may mint, how, and what a
+mint makes (issue 35: client secrets, one per use, bound to the member and the page)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,24 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from accounts.keys import hash_key
 from accounts.models.accounts import Account
 from accounts.models.api_keys import ApiKey
 from accounts.models.audit import AuditLog
 from accounts.models.choices import KeyKind
+from accounts.models.client_secrets import ClientSecret
 from accounts.services.accounts import account_get_or_create, plan_get_or_create_default
 from accounts.services.api_keys import api_key_create
-from accounts.tokens import token_parse
 
 pytestmark = pytest.mark.django_db
+
+URL = "/playground/acme/client-secret/"
+
+
+def minted(client: Client, use: str = "tts") -> ClientSecret:
+    """Mint through the page's endpoint; the row its value names."""
+    value = client.post(URL, {"use": use}).json()["value"]
+    return ClientSecret.objects.get(secret_hash=hash_key(value))
 
 
 def member_of(*slugs: str, staff: bool = False) -> tuple[User, list[Account]]:
@@ -41,42 +51,41 @@ def signed_in(user: User, **kwargs: bool) -> Client:
 
 def test_minting_needs_a_signed_in_post_with_csrf() -> None:
     user, _ = member_of("acme")
-    url = "/playground/acme/token/"
-    assert Client().post(url).status_code == 302  # to the sign-in page
-    assert signed_in(user).get(url).status_code == 405
+    assert Client().post(URL, {"use": "tts"}).status_code == 302  # to the sign-in page
+    assert signed_in(user).get(URL).status_code == 405
     strict = signed_in(user, enforce_csrf_checks=True)
-    assert strict.post(url).status_code == 403
+    assert strict.post(URL, {"use": "tts"}).status_code == 403
     page = strict.get("/playground/acme/")
     csrf = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.content)
     assert csrf is not None
-    assert strict.post(url, HTTP_X_CSRFTOKEN=csrf[1].decode()).status_code == 200
+    token = csrf[1].decode()
+    assert strict.post(URL, {"use": "tts"}, HTTP_X_CSRFTOKEN=token).status_code == 200
+    assert strict.post(URL, {"use": "usage"}, HTTP_X_CSRFTOKEN=token).status_code == 400
 
 
-def test_a_mint_is_a_short_lived_uncached_token_on_one_playground_key(
+def test_a_mint_is_a_short_lived_uncached_secret_of_one_use_on_one_playground_key(
     settings: object,
 ) -> None:
     settings.PLAYGROUND_TOKEN_TTL_SECONDS = 42  # type: ignore[attr-defined]
     user, (account,) = member_of("acme")
     client = signed_in(user)
-    first = client.post("/playground/acme/token/")
+    first = client.post(URL, {"use": "realtime"})
     assert first.status_code == 200 and "no-store" in first["Cache-Control"]
     body = first.json()
-    assert body["ttl_seconds"] == 42
-    claims = token_parse(body["token"])
-    assert claims is not None
-    assert (claims.account_id, claims.user_id) == (account.id, user.id)
-    assert claims.origin == "http://testserver"
-    assert claims.expires_at == pytest.approx(time.time() + 42, abs=2)
-    second = client.post("/playground/acme/token/").json()["token"]
-    assert second != body["token"]
+    assert body["ttl"] == 42 and body["value"].startswith("ek_")
+    assert body["expires_at"] == pytest.approx(time.time() + 42, abs=2)
+    row = ClientSecret.objects.get(secret_hash=hash_key(body["value"]))
+    assert (row.use, row.origin, row.created_by) == (
+        "realtime",
+        "http://testserver",
+        user,
+    )
+    second = minted(client)
+    assert second.use == "tts" and second.pk != row.pk
     (key,) = ApiKey.objects.filter(account=account, kind=KeyKind.PLAYGROUND)
-    assert (
-        key.display == "playground"
-        and claims.key_id == key.id == token_parse(second).key_id
-    )  # type: ignore[union-attr]
+    assert key.display == "playground" and row.api_key == key == second.api_key
     audit = AuditLog.objects.get(object_id=str(key.id))
     assert (audit.action, audit.actor) == ("key.created", user)
-    assert token_parse(body["token"], now=time.time() + 43) is None
 
 
 def test_a_revoked_playground_key_is_replaced_at_the_next_mint() -> None:
@@ -84,14 +93,9 @@ def test_a_revoked_playground_key_is_replaced_at_the_next_mint() -> None:
 
     user, (account,) = member_of("acme")
     client = signed_in(user)
-    old = token_parse(client.post("/playground/acme/token/").json()["token"])
-    api_key_revoke(
-        api_key=ApiKey.objects.get(pk=old.key_id),  # type: ignore[union-attr]
-        actor=user,
-        reason="x",
-    )
-    new = token_parse(client.post("/playground/acme/token/").json()["token"])
-    assert new is not None and new.key_id != old.key_id  # type: ignore[union-attr]
+    old = minted(client)
+    api_key_revoke(api_key=old.api_key, actor=user, reason="x")
+    assert minted(client).api_key_id != old.api_key_id
 
 
 def test_only_members_reach_an_accounts_playground() -> None:
@@ -101,10 +105,10 @@ def test_only_members_reach_an_accounts_playground() -> None:
     for user in (outsider, staff):
         client = signed_in(user)
         assert client.get("/playground/acme/").status_code == 403
-        assert client.post("/playground/acme/token/").status_code == 403
+        assert client.post(URL, {"use": "tts"}).status_code == 403
     assert signed_in(member).get("/playground/nope/").status_code == 403
     Account.objects.filter(slug="acme").update(is_active=False)
-    assert signed_in(member).post("/playground/acme/token/").status_code == 403
+    assert signed_in(member).post(URL, {"use": "tts"}).status_code == 403
 
 
 def test_the_index_sends_a_member_to_their_account_or_lets_them_pick() -> None:
@@ -127,22 +131,21 @@ def test_the_page_carries_its_config_and_no_key() -> None:
             r'id="playground-config" type="application/json">(.*?)</script>', html
         )[1]  # type: ignore[index]
     )
-    assert config["tokenUrl"] == "/playground/acme/token/"
-    assert (
-        config["speakersUrl"] == "/v1/tts/speakers" and config["captureRate"] == 24000
-    )
-    assert raw not in html and "vk_" not in html and "vpt_" not in html
+    assert config["secretUrl"] == URL and config["captureRate"] == 24000
+    # The voices come with the page, as GET /v1/tts/speakers lists them.
+    assert [s["id"] for s in config["voices"]["speakers"]] == ["tone"]
+    assert raw not in html and "vk_" not in html and "ek_" not in html
     assert "<script>" not in html  # no inline script: modules from our static files
 
 
 def test_the_keys_page_offers_only_revoking_the_playground_key() -> None:
     user, (account,) = member_of("acme")
     client = signed_in(user)
-    client.post("/playground/acme/token/")
+    minted(client)
     key = ApiKey.objects.get(account=account, kind=KeyKind.PLAYGROUND)
     page = client.get("/dashboard/acme/keys/").content.decode()
     row = re.search(rf'<tr data-key="{key.id}".*?</tr>', page, re.S)[0]  # type: ignore[index]
-    assert "Revoke tokens" in row and "Edit" not in row and "playground" in row
+    assert "Revoke secrets" in row and "Edit" not in row and "playground" in row
     edit = client.post(f"/dashboard/acme/keys/{key.id}/", {"name": "renamed"})
     assert edit.status_code == 400
     key.refresh_from_db()

@@ -14,14 +14,17 @@ import shutil
 import ssl
 import subprocess
 import sys
+import urllib.request
 import wave
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, child_env, free_port
+from tests.e2e.conftest import screenshot
 from tests.e2e.test_serve import mint_key, serve, stop, wait_ready
 from tests.support.tls import CertificateFiles, make_certificates
 from tests.wer import word_error_rate
@@ -39,6 +42,7 @@ class TlsService:
     port: int
     key: str
     certs: CertificateFiles
+    data: Path
 
     @property
     def url(self) -> str:
@@ -60,7 +64,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsService]:
     proc = serve(data, port, **env)
     try:
         wait_ready(port, proc, tls=ssl.create_default_context(cafile=str(certs.ca)))
-        yield TlsService(port, mint_key(data), certs)
+        yield TlsService(port, mint_key(data), certs, data)
     finally:
         stop(proc)
     log = (data / "serve.log").read_text()
@@ -165,8 +169,8 @@ def test_openai_npm_rest_example_over_https(
 def test_browser_page_client_streams_with_subprotocol_auth(service: TlsService) -> None:
     node = shutil.which("node")
     assert node, "Node >= 20 is required"
-    html = (EXAMPLES / "browser/index.html").read_text()
-    assert 'import { speak, player } from "./veena-tts.js"' in html
+    page = (EXAMPLES / "browser/page.js").read_text()
+    assert 'import { speak, player } from "./veena-tts.js"' in page
     done = run(
         [
             node,
@@ -202,3 +206,79 @@ def test_veena_cli_over_wss(service: TlsService, tmp_path: Path) -> None:
         timeout=60,
     )
     assert untrusted.returncode == 8 and "not trusted" in untrusted.stderr
+
+
+def revoked_key_secret(service: TlsService) -> str:
+    """A realtime client secret of a key that another process then revokes."""
+    env = child_env(
+        DJANGO_SETTINGS_MODULE="veena_site.settings", DATA_DIR=str(service.data)
+    )
+    manage = [sys.executable, "manage.py"]
+    made = run([*manage, "create_api_key", "--account", "revoked"], env).stdout
+    lines = made.strip().splitlines()
+    key_id = next(x for x in lines if x.startswith("Key id:")).split()[-1]
+    request = urllib.request.Request(
+        service.url + "/v1/realtime/client_secrets",
+        data=b"{}",
+        headers={
+            "Authorization": f"Bearer {lines[-1]}",
+            "Content-Type": "application/json",
+        },
+    )
+    tls = ssl.create_default_context(cafile=str(service.certs.ca))
+    with urllib.request.urlopen(request, timeout=30, context=tls) as response:
+        secret = json.load(response)["value"]
+    run([*manage, "revoke_api_key", key_id, "--reason", "test"], env)
+    return str(secret)
+
+
+def test_openai_npm_mints_and_uses_a_realtime_secret(
+    service: TlsService, speech: Path
+) -> None:
+    node = shutil.which("node")
+    assert node, "Node >= 20 is required"
+    env = service.env(VEENA_REVOKED_SECRET=revoked_key_secret(service))
+    script = str(ROOT / "tests/e2e/realtime_secret.mjs")
+    result = json.loads(run([node, script, str(speech)], env).stdout)
+    assert result["value"] == "ek_" and result["session"]["type"] == "transcription"
+    created, completed = result["used"]
+    assert created["input"]["turn_detection"] is None  # the secret's session, applied
+    assert created["input"]["transcription"]["language"] == "en"
+    assert word_error_rate(TEXT, completed["transcript"]) <= 0.15
+    assert result["rest"] == 401
+    assert result["revoked"] == [{"type": "error", "code": "invalid_api_key"}]
+    assert result["expired"] == [{"type": "error", "code": "invalid_api_key"}]
+
+
+def test_browser_page_plays_with_a_secret_from_its_backend_in_chromium(
+    service: TlsService, chromium: Any
+) -> None:
+    port = free_port()
+    backend = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "browser/server.py"), str(port)],
+        env=service.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        assert backend.stdout is not None and b"serving" in backend.stdout.readline()
+        # Chromium trusts the test CA's gateway as the page's user would have to.
+        context = chromium.new_context(ignore_https_errors=True)
+        page = context.new_page()
+        sent: list[str] = []
+        page.on("request", lambda r: sent.append(r.url + (r.post_data or "")))
+        page.on("websocket", lambda ws: sent.append(ws.url))
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.click("#play")
+        page.wait_for_selector("#status[data-metrics]", timeout=60_000)
+        screenshot(page, "browser-example")
+        metrics = json.loads(page.get_attribute("#status", "data-metrics") or "{}")
+        html = page.content()
+        context.close()
+    finally:
+        backend.terminate()
+        backend.wait(timeout=10)
+    assert metrics["audio_duration_seconds"] > 1 and not metrics["cancelled"]
+    assert metrics["sample_rate"] == 24000  # pinned by the backend's secret
+    assert f"wss://127.0.0.1:{service.port}/v1/tts/ws" in sent
+    assert service.key not in html and not any(service.key in s for s in sent)

@@ -31,7 +31,7 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
 ]
 
-TOKEN_TTL_S = 6
+SECRET_TTL_S = 10  # the least a client secret lives
 PASSWORD = "correct-horse-battery"
 SPOKEN = (
     "Please read the meter every morning and write the numbers in the blue notebook."
@@ -50,7 +50,7 @@ def engine_gateway(
         settings_module="tests.e2e.engine_settings",
         wait_path="/readyz",
         GATEWAY_KINDS="tts,asr",
-        PLAYGROUND_TOKEN_TTL_SECONDS=str(TOKEN_TTL_S),
+        PLAYGROUND_TOKEN_TTL_SECONDS=str(SECRET_TTL_S),
     ) as url:
         yield url
 
@@ -307,47 +307,59 @@ PROBE = """async ([url, protocols, first]) => new Promise((resolve) => {
 })"""
 
 
-def mint(page: Any) -> str:
+def mint(page: Any, use: str) -> str:
     return page.evaluate(
-        """async () => {
+        """async (use) => {
             const config = JSON.parse(document.getElementById('playground-config').textContent);
             const csrf = document.querySelector('#csrf [name=csrfmiddlewaretoken]').value;
-            const r = await fetch(config.tokenUrl, {method: 'POST', headers: {'X-CSRFToken': csrf}});
-            return (await r.json()).token;
-        }"""
+            const r = await fetch(config.secretUrl,
+                {method: 'POST', headers: {'X-CSRFToken': csrf}, body: new URLSearchParams({use})});
+            return (await r.json()).value;
+        }""",
+        use,
     )
 
 
-def probe(page: Any, base: str, token: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def probe(
+    page: Any, base: str, tts_secret: str, realtime_secret: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
     ws = "ws://" + urlsplit(base).netloc
     tts = page.evaluate(
         PROBE,
         [
             ws + "/v1/tts/ws",
-            ["veena-tts", f"veena-api-key.{token}"],
+            ["veena-tts", f"veena-api-key.{tts_secret}"],
             '{"event":"ping"}',
         ],
     )
     realtime = page.evaluate(
         PROBE,
-        [ws + "/v1/realtime", ["realtime", f"openai-insecure-api-key.{token}"], None],
+        [
+            ws + "/v1/realtime",
+            ["realtime", f"openai-insecure-api-key.{realtime_secret}"],
+            None,
+        ],
     )
     return tts, realtime
 
 
-def test_a_token_opens_both_sockets_until_it_expires_then_is_refused(
+def test_secrets_open_their_own_socket_until_they_expire_then_are_refused(
     engine_gateway: str, member: Member, browser_context: Any
 ) -> None:
     page = open_playground(browser_context, engine_gateway)
     minted_at = time.monotonic()
-    token = mint(page)
-    tts, realtime = probe(page, engine_gateway, token)
+    tts_secret, realtime_secret = mint(page, "tts"), mint(page, "realtime")
+    tts, realtime = probe(page, engine_gateway, tts_secret, realtime_secret)
     assert tts["events"] == [{"event": "pong"}] and tts["protocol"] == "veena-tts"
     assert realtime["events"][0]["type"] == "session.created"
     assert realtime["protocol"] == "realtime"
+    # Each opens only its own socket.
+    tts, realtime = probe(page, engine_gateway, realtime_secret, tts_secret)
+    assert tts["events"][0]["error"]["code"] == "AUTH_FAILED"
+    assert realtime["events"][0]["error"]["code"] == "invalid_api_key"
 
-    time.sleep(max(0.0, TOKEN_TTL_S + 0.5 - (time.monotonic() - minted_at)))
-    tts, realtime = probe(page, engine_gateway, token)
+    time.sleep(max(0.0, SECRET_TTL_S + 0.5 - (time.monotonic() - minted_at)))
+    tts, realtime = probe(page, engine_gateway, tts_secret, realtime_secret)
     assert tts["events"][0]["error"]["code"] == "AUTH_FAILED" and tts["code"] == 1008
     assert realtime["events"][0]["error"]["code"] == "invalid_api_key"
     assert realtime["code"] == 1008
@@ -368,5 +380,5 @@ def test_the_page_never_carries_a_key(
     for html in (source, page.content()):
         assert member.raw_key not in html
         assert not KEY_SHAPED.search(html)  # no key of any kind, not even its display
-        assert "vpt_" not in html  # the token lives in a script variable only
+        assert "ek_" not in html  # a client secret lives in a script variable only
     assert page.foreign_requests == []

@@ -285,7 +285,9 @@ async def test_tts_z2_a_cancelled_rest_job_stops_the_worker_within_200_ms(
     slow_fake: WorkerRuntime,
 ) -> None:
     job = ChannelJob(get_channel_layer())
-    task = asyncio.create_task(job.run(submit_builder("h" * 3000), timeout_s=30))
+    task = asyncio.create_task(
+        job.run(submit_builder("h" * 3000), timeout_s=30, rate=16000)
+    )
     await asyncio.sleep(0.15)
     assert slow_fake.jobs.busy("tts") == 1
     started = time.monotonic()
@@ -300,7 +302,9 @@ async def test_tts_q4_a_rest_job_cancelled_while_admitted_is_withdrawn(
     embedded_worker: WorkerRuntime,
 ) -> None:
     job = ChannelJob(get_channel_layer())
-    task = asyncio.create_task(job.run(submit_builder("w" * 3000), timeout_s=30))
+    task = asyncio.create_task(
+        job.run(submit_builder("w" * 3000), timeout_s=30, rate=16000)
+    )
     await asyncio.sleep(0)  # submitted, acceptance not yet read
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
@@ -311,7 +315,7 @@ async def test_tts_q4_a_rest_job_cancelled_while_admitted_is_withdrawn(
 async def test_tts_q3_rest_job_with_no_worker_is_model_not_loaded() -> None:
     job = ChannelJob(get_channel_layer())
     with pytest.raises(JobError) as info:
-        await job.run(submit_builder("x"), timeout_s=5)
+        await job.run(submit_builder("x"), timeout_s=5, rate=16000)
     assert info.value.code == "MODEL_NOT_LOADED"
 
 

@@ -65,6 +65,7 @@ def test_tts_h6_h7_listing_shape() -> None:
             "seed": False,
             "sampling_params": False,
             "timestamps": "sentence",
+            "word_timestamps": "durations",
         },
         "speakers": [
             {

@@ -78,6 +78,7 @@ def test_tts_s5_h7_listing_is_exactly_the_accepted_names(
         "seed": True,
         "sampling_params": True,
         "timestamps": "sentence",
+        "word_timestamps": "estimate",
     }
     assert sum(s["default"] for s in listing["speakers"]) == 1
 

@@ -1,4 +1,5 @@
-"""accounts L2: tts/ and asr/ reach accounts only through admission, metering, exceptions."""
+"""accounts L2: tts/ and asr/ reach accounts only through admission, metering, exceptions,
+and (issue 35) minting, for client secrets."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import pytest
 from tests.conftest import ROOT
 from tests.support.sources import package_imports
 
-ALLOWED = ("accounts.admission", "accounts.metering", "accounts.exceptions")
+ALLOWED = (
+    "accounts.admission",
+    "accounts.metering",
+    "accounts.exceptions",
+    "accounts.minting",
+)
 
 
 def allowed(name: str) -> bool:

@@ -77,6 +77,9 @@ class EngineInfo:
     supports_seed: bool = False
     sampling_params: bool = False
     segment_pause_ms: int = 0  # AU9 default of TTS_SEGMENT_PAUSE_MS
+    # How its word timestamps are timed (issue 35): "durations" (the model's own phoneme
+    # durations), "estimate" (tts.engines.word_marks) or "exact" (the fake tone).
+    word_timestamps: str = "estimate"
     # S3 defaults when the table depends on the checkpoint (vllm-snac); else speakers' own.
     aliases: Mapping[str, str] = field(default_factory=dict)
 
@@ -93,6 +96,7 @@ ENGINE_INFO: dict[str, EngineInfo] = {
         native_rate=22_050,
         voices=(VoiceInfo(id="joe", name="Joe", languages=("en-US",)),),
         supports_speed=True,
+        word_timestamps="durations",
     ),
     "fake": EngineInfo(
         wire_name="fake",
@@ -100,6 +104,7 @@ ENGINE_INFO: dict[str, EngineInfo] = {
         native_rate=22_050,
         voices=(VoiceInfo(id="tone", name="Tone", languages=("en-US",)),),
         supports_speed=True,
+        word_timestamps="exact",
     ),
 }
 

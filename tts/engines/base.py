@@ -34,6 +34,15 @@ class EngineStats:
 
 
 @dataclass(frozen=True)
+class WordMark:
+    """A spoken word and its audio, in native samples from the segment's first sample."""
+
+    word: str = field(repr=False)
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
 class TtsEngineRequest(Sampling):
     """One segment of text for the engine, with the resolved voice and options."""
 
@@ -41,8 +50,12 @@ class TtsEngineRequest(Sampling):
     voice: str
     # No audio of the request has gone out yet: its first audio waits for this segment.
     leading: bool = True
+    # Mark the words (issue 35): the engine appends each word to ``words`` before it
+    # yields the chunk in which (or before which) the word's audio starts.
+    word_timestamps: bool = False
     # Filled in by the engine while it streams the segment.
     stats: EngineStats = field(default_factory=EngineStats, compare=False, repr=False)
+    words: list[WordMark] = field(default_factory=list, compare=False, repr=False)
 
 
 class TtsEngine(Protocol):

@@ -1,4 +1,7 @@
-"""A deterministic TTS engine for fast tests: a tone of 10 ms per character."""
+"""A deterministic TTS engine for fast tests: a tone of 10 ms per character.
+
+Its word marks are exact: a word lasts the tone of its characters.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,8 @@ from collections.abc import AsyncGenerator
 
 import numpy as np
 
-from tts.engines.base import Pcm, TtsEngineRequest
+from tts.engines.base import Pcm, TtsEngineRequest, WordMark
+from tts.engines.word_marks import speakable_words
 
 MS_PER_CHAR = 10
 CHUNK_MS = 100
@@ -37,6 +41,12 @@ class FakeTts:
         pcm = sine_pcm(
             ms=int(MS_PER_CHAR * len(req.text) / req.speed), rate=self.native_rate
         )
+        if req.word_timestamps:
+            per_char = self.native_rate * MS_PER_CHAR / 1000 / req.speed
+            req.words.extend(
+                WordMark(w.text, round(w.start * per_char), round(w.end * per_char))
+                for w in speakable_words(req.text)
+            )
         step = self.native_rate * CHUNK_MS // 1000
         for start in range(0, len(pcm), step):
             await asyncio.sleep(self.chunk_delay_s)

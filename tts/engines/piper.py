@@ -23,7 +23,7 @@ from piper.voice import PiperVoice
 from gateway.threads import engine_threads
 from tts.engines.base import Pcm, TtsEngineRequest
 from tts.engines.clauses import cut_first_clause
-from tts.engines.piper_lanes import Lanes, Run, ran
+from tts.engines.piper_lanes import Lanes, Run, Spoken, ran
 from tts.engines.piper_sessions import (
     Demand,
     SessionPool,
@@ -39,6 +39,13 @@ from tts.engines.piper_split import (
     SplitModel,
     SplitSession,
     pieces,
+    run_timed,
+)
+from tts.engines.piper_words import (
+    SentenceClock,
+    marked,
+    segment_clock,
+    word_phonemes,
 )
 
 logger = logging.getLogger(__name__)
@@ -46,6 +53,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 # A sentence's latent and the frames of it not decoded yet.
 _Rest = tuple[Latent, tuple[int, int]]
+# What a stream's first pool task finds: its sentences' phonemes, its first audio, the
+# rest of its first sentence, and the clock of its word marks (when asked for).
+_Opening = tuple[list[list[str]], Spoken | None, _Rest | None, SentenceClock | None]
+WORD_CACHE = 8192  # words whose own phonemes are kept (issue 35)
 
 # A fixed gain, not per-sentence peak normalisation, keeps levels even (engines §1.5).
 VOLUME = 1.4
@@ -146,6 +157,9 @@ class PiperTts:
         self._executor = executor
         self._demand = demand or Demand(0.0)  # streams between first and last sentence
         self.native_rate: int = voice.config.sample_rate
+        self._word_phonemes = functools.lru_cache(WORD_CACHE)(
+            functools.partial(word_phonemes, voice)
+        )
 
     @classmethod
     def load(
@@ -173,8 +187,9 @@ class PiperTts:
         ``first_clause``: a leading segment's first sentence is cut after a clause mark with
         at least this many phonemes on both sides (0: never);
         ``first_piece``: a leading segment's first sentence is decoded in two pieces, the
-        first this many latent frames (0: whole, and the sessions run the model unsplit),
-        the model's two parts kept in ``split_cache``;
+        first this many latent frames (0: whole); the sessions run the model as its two
+        parts (kept in ``split_cache``), whose encoder also gives the phoneme durations
+        that time the words (issue 35);
         ``side_by_side``: a lone stream's runs after its first go side by side, one thread
         each, as many as cores (else one at a time at the stream's share).
         """
@@ -185,7 +200,7 @@ class PiperTts:
             session_threads,
             spinning=spinning,
             wait_for_cores=wait_for_cores,
-            split=split_cache if first_piece > 0 else None,
+            split=split_cache,
         )
         executor = ThreadPoolExecutor(size, thread_name_prefix="piper")
         engine = cls(
@@ -212,7 +227,7 @@ class PiperTts:
     async def stream(self, req: TtsEngineRequest) -> AsyncGenerator[Pcm, None]:
         """Yield one float32 chunk per sentence of ``req.text`` (a leading segment's first
         sentence in two clauses when it is long: ``first_clause``; and its first decoder
-        piece apart: ``first_piece``).
+        piece apart: ``first_piece``), with its words in ``req.words`` when asked.
 
         The first sentence runs in the pool task that phonemizes the text, so its run never
         waits on the event loop. The runs after it go side by side while the stream is alone
@@ -226,8 +241,8 @@ class PiperTts:
         try:
             # streams that start in the same turn of the loop count each other
             await asyncio.sleep(0)
-            sentences, pcm, rest = await self._in_pool(
-                self._speak_first, req.text, req.leading, scales
+            sentences, first, rest, clock = await self._in_pool(
+                self._speak_first, req.text, req.leading, scales, req.word_timestamps
             )
             work: list[Run] = [functools.partial(self._decode, *rest)] if rest else []
             work += [
@@ -236,10 +251,10 @@ class PiperTts:
             ]
             runs = Lanes(self._executor, work, self._lanes)  # they start now
             try:
-                if sentences:
-                    yield ran(pcm)
-                while (done := await runs.next()) is not None:
-                    yield done
+                spoken = ran(first) if sentences else await runs.next()
+                while spoken is not None:
+                    yield marked(spoken, clock, req)
+                    spoken = await runs.next()
             finally:
                 runs.stop()
         finally:
@@ -288,27 +303,41 @@ class PiperTts:
         text: str,
         leading: bool,
         scales: npt.NDArray[np.float32],
+        words: bool,
         options: onnxruntime.RunOptions,
-    ) -> tuple[list[list[str]], Pcm | None, _Rest | None]:
+    ) -> _Opening:
         """Phonemize ``text`` and synthesize its first sentence, in one pool task: the whole
-        sentence, or for a leading segment its first decoder piece and what the rest needs."""
+        sentence, or for a leading segment its first decoder piece and what the rest needs;
+        with ``words``, also the clock that times the words (issue 35)."""
         sentences = [phonemes for phonemes in self._voice.phonemize(text) if phonemes]
         if leading:
             sentences = cut_first_clause(sentences, self._first_clause)
         if not sentences:
-            return [], None, None
+            return [], None, None, None
+        clock = (
+            segment_clock(self._voice, text, sentences, self._word_phonemes)
+            if words
+            else None
+        )
         if not (leading and self._first_piece):
-            return sentences, self._synthesize(sentences[0], scales, options), None
+            return (
+                sentences,
+                self._synthesize(sentences[0], scales, options),
+                None,
+                clock,
+            )
         inputs = self._inputs(sentences[0], scales)
 
-        def first_piece(session: SplitSession) -> tuple[Pcm, _Rest | None]:
-            latent = session.encode(inputs, options)
+        def first_piece(session: SplitSession) -> tuple[Spoken, _Rest | None]:
+            latent, durations = session.encode_timed(inputs, options)
             head, *rest = pieces(latent.shape[2], self._first_piece)
             pcm = postprocess(session.decode(latent, *head, options))
-            return pcm, ((latent, rest[0]) if rest else None)
+            return Spoken(pcm, durations), ((latent, rest[0]) if rest else None)
 
         done = self._leased(first_piece, options)
-        return (sentences, None, None) if done is None else (sentences, *done)
+        if done is None:
+            return sentences, None, None, clock
+        return sentences, done[0], done[1], clock
 
     def _decode(
         self,
@@ -316,10 +345,12 @@ class PiperTts:
         span: tuple[int, int],
         options: onnxruntime.RunOptions,
         want: int | None = None,
-    ) -> Pcm | None:
+    ) -> Spoken | None:
         """The frames ``span`` of a sentence's latent; None: terminated."""
         audio = self._leased(lambda s: s.decode(latent, *span, options), options, want)
-        return None if audio is None else postprocess(audio)
+        if audio is None:
+            return None
+        return Spoken(postprocess(audio), starts_sentence=False)
 
     def _synthesize(
         self,
@@ -327,14 +358,15 @@ class PiperTts:
         scales: npt.NDArray[np.float32],
         options: onnxruntime.RunOptions,
         want: int | None = None,
-    ) -> Pcm | None:
+    ) -> Spoken | None:
         """Run the model on one sentence on at most ``want`` threads (default: the run's
         share of the cores as it starts); None: terminated."""
         inputs = self._inputs(phonemes, scales)
-        audio = self._leased(
-            lambda s: s.run(None, inputs, run_options=options)[0], options, want
-        )
-        return None if audio is None else postprocess(audio)
+        spoken = self._leased(lambda s: run_timed(s, inputs, options), options, want)
+        if spoken is None:
+            return None
+        audio, durations = spoken
+        return Spoken(postprocess(audio), durations)
 
     def _inputs(
         self, phonemes: list[str], scales: npt.NDArray[np.float32]

@@ -7,14 +7,27 @@ import functools
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import onnxruntime
 
 from tts.engines.base import Pcm
+from tts.engines.piper_split import Durations
+
+
+@dataclass(frozen=True)
+class Spoken:
+    """A run's audio; a sentence's first audio also carries the sentence's frames per
+    phoneme id (its word timestamps, issue 35), when the model gives them."""
+
+    pcm: Pcm = field(repr=False)
+    durations: Durations | None = field(default=None, repr=False)
+    starts_sentence: bool = True
+
 
 # One run of a stream: ``run(options, want)`` (want None: the stream's share of the cores).
-Run = Callable[[onnxruntime.RunOptions, "int | None"], "Pcm | None"]
+Run = Callable[[onnxruntime.RunOptions, "int | None"], "Spoken | None"]
 
 
 class Lanes:
@@ -37,18 +50,20 @@ class Lanes:
         self._executor = executor
         self._queue = deque(work)
         self._lanes = lanes
-        self._started: deque[tuple[asyncio.Future[Pcm | None], onnxruntime.RunOptions]]
+        self._started: deque[
+            tuple[asyncio.Future[Spoken | None], onnxruntime.RunOptions]
+        ]
         self._started = deque()
         self._refill(eager=True)
 
-    async def next(self) -> Pcm | None:
+    async def next(self) -> Spoken | None:
         """The next run's audio, in order; None after the last."""
         self._refill()
         if not self._started:
             return None
-        pcm = await self._started[0][0]
+        spoken = await self._started[0][0]
         self._started.popleft()
-        return ran(pcm)
+        return ran(spoken)
 
     def stop(self) -> None:
         """Start nothing more; terminate the runs still going (Z2)."""
@@ -83,7 +98,7 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def ran(pcm: Pcm | None) -> Pcm:
+def ran(spoken: Spoken | None) -> Spoken:
     """A run's audio (only a run terminated by its cancelled caller returns None)."""
-    assert pcm is not None
-    return pcm
+    assert spoken is not None
+    return spoken

@@ -16,6 +16,10 @@ bytes left it 80 MiB larger; sessions read from the files take what the whole mo
 The encoder and decoder run on one ``RunOptions`` in turn; with their threads' spinning stopped
 at the end of each run, the two runs take as long as the whole model's one (943 against 954 ms
 for 8 sentences on 2 threads).
+
+The encoder also outputs the duration predictor's frames per phoneme id (the input of the
+latent's ``CumSum``, the one ``Ceil`` of the export, as ``piper.patch_voice_with_alignment``
+finds it), so word timestamps cost no extra run (issue 35).
 """
 
 from __future__ import annotations
@@ -40,13 +44,18 @@ CONTEXT_FRAMES = 10
 # Where the parts go when the caller names no folder.
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "veena-piper-split"
 ENCODER, DECODER, LATENT = "encoder.onnx", "decoder.onnx", "latent"
+DURATIONS = "durations"
+# The layout of a cache folder; a new one is split again (2: the encoder gives durations).
+LAYOUT = 2
 
 Latent = npt.NDArray[np.float32]  # (1, channels, frames)
+Durations = npt.NDArray[np.float32]  # latent frames per phoneme id (whole numbers)
 
 
 def split_model(path: str | Path, folder: str | Path) -> None:
-    """Write the encoder and decoder of the Piper model at ``path`` to ``folder``, then the
-    latent's name (``LATENT``, last: its presence means the folder is whole).
+    """Write the encoder and decoder of the Piper model at ``path`` to ``folder``, the
+    durations' name when there is one (``DURATIONS``), then the latent's name (``LATENT``,
+    last: its presence means the folder is whole).
 
     Raises ``ValueError`` when the model has no decoder where Piper's export puts it.
     """
@@ -60,27 +69,33 @@ def split_model(path: str | Path, folder: str | Path) -> None:
     latent = first[0].input[0]
     inputs = [i.name for i in model.graph.input]
     outputs = [o.name for o in model.graph.output]
+    ceil = [o for n in model.graph.node if n.op_type == "Ceil" for o in n.output]
+    timed = [latent, *ceil] if len(ceil) == 1 else [latent]
     extractor = onnx.utils.Extractor(model)
     out = Path(folder)
-    onnx.save(extractor.extract_model(inputs, [latent]), str(out / ENCODER))
+    onnx.save(extractor.extract_model(inputs, timed), str(out / ENCODER))
     onnx.save(extractor.extract_model([latent], outputs), str(out / DECODER))
+    if len(timed) == 2:
+        (out / DURATIONS).write_text(timed[1], encoding="utf-8")
     (out / LATENT).write_text(latent, encoding="utf-8")
 
 
 @dataclass(frozen=True)
 class SplitModel:
-    """A Piper model's encoder and decoder files and the tensor between them."""
+    """A Piper model's encoder and decoder files, the tensor between them, and the
+    encoder's durations output (None: the export has none)."""
 
     encoder: str
     decoder: str
     latent: str
+    durations: str | None = None
 
     @classmethod
     def read(cls, path: str | Path, cache: Path = DEFAULT_CACHE) -> SplitModel:
         """The parts of the model at ``path``, split by a child process the first time."""
         model = Path(path)
         stat = model.stat()
-        folder = cache / f"{model.stem}-{stat.st_size}-{stat.st_mtime_ns}"
+        folder = cache / f"{model.stem}-{stat.st_size}-{stat.st_mtime_ns}-{LAYOUT}"
         if not (folder / LATENT).exists():
             cache.mkdir(parents=True, exist_ok=True)
             work = Path(tempfile.mkdtemp(dir=cache, prefix=".split-"))
@@ -97,10 +112,12 @@ class SplitModel:
                     raise
             finally:
                 shutil.rmtree(work, ignore_errors=True)
+        durations = folder / DURATIONS
         return cls(
             str(folder / ENCODER),
             str(folder / DECODER),
             (folder / LATENT).read_text(encoding="utf-8"),
+            durations.read_text(encoding="utf-8") if durations.exists() else None,
         )
 
 
@@ -110,6 +127,7 @@ class SplitSession:
     def __init__(self, model: SplitModel, opts: onnxruntime.SessionOptions) -> None:
         providers = ["CPUExecutionProvider"]
         self.latent = model.latent
+        self._encoded = [model.latent] + ([model.durations] if model.durations else [])
         self.encoder = onnxruntime.InferenceSession(
             model.encoder, opts, providers=providers
         )
@@ -134,10 +152,15 @@ class SplitSession:
         self, inputs: dict[str, Any], run_options: onnxruntime.RunOptions | None
     ) -> Latent:
         """The sentence's latent frames."""
-        latent: Latent = self.encoder.run(
-            [self.latent], inputs, run_options=run_options
-        )[0]
-        return latent
+        return self.encode_timed(inputs, run_options)[0]
+
+    def encode_timed(
+        self, inputs: dict[str, Any], run_options: onnxruntime.RunOptions | None
+    ) -> tuple[Latent, Durations | None]:
+        """The sentence's latent frames and its frames per phoneme id (None: unknown)."""
+        encoded = self.encoder.run(self._encoded, inputs, run_options=run_options)
+        durations = encoded[1].reshape(-1) if len(encoded) > 1 else None
+        return encoded[0], durations
 
     def decode(
         self,
@@ -154,6 +177,17 @@ class SplitSession:
         samples: npt.NDArray[np.float32] = audio[0].reshape(-1)
         hop = samples.size // (high - low)
         return samples[(start - low) * hop : (stop - low) * hop]
+
+
+def run_timed(
+    session: Any, inputs: dict[str, Any], options: onnxruntime.RunOptions
+) -> tuple[npt.NDArray[np.float32], Durations | None]:
+    """A whole sentence's audio and, from a split session, its phoneme durations."""
+    if isinstance(session, SplitSession):
+        latent, durations = session.encode_timed(inputs, options)
+        return session.decode(latent, 0, latent.shape[2], options), durations
+    audio: npt.NDArray[np.float32] = session.run(None, inputs, run_options=options)[0]
+    return audio, None
 
 
 def pieces(frames: int, first: int) -> list[tuple[int, int]]:

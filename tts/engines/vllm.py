@@ -31,6 +31,7 @@ from tts.engines.snac_tokens import VOCAB_MIN, FrameParser
 from tts.engines.snac_window import MAX_STEP
 from tts.engines.vllm_config import WIRE_NAME, VllmTtsConfig
 from tts.engines.vllm_prompts import token_budget
+from tts.engines.word_marks import estimate_marks
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,10 @@ class VllmSnacTts:
             {"prompt_token_ids": prompt}, params, request_id=request_id
         )
         finished = False
+        if (
+            req.word_timestamps
+        ):  # before any audio: an estimate (tts.engines.word_marks)
+            req.words.extend(estimate_marks(req.text, rate=SNAC_RATE, speed=req.speed))
         try:
             async for out in outputs:
                 completion = out.outputs[0]

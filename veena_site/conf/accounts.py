@@ -32,7 +32,8 @@ ADMIN_LOGIN_LOCKOUT_S = env.int("ADMIN_LOGIN_LOCKOUT_S", default=900)
 WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env.bool(
     "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", default=False
 )
-# Playground (/playground/): how long a minted browser token admits connections (accounts.tokens).
+# Playground (/playground/): how long the client secrets it mints open connections
+# (10-7200 s, accounts.services.playground).
 PLAYGROUND_TOKEN_TTL_SECONDS = env.int("PLAYGROUND_TOKEN_TTL_SECONDS", default=600)
 
 # The periodic jobs (accounts.tasks): how often Celery beat runs each, in seconds.
@@ -47,6 +48,7 @@ _SCHEDULE: dict[str, float | crontab] = {
     # New webhook events go out within this; a retry is due 10 s after a failure at soonest.
     "accounts.deliver_webhooks": 10.0,
     "accounts.purge_webhook_deliveries": crontab(hour=3, minute=47),
+    "accounts.purge_client_secrets": 3600.0,
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     name: {"task": name, "schedule": schedule} for name, schedule in _SCHEDULE.items()

@@ -1,6 +1,7 @@
 // The playground page: wires the text-to-speech and speech-to-text panels to the public
-// sockets. The page never holds an API key: it mints a short-lived token for the signed-in
-// member (a CSRF-protected POST) and offers it to the sockets as the browser subprotocol.
+// sockets. The page never holds an API key: for each socket it mints a short-lived client
+// secret for the signed-in member (a CSRF-protected POST) and offers it to that socket as
+// the browser subprotocol. The voices come with the page.
 import { wavBytes } from "./audio.js";
 import { Microphone, RealtimeSession } from "./asr.js";
 import { Player, speak } from "./tts.js";
@@ -10,17 +11,18 @@ const $ = (id) => document.getElementById(id);
 const wsBase = `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}`;
 const csrfToken = document.querySelector("#csrf [name=csrfmiddlewaretoken]").value;
 
-/** Tokens for this member and account, minted again shortly before they expire. */
-const tokens = {
-  value: null,
-  expiresAt: 0,
-  ttl: 0,
-  async get() {
+/** Client secrets for this member and account, one per use ("tts", "realtime"), minted
+ * again shortly before they expire. */
+const secrets = {
+  minted: {},
+  async get(use) {
     const now = Date.now() / 1000;
-    if (this.value && this.expiresAt - now > Math.min(60, this.ttl / 2)) return this.value;
-    const response = await fetch(config.tokenUrl, {
+    const held = this.minted[use];
+    if (held && held.expiresAt - now > Math.min(60, held.ttl / 2)) return held.value;
+    const response = await fetch(config.secretUrl, {
       method: "POST",
       headers: { "X-CSRFToken": csrfToken },
+      body: new URLSearchParams({ use }),
       credentials: "same-origin",
     });
     const json = (response.headers.get("content-type") || "").includes("application/json");
@@ -28,12 +30,12 @@ const tokens = {
       throw new Error(
         response.ok || response.status === 403
           ? "You are signed out or no longer a member of this account: reload the page."
-          : `The playground could not get a token (HTTP ${response.status}).`,
+          : `The playground could not get a client secret (HTTP ${response.status}).`,
       );
     }
     const body = await response.json();
-    Object.assign(this, { value: body.token, ttl: body.ttl_seconds, expiresAt: now + body.ttl_seconds });
-    return this.value;
+    this.minted[use] = { value: body.value, ttl: body.ttl, expiresAt: now + body.ttl };
+    return body.value;
   },
 };
 
@@ -51,12 +53,8 @@ function errorText(error) {
 
 // Voices, formats and rates, as GET /v1/tts/speakers lists them.
 
-async function loadVoices() {
-  const response = await fetch(config.speakersUrl, {
-    headers: { Authorization: `Bearer ${await tokens.get()}` },
-  });
-  if (!response.ok) throw new Error(`The voices could not be loaded (HTTP ${response.status}).`);
-  const info = await response.json();
+function loadVoices() {
+  const info = config.voices;
   const voices = $("tts-voice");
   voices.replaceChildren(
     ...info.speakers.map((s) => {
@@ -179,7 +177,7 @@ $("tts-play").addEventListener("click", async () => {
     await player.start(rate); // first, while the click still counts as a user gesture
     tts.speaking = speak({
       url: wsBase + config.ttsPath,
-      token: await tokens.get(),
+      token: await secrets.get("tts"),
       request: { text, speaker: $("tts-voice").value, format, sample_rate: rate },
       onHeader: (header) => say(state, `Streaming ${header.speaker} at ${header.sample_rate} Hz…`),
       onAudio: (samples) => {
@@ -298,7 +296,7 @@ $("asr-start").addEventListener("click", async () => {
   try {
     asr.session = new RealtimeSession({
       url: `${wsBase}${config.realtimePath}?intent=transcription`,
-      token: await tokens.get(),
+      token: await secrets.get("realtime"),
       rate: config.captureRate,
       vad: $("asr-vad").checked,
       onEvent: onAsrEvent,
@@ -357,4 +355,8 @@ $("asr-stop").addEventListener("click", async () => {
   say($("asr-state"), asr.error || "Microphone off.", Boolean(asr.error));
 });
 
-loadVoices().catch((error) => say($("pg-status"), errorText(error), true));
+try {
+  loadVoices();
+} catch (error) {
+  say($("pg-status"), errorText(error), true);
+}

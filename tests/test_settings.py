@@ -201,3 +201,38 @@ def test_a_workers_own_channel_has_room_for_every_slot(
         env["REDIS_URL"] = request.getfixturevalue("redis_url")
     got = probe(tmp_path, WORKER_CAPACITY_PROBE, **env)
     assert got == [16 * (40 + 16), 100]
+
+
+OVERRIDE_PROBE = (
+    "import django, json; django.setup(); from django.conf import settings as s; "
+    "from django.core.checks import run_checks; "
+    "print(json.dumps({'ASR_CHUNK_S': s.ASR_CHUNK_S, 'ASR_AGREE_S': s.ASR_AGREE_S, "
+    "'checks': sorted(m.id for m in run_checks() if m.id.startswith('veena.'))}))"
+)
+
+
+@pytest.mark.parametrize(
+    ("module", "chunk_s", "checks"),
+    [
+        ("veena_site.settings", 0.6, ["veena.W001", "veena.W002"]),
+        ("tests.settings", 1.5, ["veena.W001"]),
+        ("bench.support.settings", 1.5, ["veena.W001"]),
+    ],
+)
+def test_constants_come_from_overrides_in_tests_and_benches_only(
+    tmp_path: object, module: str, chunk_s: float, checks: list[str]
+) -> None:
+    """Production reads no constant from the environment and says which it ignored; the
+    test and bench settings apply SETTINGS_OVERRIDES (docs/settings.md)."""
+    env = child_env(DJANGO_SETTINGS_MODULE=module, DATA_DIR=str(tmp_path))
+    env.update(SETTINGS_OVERRIDES='{"ASR_CHUNK_S": 1.5}', ASR_AGREE_S="9")
+    out = subprocess.run(
+        [sys.executable, "-c", OVERRIDE_PROBE],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {"ASR_CHUNK_S": chunk_s, "ASR_AGREE_S": 0.6, "checks": checks}

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -23,12 +24,23 @@ PROBE = (
 )
 
 
-def probe(tmp_path: object, code: str = PROBE, **env: str) -> dict[str, object]:
+def probe(
+    tmp_path: object,
+    code: str = PROBE,
+    *,
+    module: str = "veena_site.settings",
+    raw: dict[str, str] | None = None,
+    **env: str,
+) -> Any:
+    """``code``'s last line of JSON, in a child on ``module`` with ``env`` (``raw``: set as
+    environment variables even where they name constants)."""
+    environment = child_env(
+        DJANGO_SETTINGS_MODULE=module, DATA_DIR=str(tmp_path), **env
+    )
+    environment.update(raw or {})
     out = subprocess.run(
         [sys.executable, "-c", code],
-        env=child_env(
-            DJANGO_SETTINGS_MODULE="veena_site.settings", DATA_DIR=str(tmp_path), **env
-        ),
+        env=environment,
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -224,15 +236,6 @@ def test_constants_come_from_overrides_in_tests_and_benches_only(
 ) -> None:
     """Production reads no constant from the environment and says which it ignored; the
     test and bench settings apply SETTINGS_OVERRIDES (docs/settings.md)."""
-    env = child_env(DJANGO_SETTINGS_MODULE=module, DATA_DIR=str(tmp_path))
-    env.update(SETTINGS_OVERRIDES='{"ASR_CHUNK_S": 1.5}', ASR_AGREE_S="9")
-    out = subprocess.run(
-        [sys.executable, "-c", OVERRIDE_PROBE],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    raw = {"SETTINGS_OVERRIDES": '{"ASR_CHUNK_S": 1.5}', "ASR_AGREE_S": "9"}
+    got = probe(tmp_path, OVERRIDE_PROBE, module=module, raw=raw)
     assert got == {"ASR_CHUNK_S": chunk_s, "ASR_AGREE_S": 0.6, "checks": checks}

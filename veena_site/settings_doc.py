@@ -60,10 +60,11 @@ CONSTANTS = f"""
 
 Not read from the environment: a variable of one of these names is ignored, and
 `manage.py check` warns about it. Those declared before issue 33 were environment variables of
-the same name and default. A test changes them with Django's `settings` fixture; a child process of a
-test or a benchmark through `{OVERRIDES}`, a JSON object of constants that only
-`tests/settings.py` and `bench/support/settings.py` apply (`DJANGO_SETTINGS_MODULE=bench.support.settings`
-for a benchmark's processes; `veena_site.conf.registry.child_environment` writes it).
+the same name and default. A test changes them with Django's `settings` fixture; a child
+process of a test or a benchmark gets them through `{OVERRIDES}`, a JSON object of constants
+that only `tests/settings.py` and `bench/support/settings.py` apply
+(`DJANGO_SETTINGS_MODULE=bench.support.settings` for a benchmark's processes;
+`veena_site.conf.registry.child_environment` writes it).
 """
 
 

@@ -1,8 +1,8 @@
 """How the CPU engines decode: Piper's ONNX runs and streaming ASR. Tuning constants only.
 
 Each was measured by a benchmark (``make bench``, docs/benchmarks.md), which varies them
-through ``bench/support/settings.py``; no deployment sets them. Read by ``tts.engines`` (Piper) and
-``asr.jobs``.
+through ``bench/support/settings.py``; no deployment sets them. Read by ``tts.engines``
+(Piper) and ``asr.jobs``.
 """
 
 from __future__ import annotations

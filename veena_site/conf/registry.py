@@ -11,9 +11,9 @@ settings on it, one line a setting, bound to the module-level name Django reads:
 the module is imported (django-environ's parsing); ``constant`` a tuning constant, never read
 from the environment. Tests change either with Django's ``settings`` fixture; a child process
 of a test or a benchmark gets constants through :data:`OVERRIDES`, a JSON object that only
-``tests/settings.py`` and ``bench/support/settings.py`` apply (:func:`child_environment` writes it,
-:func:`overrides` reads it). ``veena_site/settings_doc.py`` renders the registry as
-docs/settings.md.
+``tests/settings.py`` and ``bench/support/settings.py`` apply (:func:`child_environment`
+writes it, :func:`overrides` reads it). ``veena_site/settings_doc.py`` renders the registry
+as docs/settings.md.
 """
 
 from __future__ import annotations
@@ -29,12 +29,10 @@ import environ
 
 T = TypeVar("T")
 Kind = Literal["env", "constant"]
-MAX_OPERATOR_SETTINGS = (
-    80  # issue 33: the environment an operator reads about stays short
-)
-OVERRIDES = (
-    "SETTINGS_OVERRIDES"  # read by tests/settings.py and bench/support/settings.py only
-)
+# Issue 33: the environment variables an operator reads about stay few.
+MAX_OPERATOR_SETTINGS = 80
+# Read by tests/settings.py and bench/support/settings.py only.
+OVERRIDES = "SETTINGS_OVERRIDES"
 
 ENV = environ.Env()
 
@@ -198,7 +196,8 @@ def _constant(name: str, registry: Registry) -> Setting:
 
 def apply_overrides(namespace: dict[str, Any]) -> None:
     """Set the constants :data:`OVERRIDES` names in a settings module's ``namespace``
-    (``tests/settings.py`` and ``bench/support/settings.py`` only: production never reads it)."""
+    (called by ``tests/settings.py`` and ``bench/support/settings.py`` only: production
+    never reads the variable)."""
     namespace.update(overrides(os.environ.get(OVERRIDES, "")))
 
 
@@ -218,7 +217,8 @@ def child_environment(
             env[name] = _as_text(value)
     if constants and env.get("DJANGO_SETTINGS_MODULE") == "veena_site.settings":
         raise environ.ImproperlyConfigured(
-            f"veena_site.settings ignores {OVERRIDES}: use tests.settings or bench.support.settings"
+            f"veena_site.settings ignores {OVERRIDES}: use tests.settings or"
+            " bench.support.settings"
         )
     if constants:
         env[OVERRIDES] = json.dumps(constants)

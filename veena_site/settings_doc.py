@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from veena_site.conf.registry import (
+    AREAS,
     MAX_OPERATOR_SETTINGS,
     OVERRIDES,
     SETTINGS,
@@ -21,9 +22,6 @@ from veena_site.conf.registry import (
 )
 
 PAGE = "docs/settings.md"
-# The page's order of the areas' modules (``veena_site/conf/<name>.py``); one not named here
-# comes after them, in the order of its name.
-AREAS = ("server", "backbone", "endpoints", "accounts", "engines", "decoding")
 
 INTRO = """
 # Settings (environment variables)
@@ -93,7 +91,8 @@ def _row(*cells: str) -> str:
 
 
 def _in_page_order(groups: list[Group]) -> list[Group]:
-    """Groups by :data:`AREAS`, then by module name; a module's in declaration order."""
+    """Groups by their module's place in ``AREAS`` (then by name, for a module missing
+    there); a module's in declaration order."""
 
     def area(group: Group) -> tuple[int, str]:
         name = group.module.rsplit(".", 1)[-1]

@@ -21,12 +21,14 @@ import pytest
 
 from tests.conftest import ROOT, child_env
 from veena_site.conf.registry import (
+    AREAS,
     MAX_OPERATOR_SETTINGS,
     OVERRIDES,
     SETTINGS,
     Group,
     Registry,
     child_environment,
+    declared_kinds,
     overrides,
 )
 from veena_site.settings_doc import PAGE, page, render
@@ -94,6 +96,10 @@ def test_each_setting_is_bound_to_its_name_with_its_default() -> None:
     """Django reads the module-level name: it must be the declared one (issue 33's one name,
     one default); variables set for this run are skipped."""
     module = importlib.import_module("veena_site.settings")
+    areas = {f"veena_site.conf.{area}" for area in AREAS}
+    assert {group.module for group in SETTINGS.groups} == areas
+    kinds = {name: setting.kind for name, setting in SETTINGS.settings.items()}
+    assert declared_kinds() == kinds  # what a parent without settings routes by
     derived = {"SECRET_KEY", "SECURE_PROXY_SSL_HEADER"}  # generated, made a tuple
     for setting in SETTINGS.settings.values():
         assert hasattr(module, setting.name), setting.name

@@ -18,6 +18,8 @@ as docs/settings.md.
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -33,6 +35,8 @@ Kind = Literal["env", "constant"]
 MAX_OPERATOR_SETTINGS = 80
 # Read by tests/settings.py and bench/support/settings.py only.
 OVERRIDES = "SETTINGS_OVERRIDES"
+# The modules of veena_site/conf/ that declare settings, in the order of docs/settings.md.
+AREAS = ("server", "backbone", "endpoints", "accounts", "engines", "decoding")
 
 ENV = environ.Env()
 
@@ -113,6 +117,27 @@ class Registry:
 
 
 SETTINGS = Registry()
+
+
+@functools.cache
+def declared_kinds() -> dict[str, Kind]:
+    """Each setting's kind, read from the area modules' source: importing them would read
+    this process's environment, which a benchmark's parent may still be setting up."""
+    kinds: dict[str, Kind] = {}
+    for area in AREAS:
+        source = (Path(__file__).parent / f"{area}.py").read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(source)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("env", "constant")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                kinds[str(node.args[0].value)] = (
+                    "env" if node.func.attr == "env" else "constant"
+                )
+    return kinds
 
 
 @dataclass(eq=False)
@@ -201,20 +226,20 @@ def apply_overrides(namespace: dict[str, Any]) -> None:
     namespace.update(overrides(os.environ.get(OVERRIDES, "")))
 
 
-def child_environment(
-    base: Mapping[str, str], registry: Registry = SETTINGS, **values: Any
-) -> dict[str, str]:
-    """``base`` with ``values`` set for a child process: an operator's setting as its
-    environment variable, a constant merged into :data:`OVERRIDES` (which only the test
-    and bench settings modules read)."""
+def child_environment(base: Mapping[str, str], **values: Any) -> dict[str, str]:
+    """``base`` with ``values`` set for a child process: an operator's setting (or another
+    variable) as its environment variable, a constant merged into :data:`OVERRIDES`, which
+    only the test and bench settings modules read; the child checks their types, and so
+    does this process when it has declared them."""
     env = dict(base)
-    constants = overrides(env.get(OVERRIDES, ""), registry)
+    constants = json.loads(env.get(OVERRIDES) or "{}")
     for name, value in values.items():
-        setting = registry.settings.get(name)
-        if setting is not None and setting.kind == "constant":
+        if declared_kinds().get(name) != "constant":
+            env[name] = _as_text(value)
+        elif setting := SETTINGS.settings.get(name):
             constants[name] = setting.checked(value)
         else:
-            env[name] = _as_text(value)
+            constants[name] = value
     if constants and env.get("DJANGO_SETTINGS_MODULE") == "veena_site.settings":
         raise environ.ImproperlyConfigured(
             f"veena_site.settings ignores {OVERRIDES}: use tests.settings or"

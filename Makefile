@@ -2,9 +2,6 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-HOST ?= 127.0.0.1
-PORT ?= 8000
-export HOST PORT
 
 VLLM_REQUIREMENTS ?= requirements-vllm.txt
 
@@ -48,7 +45,7 @@ node-examples: $(NODE_EXAMPLES)/node_modules/.installed
 
 ## make serve: install, then `manage.py serve` migrates and starts (embedded without REDIS_URL, distributed with it)
 serve: $(VENV)/.installed
-	exec $(BIN)/python manage.py serve --host $(HOST) --port $(PORT)
+	exec $(BIN)/python manage.py serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 ## make test: install test tools and the vLLM tier, lint, run the whole suite
 test: $(VENV)/.dev-installed $(VENV)/.vllm-installed node-examples browser lint

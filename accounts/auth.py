@@ -120,7 +120,7 @@ def _subprotocol_keys(subprotocols: Sequence[str], *, endpoint: str) -> list[str
 
 
 def _query_keys(values: Sequence[str]) -> list[str]:
-    return list(values) if getattr(settings, "ALLOW_QUERY_API_KEY", True) else []
+    return list(values) if settings.ALLOW_QUERY_API_KEY else []
 
 
 Credential = ParsedKey | ParsedSecret

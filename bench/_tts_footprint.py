@@ -89,7 +89,7 @@ def piper(level: int, requests: int, threads: int) -> dict[str, float]:
 
 def django_only() -> None:
     sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "veena_site.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.support.settings")
     import django
 
     django.setup()

@@ -116,7 +116,7 @@ async def measure(workers: int, data_dir: str) -> dict[str, dict]:
         data_dir=data_dir,
         count=workers,
         slots=SLOTS,
-        FAKE_TTS_CHUNK_DELAY_S="0.2",
+        FAKE_TTS_CHUNK_DELAY_S=0.2,
     )
     try:
         cluster.wait_live()

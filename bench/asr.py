@@ -54,8 +54,9 @@ from django.core.management import call_command  # noqa: E402
 from asr.engines.base import MODEL_RATE  # noqa: E402
 
 
-def configure(**env: str) -> str:
-    """Embedded-topology settings in a fresh DATA_DIR (returned), then ``django.setup()``.
+def configure(**values: object) -> str:
+    """Embedded-topology settings in a fresh DATA_DIR (returned), then ``django.setup()``
+    (``bench.support.settings``: constants among ``values`` through ``SETTINGS_OVERRIDES``).
 
     Import-safe on purpose: vLLM's engine core is a spawned process that imports the main
     module again, so a benchmark does its setup here and not at import time.
@@ -63,14 +64,19 @@ def configure(**env: str) -> str:
     import django
 
     data_dir = tempfile.mkdtemp(prefix="veena-bench-asr-")
+    from veena_site.conf.registry import child_environment
+
     os.environ.update(
-        DJANGO_SETTINGS_MODULE="veena_site.settings",
-        DATA_DIR=data_dir,
-        WORKER_KINDS="asr",
-        GATEWAY_KINDS="asr",
-        LOG_LEVEL="WARNING",
-        ASR_WORKER_SLOTS="32",
-        **env,
+        child_environment(
+            os.environ,
+            DJANGO_SETTINGS_MODULE="bench.support.settings",
+            DATA_DIR=data_dir,
+            WORKER_KINDS="asr",
+            GATEWAY_KINDS="asr",
+            LOG_LEVEL="WARNING",
+            ASR_WORKER_SLOTS=32,
+            **values,
+        )
     )
     os.environ.pop("REDIS_URL", None)
     django.setup()
@@ -425,7 +431,8 @@ HEADER = (
     "| words shown by audio end (commit) p50 | WER (corpus) | WER engine alone "
     "| channel bytes ÷ client PCM bytes |"
 )
-# name → settings changed from the configured ones (the defaults unless set in the environment)
+# name → settings changed from the configured ones (the defaults unless SETTINGS_OVERRIDES sets
+# them, bench/support/settings.py)
 MODES: dict[str, dict[str, Any]] = {
     "defaults": {},
     "no reuse": {"ASR_FINAL_REUSE": False},

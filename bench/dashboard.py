@@ -85,7 +85,7 @@ def drop_database(name: str) -> None:
 
 def setup_django(url: str) -> None:
     os.environ["DATABASE_URL"] = url
-    os.environ["DJANGO_SETTINGS_MODULE"] = "veena_site.settings"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.support.settings"
     os.environ.setdefault("DATA_DIR", tempfile.mkdtemp(prefix="veena-bench-"))
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ.pop("REDIS_URL", None)

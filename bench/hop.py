@@ -43,12 +43,14 @@ from support.cluster import (  # noqa: E402
     redis_available,
 )
 
+from veena_site.conf.registry import child_environment  # noqa: E402
+
 LEVELS = tuple(
     int(x) for x in os.environ.get("BENCH_HOP_LEVELS", "1,4,16,32,64").split(",")
 )
 LEVEL_S = float(os.environ.get("BENCH_HOP_S", "6"))
 CHARS = 300  # 3 s of fake audio in 30 chunks
-CHUNK_DELAY_S = "0.02"  # the fake engine's pace: 5× real time
+CHUNK_DELAY_S = 0.02  # the fake engine's pace: 5× real time
 POSTGRES_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://127.0.0.1:5432/test")
 
 
@@ -85,8 +87,9 @@ def environment(data_dir: str, prefix: str, database: str | None) -> dict[str, s
     env = {
         k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")
     }
-    env.update(
-        DJANGO_SETTINGS_MODULE="veena_site.settings",
+    env = child_environment(
+        env,
+        DJANGO_SETTINGS_MODULE="bench.support.settings",
         PYTHONPATH=str(ROOT),
         DATA_DIR=data_dir,
         REDIS_URL=REDIS_URL,
@@ -96,7 +99,7 @@ def environment(data_dir: str, prefix: str, database: str | None) -> dict[str, s
         ASR_ENGINE="fake",
         WORKER_KINDS="tts",
         GATEWAY_KINDS="tts",
-        TTS_WORKER_SLOTS="64",
+        TTS_WORKER_SLOTS=64,
         FAKE_TTS_CHUNK_DELAY_S=CHUNK_DELAY_S,
         LOG_LEVEL="WARNING",
     )

@@ -54,7 +54,7 @@ def gateway_env(data_dir: str) -> dict[str, str]:
     for name in ("TTS_ENGINE", "ASR_ENGINE", "WORKER_KINDS", "GATEWAY_KINDS"):
         env.pop(name, None)
     env.update(
-        DJANGO_SETTINGS_MODULE="veena_site.settings",
+        DJANGO_SETTINGS_MODULE="bench.support.settings",
         DATA_DIR=data_dir,
         PYTHONPATH=str(ROOT),
         LOG_LEVEL="WARNING",

@@ -54,6 +54,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from veena_site.conf.registry import child_environment  # noqa: E402
+
 FAKE_RATE = 22_050  # the fake TTS engine's native rate
 FAKE_MS_PER_CHAR = 10
 REALTIME_RATE = 24_000
@@ -372,7 +376,7 @@ def embedded_env(data_dir: str, real: bool) -> dict[str, str]:
         if k not in ("REDIS_URL", "DATABASE_URL", "BENCH_JSON_DIR")
     }
     env.update(
-        DJANGO_SETTINGS_MODULE="veena_site.settings",
+        DJANGO_SETTINGS_MODULE="bench.support.settings",
         PYTHONPATH=str(ROOT),
         DATA_DIR=data_dir,
         LOG_LEVEL="WARNING",
@@ -380,15 +384,15 @@ def embedded_env(data_dir: str, real: bool) -> dict[str, str]:
     if real:
         env.pop("TTS_ENGINE", None)
         env.pop("ASR_ENGINE", None)
-    else:
-        # The test tone is no speech to the VAD; untrimmed, the fake ASR's transcript is exact.
-        env.update(
-            TTS_ENGINE="fake",
-            ASR_ENGINE="fake",
-            FAKE_TTS_CHUNK_DELAY_S="0.02",
-            ASR_TRIM_NONSPEECH="false",
-        )
-    return env
+        return env
+    # The test tone is no speech to the VAD; untrimmed, the fake ASR's transcript is exact.
+    return child_environment(
+        env,
+        TTS_ENGINE="fake",
+        ASR_ENGINE="fake",
+        FAKE_TTS_CHUNK_DELAY_S=0.02,
+        ASR_TRIM_NONSPEECH=False,
+    )
 
 
 def start_embedded(

@@ -62,7 +62,8 @@ sys.path.insert(0, str(ROOT))
 
 # the baseline speaks the same texts
 from bench._tts_footprint import LONG_TEXT, TEXTS, direct_voice  # noqa: E402
-from veena_site.conf import engines as engine_settings  # noqa: E402  (the gateways' defaults)
+from veena_site.conf import decoding  # noqa: E402  (the gateways' defaults)
+from veena_site.conf.registry import child_environment  # noqa: E402
 
 LEVELS = tuple(int(x) for x in os.environ.get("BENCH_LEVELS", "1,2,4,16").split(","))
 LONG = TEXTS == (LONG_TEXT,)  # BENCH_TTS_TEXT=long
@@ -73,13 +74,13 @@ REQUESTS = {1: 8, 2: 8, 4: 8, 16: 16} if LONG else {1: 24, 2: 24, 4: 32, 16: 32}
 ROUNDS = int(os.environ.get("BENCH_TTS_ROUNDS", "4"))
 RATE = 16_000  # the protocol's default output rate (the stack resamples 22050 → 16000)
 CORES = os.cpu_count() or 1
-# name → the settings of that gateway
-ALL_STACKS = {
+# name → the settings of that gateway (constants reach it through bench.support.settings)
+ALL_STACKS: dict[str, dict[str, object]] = {
     "stack": {},
-    "stack overlap": {"TTS_PIPER_WAIT_FOR_CORES": "false"},
-    "stack 1 thread": {"TTS_PIPER_SESSION_THREADS": "1"},
-    "stack no spinning": {"TTS_PIPER_SPINNING": "false"},
-    "stack whole sentences": {"TTS_PIPER_FIRST_PIECE_FRAMES": "0"},
+    "stack overlap": {"TTS_PIPER_WAIT_FOR_CORES": False},
+    "stack 1 thread": {"TTS_PIPER_SESSION_THREADS": [1]},
+    "stack no spinning": {"TTS_PIPER_SPINNING": False},
+    "stack whole sentences": {"TTS_PIPER_FIRST_PIECE_FRAMES": 0},
     "plumbing": {"TTS_ENGINE": "fake"},
 }
 # BENCH_TTS_STACKS: the gateways to run, by name (comma-separated)
@@ -180,12 +181,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def child_env(data_dir: str, overrides: dict[str, str]) -> dict[str, str]:
+def child_env(data_dir: str, overrides: dict[str, object]) -> dict[str, str]:
     env = {
         k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")
     }
     env.update(
-        DJANGO_SETTINGS_MODULE="veena_site.settings",
+        DJANGO_SETTINGS_MODULE="bench.support.settings",
         DATA_DIR=data_dir,
         PYTHONPATH=str(ROOT),
         TTS_ENGINE="piper",
@@ -193,8 +194,7 @@ def child_env(data_dir: str, overrides: dict[str, str]) -> dict[str, str]:
         GATEWAY_KINDS="tts",
         LOG_LEVEL="WARNING",
     )
-    env.update(overrides)
-    return env
+    return child_environment(env, **overrides)
 
 
 def provision(env: dict[str, str]) -> str:
@@ -247,7 +247,7 @@ def footprint(*args: str) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "_tts_footprint.py"), *args],
         cwd=ROOT,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "veena_site.settings"},
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "bench.support.settings"},
         capture_output=True,
         text=True,
         check=True,
@@ -256,7 +256,7 @@ def footprint(*args: str) -> dict[str, float]:
 
 
 @contextmanager
-def gateway(overrides: dict[str, str]) -> Iterator[Gateway]:
+def gateway(overrides: dict[str, object]) -> Iterator[Gateway]:
     """Start a TTS-only gateway with ``overrides`` to its environment."""
     data_dir = tempfile.mkdtemp(prefix="veena-bench-tts-")
     env = child_env(data_dir, overrides)
@@ -344,7 +344,7 @@ def attempt(label: str, errors: list[str], measure: Callable[[], Any]) -> Any:
 
 
 # After a level, before a gateway's VmRSS: its memory release has run.
-IDLE_WAIT_S = engine_settings.TTS_PIPER_RELEASE_IDLE_S + 1.5
+IDLE_WAIT_S = decoding.TTS_PIPER_RELEASE_IDLE_S + 1.5
 
 
 def measure(

@@ -345,10 +345,10 @@ def main() -> None:
     data_dir = configure(
         ASR_ENGINE="vllm",
         ASR_VLLM_MODEL=args.model,
-        ASR_VLLM_MAX_NUM_SEQS=str(max(16, 2 * max(levels))),
+        ASR_VLLM_MAX_NUM_SEQS=max(16, 2 * max(levels)),
         # A loaded host can delay the worker's admission answer past the 500 ms default.
-        ASR_WORKER_ANSWER_MS="5000",
-        ASR_ADMISSION_WAIT_MS="5000",
+        ASR_WORKER_ANSWER_MS=5000,
+        ASR_ADMISSION_WAIT_MS=5000,
     )
     try:
         asyncio.run(bench(levels, args.rounds))

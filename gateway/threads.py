@@ -10,5 +10,5 @@ from django.conf import settings
 def engine_threads() -> int:
     """Return ENGINE_THREADS when Django settings are configured, else the CPU count."""
     if settings.configured:
-        return int(getattr(settings, "ENGINE_THREADS", os.cpu_count() or 1))
+        return int(settings.ENGINE_THREADS)
     return os.cpu_count() or 1

@@ -20,6 +20,7 @@ from channels.layers import channel_layers
 
 from gateway.liveness import get_liveness
 from tests.support.redis_db import redis_test_url
+from veena_site.conf.registry import child_environment
 from veena_site.runtime import get_runtime, reset_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,14 +89,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def child_env(**overrides: str) -> dict[str, str]:
-    """Environment for a child process of the project (settings come from the env)."""
+def child_env(**settings: object) -> dict[str, str]:
+    """Environment for a child process of the project with ``settings``: an operator's
+    setting (or any other variable) as its environment variable, a constant through
+    ``SETTINGS_OVERRIDES``, which ``tests.settings`` applies (docs/settings.md)."""
     env = {
         k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")
     }
     env.update({"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"})
-    env.update(overrides)
-    return env
+    return child_environment(env, **settings)
 
 
 def manage(

@@ -1,5 +1,10 @@
-"""Test settings: the real settings module with fast engines and a throwaway database."""
+"""Test settings: the real settings module with fast engines and a throwaway database.
 
+A child process of a test gets changed constants through ``SETTINGS_OVERRIDES``
+(``tests.conftest.child_env`` writes it; applied last, below).
+"""
+
+from veena_site.conf.registry import apply_overrides
 from veena_site.settings import *  # noqa: F403
 
 TTS_ENGINE = "fake"
@@ -26,3 +31,5 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
             _tempfile.gettempdir(), f"veena-test-{_os.getpid()}.sqlite3"
         )
     }
+
+apply_overrides(globals())

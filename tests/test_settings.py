@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -23,12 +24,23 @@ PROBE = (
 )
 
 
-def probe(tmp_path: object, code: str = PROBE, **env: str) -> dict[str, object]:
+def probe(
+    tmp_path: object,
+    code: str = PROBE,
+    *,
+    module: str = "veena_site.settings",
+    raw: dict[str, str] | None = None,
+    **env: str,
+) -> Any:
+    """``code``'s last line of JSON, in a child on ``module`` with ``env`` (``raw``: set as
+    environment variables even where they name constants)."""
+    environment = child_env(
+        DJANGO_SETTINGS_MODULE=module, DATA_DIR=str(tmp_path), **env
+    )
+    environment.update(raw or {})
     out = subprocess.run(
         [sys.executable, "-c", code],
-        env=child_env(
-            DJANGO_SETTINGS_MODULE="veena_site.settings", DATA_DIR=str(tmp_path), **env
-        ),
+        env=environment,
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -201,3 +213,29 @@ def test_a_workers_own_channel_has_room_for_every_slot(
         env["REDIS_URL"] = request.getfixturevalue("redis_url")
     got = probe(tmp_path, WORKER_CAPACITY_PROBE, **env)
     assert got == [16 * (40 + 16), 100]
+
+
+OVERRIDE_PROBE = (
+    "import django, json; django.setup(); from django.conf import settings as s; "
+    "from django.core.checks import run_checks; "
+    "print(json.dumps({'ASR_CHUNK_S': s.ASR_CHUNK_S, 'ASR_AGREE_S': s.ASR_AGREE_S, "
+    "'checks': sorted(m.id for m in run_checks() if m.id.startswith('veena.'))}))"
+)
+
+
+@pytest.mark.parametrize(
+    ("module", "chunk_s", "checks"),
+    [
+        ("veena_site.settings", 0.6, ["veena.W001", "veena.W002"]),
+        ("tests.settings", 1.5, ["veena.W001"]),
+        ("bench.support.settings", 1.5, ["veena.W001"]),
+    ],
+)
+def test_constants_come_from_overrides_in_tests_and_benches_only(
+    tmp_path: object, module: str, chunk_s: float, checks: list[str]
+) -> None:
+    """Production reads no constant from the environment and says which it ignored; the
+    test and bench settings apply SETTINGS_OVERRIDES (docs/settings.md)."""
+    raw = {"SETTINGS_OVERRIDES": '{"ASR_CHUNK_S": 1.5}', "ASR_AGREE_S": "9"}
+    got = probe(tmp_path, OVERRIDE_PROBE, module=module, raw=raw)
+    assert got == {"ASR_CHUNK_S": chunk_s, "ASR_AGREE_S": 0.6, "checks": checks}

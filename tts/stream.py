@@ -46,7 +46,7 @@ CONTROL_EVENTS = (Ping, Cancel, Clear, Flush, End)
 
 def idle_timeout_s() -> float:
     """K5's idle limit between keep-alive requests (accounts §12 WS_IDLE_TIMEOUT_SECONDS)."""
-    return float(getattr(settings, "WS_IDLE_TIMEOUT_SECONDS", 30))
+    return float(settings.WS_IDLE_TIMEOUT_SECONDS)
 
 
 def message(

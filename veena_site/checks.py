@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Warning, register
+
+from veena_site.conf.registry import OVERRIDES, SETTINGS
 
 
 @register()
@@ -46,3 +49,28 @@ def placement_is_known(**kwargs: Any) -> list[Error]:
             Error("WORKER_PLACEMENT must be least_loaded or shared", id="veena.E004")
         ]
     return []
+
+
+@register()
+def constants_are_not_in_the_environment(**kwargs: Any) -> list[Warning]:
+    """A variable named like a constant is ignored (docs/settings.md): say so."""
+    warnings = []
+    ignored = sorted(
+        s.name for s in SETTINGS.of_kind("constant") if s.name in os.environ
+    )
+    if ignored:
+        warnings.append(
+            Warning(
+                f"ignored: {', '.join(ignored)} (constants, not environment variables;"
+                " docs/settings.md)",
+                id="veena.W001",
+            )
+        )
+    if OVERRIDES in os.environ and settings.SETTINGS_MODULE == "veena_site.settings":
+        warnings.append(
+            Warning(
+                f"ignored: {OVERRIDES} (only tests.settings and bench.support.settings apply it)",
+                id="veena.W002",
+            )
+        )
+    return warnings

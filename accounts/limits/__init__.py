@@ -43,9 +43,7 @@ def _limiter_for(redis_url: str, prefix: str) -> Limiter:
 
 def get_limiter() -> Limiter:
     """The limiter for the current settings; one per process and configuration."""
-    return _limiter_for(
-        settings.REDIS_URL, getattr(settings, "REDIS_KEY_PREFIX", "veena:")
-    )
+    return _limiter_for(settings.REDIS_URL, settings.REDIS_KEY_PREFIX)
 
 
 def reset_limiters() -> None:

@@ -87,8 +87,8 @@ class Plan(models.Model):
 
     def clean(self) -> None:
         """M2: a session must end before the rollup lookback window forgets it."""
-        stale = getattr(settings, "USAGE_STALE_SECONDS", 15)
-        lookback = getattr(settings, "ROLLUP_LOOKBACK_HOURS", 3) * 3600
+        stale = settings.USAGE_STALE_SECONDS
+        lookback = settings.ROLLUP_LOOKBACK_HOURS * 3600
         if self.max_session_seconds is not None and (
             self.max_session_seconds + stale + 600 > lookback
         ):

@@ -77,7 +77,7 @@ def api_key_create(
     kind: str = KeyKind.STANDARD,
 ) -> tuple[ApiKey, str]:
     """Create a key and return it with the raw key, which is never stored (K3, K4)."""
-    raw = generate_key(getattr(settings, "API_KEY_PREFIX", "vk_live_"))
+    raw = generate_key(settings.API_KEY_PREFIX)
     key_prefix, last4 = display_parts(raw)
     api_key = ApiKey(
         account=account,

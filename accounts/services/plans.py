@@ -10,7 +10,7 @@ from accounts.models.plans import Plan, default_allowed_endpoints
 def plan_get_or_create_default() -> Plan:
     """The plan new accounts get: generous limits, no quota, every endpoint."""
     plan, _ = Plan.objects.get_or_create(
-        name=getattr(settings, "DEFAULT_PLAN_NAME", "default"),
+        name=settings.DEFAULT_PLAN_NAME,
         defaults={
             "requests_per_minute": 600,
             "max_concurrent_streams": 16,

@@ -23,6 +23,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from veena_site.conf.registry import child_environment  # noqa: E402
+
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
@@ -45,7 +50,7 @@ def redis_available() -> bool:
 def setup_gateway(prefix: str, data_dir: str) -> None:
     """Configure Django in this process as a gateway on ``prefix`` (call once, first)."""
     os.environ.update(
-        DJANGO_SETTINGS_MODULE="veena_site.settings",
+        DJANGO_SETTINGS_MODULE="bench.support.settings",
         REDIS_URL=REDIS_URL,
         CHANNEL_PREFIX=prefix,
         DATA_DIR=data_dir,
@@ -53,7 +58,6 @@ def setup_gateway(prefix: str, data_dir: str) -> None:
         ASR_ENGINE="fake",
         LOG_LEVEL="WARNING",
     )
-    sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()
@@ -63,7 +67,7 @@ class Cluster:
     """``count`` fake-engine TTS worker processes with ``slots`` slots each."""
 
     def __init__(
-        self, *, prefix: str, data_dir: str, count: int, slots: int, **env: str
+        self, *, prefix: str, data_dir: str, count: int, slots: int, **env: object
     ) -> None:
         self.prefix, self.count, self.slots = prefix, count, slots
         child = {
@@ -71,8 +75,9 @@ class Cluster:
             for k, v in os.environ.items()
             if k not in ("REDIS_URL", "DATABASE_URL")
         }
-        child.update(
-            DJANGO_SETTINGS_MODULE="veena_site.settings",
+        child = child_environment(
+            child,
+            DJANGO_SETTINGS_MODULE="bench.support.settings",
             PYTHONPATH=str(ROOT),
             REDIS_URL=REDIS_URL,
             CHANNEL_PREFIX=prefix,
@@ -80,7 +85,7 @@ class Cluster:
             TTS_ENGINE="fake",
             ASR_ENGINE="fake",
             WORKER_KINDS="tts",
-            TTS_WORKER_SLOTS=str(slots),
+            TTS_WORKER_SLOTS=slots,
             LOG_LEVEL="WARNING",
             **env,
         )

@@ -33,7 +33,7 @@ def gateway(pg_database: str, redis_url: str, tmp_path: Path) -> Iterator[Any]:
     children: list[Child] = []
     prefix = f"x{uuid.uuid4().hex[:8]}:"
 
-    def env(**overrides: str) -> dict[str, str]:
+    def env(**overrides: object) -> dict[str, str]:
         return child_env(
             DJANGO_SETTINGS_MODULE="tests.settings",
             DATABASE_URL=pg_database,
@@ -45,7 +45,7 @@ def gateway(pg_database: str, redis_url: str, tmp_path: Path) -> Iterator[Any]:
         )
 
     def start(
-        scenario: str, args: dict[str, Any] | None = None, **overrides: str
+        scenario: str, args: dict[str, Any] | None = None, **overrides: object
     ) -> Child:
         child = Child(
             "tests.accounts.gateway_child",
@@ -117,9 +117,9 @@ def test_c4_u10_killed_process_frees_its_lease_and_its_record_is_reaped(
 ) -> None:
     account = setup_account(gateway, concurrency=1)
     raw = account["keys"][0]["raw"]
-    fast_lease = {"LEASE_TTL_SECONDS": "2", "LEASE_RENEW_SECONDS": "0.5"}
+    fast_lease = {"LEASE_TTL_SECONDS": 2, "LEASE_RENEW_SECONDS": 0.5}
     holder = gateway(
-        "hold_and_die", {"raw": raw}, USAGE_CHECKPOINT_SECONDS="60", **fast_lease
+        "hold_and_die", {"raw": raw}, USAGE_CHECKPOINT_SECONDS=60, **fast_lease
     )
     record_id = holder.until("ready")["record_id"]
     prober = gateway("probe", {"raw": raw, "until_admitted": True}, **fast_lease)
@@ -137,7 +137,7 @@ def test_c4_u10_killed_process_frees_its_lease_and_its_record_is_reaped(
     time.sleep(max(0.0, 1.1 - (time.time() - killed_at)))
     reaper = manage(
         "usage_maintenance",
-        env=gateway.env(USAGE_STALE_SECONDS="1"),
+        env=gateway.env(USAGE_STALE_SECONDS=1),
         stdout=subprocess.PIPE,
         text=True,
     )

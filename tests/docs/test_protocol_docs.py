@@ -63,11 +63,16 @@ def number(value: object) -> str:
 
 
 def check_settings(section: Section, code_names: set[str]) -> None:
-    """The settings table lists the settings the code reads, with their defaults."""
+    """The settings table lists the settings the code reads, with their defaults and
+    whether an operator sets them (the registry's kind)."""
+    from veena_site.conf.registry import SETTINGS
+
     rows = table(section)
     same(rows, code_names, "settings")
     module = importlib.import_module("veena_site.settings")
+    kinds = {"env": "environment", "constant": "constant"}
     for name, row in rows.items():
+        assert row[3].strip() == kinds[SETTINGS.settings[name].kind], name
         if name in os.environ:
             continue  # set for this run; the default is not observable
         value = getattr(module, name)

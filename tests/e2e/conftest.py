@@ -141,7 +141,7 @@ def gateway_on_test_db(
     *,
     settings_module: str = "tests.settings",
     wait_path: str = "/healthz",
-    **env: str,
+    **env: object,
 ) -> Iterator[str]:
     """``manage.py rungateway`` on this run's test database; yields its URL.
 
@@ -195,7 +195,7 @@ def live_gateway(
     with gateway_on_test_db(
         tmp_path_factory,
         django_db_blocker,
-        FAKE_TTS_CHUNK_DELAY_S="0.1",  # a stream lasts long enough to revoke during it
+        FAKE_TTS_CHUNK_DELAY_S=0.1,  # a stream lasts long enough to revoke during it
         GATEWAY_KINDS="tts",
     ) as url:
         yield url

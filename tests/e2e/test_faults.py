@@ -53,6 +53,7 @@ from tests.support.services import (
 from tests.worker.test_distributed import prefix, redis_layer  # noqa: F401 (fixtures)
 from tests.worker.test_distributed import start_worker as start_worker_on
 from veena_site.asgi import application
+from veena_site.conf.registry import child_environment
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -157,7 +158,7 @@ async def test_worker_killed_mid_tts_stream(
     account_key: tuple[int, str],
 ) -> None:
     account_id, raw = account_key
-    worker = start_worker_on(redis_layer, prefix, FAKE_TTS_CHUNK_DELAY_S="0.05")
+    worker = start_worker_on(redis_layer, prefix, FAKE_TTS_CHUNK_DELAY_S=0.05)
     comm = WebsocketCommunicator(application, "/v1/tts/ws", headers=bearer(raw))
     await comm.connect()
     await comm.send_to(text_data=json.dumps({"text": "k" * 3000, "format": "pcm"}))
@@ -222,11 +223,11 @@ def distributed(
         REDIS_URL=redis_url,
         CHANNEL_PREFIX=f"f{uuid.uuid4().hex[:8]}",
         REDIS_KEY_PREFIX=f"f{uuid.uuid4().hex[:8]}:",
-        USAGE_CHECKPOINT_SECONDS="1",
-        LEASE_TTL_SECONDS="6",
-        LEASE_RENEW_SECONDS="2",
-        FAKE_TTS_CHUNK_DELAY_S="0.2",
-        ASR_TRIM_NONSPEECH="false",
+        USAGE_CHECKPOINT_SECONDS=1,
+        LEASE_TTL_SECONDS=6,
+        LEASE_RENEW_SECONDS=2,
+        FAKE_TTS_CHUNK_DELAY_S=0.2,
+        ASR_TRIM_NONSPEECH=False,
     )
 
 
@@ -270,7 +271,9 @@ async def test_gateway_killed_mid_stream(
         before_reap = records(pg_database)
         assert {r["status"] for r in before_reap} == {"started"}
         await asyncio.sleep(3.5)  # older than USAGE_STALE_SECONDS below
-        out = run_manage("usage_maintenance", env={**env, "USAGE_STALE_SECONDS": "3"})
+        out = run_manage(
+            "usage_maintenance", env=child_environment(env, USAGE_STALE_SECONDS=3)
+        )
         assert "abandoned records reaped: 2" in out, out
         reaped = records(pg_database)
         for record in reaped:

@@ -53,6 +53,7 @@ from tests.support.services import (
     start_worker,
     wait_ready,
 )
+from veena_site.conf.registry import child_environment
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres]
 
@@ -174,11 +175,11 @@ def cluster(
         REDIS_KEY_PREFIX=f"so{tag}:",  # limits of this run only
         TTS_WORKER_SLOTS=str(SLOTS),
         ASR_WORKER_SLOTS=str(SLOTS),
-        FAKE_TTS_CHUNK_DELAY_S="0.1",
-        ASR_TRIM_NONSPEECH="false",
-        USAGE_CHECKPOINT_SECONDS="1",
-        LEASE_TTL_SECONDS="6",
-        LEASE_RENEW_SECONDS="2",
+        FAKE_TTS_CHUNK_DELAY_S=0.1,
+        ASR_TRIM_NONSPEECH=False,
+        USAGE_CHECKPOINT_SECONDS=1,
+        LEASE_TTL_SECONDS=6,
+        LEASE_RENEW_SECONDS=2,
         TTS_DRAIN_S="2",
         # Every admission time keeps its default: on the shared CI machine a worker's answer
         # can come after the 500 ms answer time (seen: load 13 on 2 vCPUs), and a late answer
@@ -190,7 +191,7 @@ def cluster(
         for n, port in enumerate((free_port(), free_port()))
     ]
     celery = start_celery(
-        {**env, "USAGE_STALE_SECONDS": str(STALE_S)}, data / "celery.log"
+        child_environment(env, USAGE_STALE_SECONDS=STALE_S), data / "celery.log"
     )
     services = [*workers, *(g.service for g in gateways), celery]
     try:

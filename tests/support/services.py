@@ -21,7 +21,7 @@ from typing import Any
 from tests.conftest import ROOT, child_env
 
 
-def project_env(data_dir: Path, **overrides: str) -> dict[str, str]:
+def project_env(data_dir: Path, **overrides: object) -> dict[str, str]:
     """A child environment on ``data_dir`` with the test settings (fake engines)."""
     return child_env(
         DJANGO_SETTINGS_MODULE="tests.settings",

@@ -33,7 +33,7 @@ def gateway(pg_database: str, redis_url: str, tmp_path: Path) -> Iterator[Any]:
         CHANNEL_PREFIX=prefix,
         DATA_DIR=str(tmp_path),
         LOG_LEVEL="WARNING",
-        USAGE_CHECKPOINT_SECONDS="60",
+        USAGE_CHECKPOINT_SECONDS=60,
     )
 
     def start(scenario: str, args: dict[str, Any] | None = None) -> Child:

@@ -181,9 +181,8 @@ def test_spinning_is_on_by_default_only_in_the_embedded_topology(
     redis_url: str, spinning: str
 ) -> None:
     """Beside other workers and gateways on one host its threads would take their cores."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_PIPER_")}
-    env["REDIS_URL"] = redis_url
-    code = "import veena_site.conf.engines as e; print(e.TTS_PIPER_SPINNING)"
+    env = {**os.environ, "REDIS_URL": redis_url}
+    code = "import veena_site.conf.decoding as d; print(d.TTS_PIPER_SPINNING)"
     out = subprocess.run(
         [sys.executable, "-c", code],
         env=env,

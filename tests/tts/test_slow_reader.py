@@ -71,7 +71,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveGateway]:
         TTS_AUTH_REQUIRED="false",
         WORKER_KINDS="tts",
         GATEWAY_KINDS="tts",
-        TTS_CLIENT_STALL_S=str(STALL_S),
+        TTS_CLIENT_STALL_S=STALL_S,
     )
     migrate = manage("migrate", "--noinput", env=env, stdout=subprocess.DEVNULL)
     assert migrate.wait(timeout=120) == 0

@@ -49,7 +49,7 @@ def redis_layer(redis_url: str, prefix: str, settings: object) -> str:
     return redis_url
 
 
-def start_worker(redis_url: str, prefix: str, **env: str) -> subprocess.Popen[bytes]:
+def start_worker(redis_url: str, prefix: str, **env: object) -> subprocess.Popen[bytes]:
     """A ``gpuworker`` child process on the fake engines; waits until it is live."""
     proc = manage(
         "gpuworker",
@@ -111,7 +111,7 @@ async def test_an_idle_worker_outlives_the_layers_blocking_wait(
 async def test_worker_killed_mid_job_is_reported_within_5s(
     redis_layer: str, prefix: str, api_key: str
 ) -> None:
-    proc = start_worker(redis_layer, prefix, FAKE_TTS_CHUNK_DELAY_S="0.05")
+    proc = start_worker(redis_layer, prefix, FAKE_TTS_CHUNK_DELAY_S=0.05)
     comm = WebsocketCommunicator(application, "/v1/tts/ws", headers=bearer(api_key))
     await comm.connect()
     await comm.send_to(text_data=json.dumps({"text": "z" * 3000}))
@@ -141,7 +141,7 @@ async def test_second_worker_takes_jobs_the_first_has_no_slot_for(
     redis_layer: str, prefix: str, api_key: str
 ) -> None:
     """Two one-slot worker processes on one Redis serve two streams at once (scale-out)."""
-    slow = {"TTS_WORKER_SLOTS": "1", "FAKE_TTS_CHUNK_DELAY_S": "0.05"}
+    slow = {"TTS_WORKER_SLOTS": "1", "FAKE_TTS_CHUNK_DELAY_S": 0.05}
     procs = [
         start_worker(redis_layer, prefix, **slow),
         start_worker(redis_layer, prefix, **slow),
@@ -175,7 +175,7 @@ async def test_jobs_spread_over_two_workers_and_each_is_accepted_first_try(
 ) -> None:
     """Least-loaded placement: six streams fill two three-slot worker processes evenly,
     each accepted by the first worker asked (one submission per stream, none shared)."""
-    slow = {"TTS_WORKER_SLOTS": "3", "FAKE_TTS_CHUNK_DELAY_S": "0.05"}
+    slow = {"TTS_WORKER_SLOTS": "3", "FAKE_TTS_CHUNK_DELAY_S": 0.05}
     procs = [
         start_worker(redis_layer, prefix, **slow),
         start_worker(redis_layer, prefix, **slow),

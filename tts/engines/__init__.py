@@ -16,16 +16,16 @@ def load_piper() -> TtsEngine:
     from tts.engines.piper import PiperTts
 
     return PiperTts.load(
-        session_threads=getattr(settings, "TTS_PIPER_SESSION_THREADS", ()),
-        spinning=getattr(settings, "TTS_PIPER_SPINNING", False),
-        wait_for_cores=getattr(settings, "TTS_PIPER_WAIT_FOR_CORES", True),
-        share_hold_s=getattr(settings, "TTS_PIPER_SHARE_HOLD_S", 1.0),
-        return_memory=getattr(settings, "TTS_PIPER_RETURN_MEMORY", True),
-        release_idle_s=getattr(settings, "TTS_PIPER_RELEASE_IDLE_S", 10.0),
-        first_clause=getattr(settings, "TTS_PIPER_FIRST_CLAUSE_PHONEMES", 0),
-        first_piece=getattr(settings, "TTS_PIPER_FIRST_PIECE_FRAMES", 0),
+        session_threads=settings.TTS_PIPER_SESSION_THREADS,
+        spinning=settings.TTS_PIPER_SPINNING,
+        wait_for_cores=settings.TTS_PIPER_WAIT_FOR_CORES,
+        share_hold_s=settings.TTS_PIPER_SHARE_HOLD_S,
+        return_memory=settings.TTS_PIPER_RETURN_MEMORY,
+        release_idle_s=settings.TTS_PIPER_RELEASE_IDLE_S,
+        first_clause=settings.TTS_PIPER_FIRST_CLAUSE_PHONEMES,
+        first_piece=settings.TTS_PIPER_FIRST_PIECE_FRAMES,
         split_cache=Path(settings.DATA_DIR) / "piper-split",
-        side_by_side=getattr(settings, "TTS_PIPER_SIDE_BY_SIDE", True),
+        side_by_side=settings.TTS_PIPER_SIDE_BY_SIDE,
     )
 
 
@@ -35,7 +35,7 @@ def load_fake() -> TtsEngine:
 
     from tts.engines.fake import FakeTts
 
-    return FakeTts(chunk_delay_s=getattr(settings, "FAKE_TTS_CHUNK_DELAY_S", 0.0))
+    return FakeTts(chunk_delay_s=settings.FAKE_TTS_CHUNK_DELAY_S)
 
 
 def load_vllm() -> TtsEngine:
@@ -147,7 +147,7 @@ def segment_pause_ms(engine_name: str) -> int:
 
     from tts.engines.vllm_config import SEGMENT_PAUSE_MS, WIRE_NAME
 
-    configured = getattr(settings, "TTS_SEGMENT_PAUSE_MS", None)
+    configured = settings.TTS_SEGMENT_PAUSE_MS
     if configured is not None:
         return int(configured)
     if engine_name == WIRE_NAME:

@@ -1,40 +1,92 @@
 """Settings of ``accounts``: keys, limits, metering, rollups and their periodic jobs.
 
-docs/specs/accounts.md §5, §6, §8, §12. The dashboard's sign-in and email are Django's own
-settings, in ``veena_site/settings.py``.
+docs/specs/accounts.md §5, §6, §8, §12. The dashboard's email is Django's own, in
+``conf/server.py``.
 """
 
 from __future__ import annotations
 
 from celery.schedules import crontab
 
-from veena_site.conf.environment import env
+from veena_site.conf.registry import Group
 
-API_KEY_PREFIX = env("API_KEY_PREFIX", default="vk_live_")
-DEFAULT_PLAN_NAME = env("DEFAULT_PLAN_NAME", default="default")
-API_KEY_CACHE_SECONDS = env.float("API_KEY_CACHE_SECONDS", default=30.0)
-# Embedded default: how often key versions are copied from the database into the in-process
-# limits store, so a revocation by another process stops its streams within a second.
-KEY_VERSION_SYNC_S = env.float("KEY_VERSION_SYNC_S", default=0.25)
-LEASE_TTL_SECONDS = env.float("LEASE_TTL_SECONDS", default=30.0)
-LEASE_RENEW_SECONDS = env.float("LEASE_RENEW_SECONDS", default=10.0)
-USAGE_CHECKPOINT_SECONDS = env.float("USAGE_CHECKPOINT_SECONDS", default=5.0)
-USAGE_STALE_SECONDS = env.int("USAGE_STALE_SECONDS", default=15)
-ASR_QUOTA_CHUNK_MS = env.int("ASR_QUOTA_CHUNK_MS", default=10_000)
-ROLLUP_LOOKBACK_HOURS = env.int("ROLLUP_LOOKBACK_HOURS", default=3)
-USAGE_RECORD_RETENTION_DAYS = env.int("USAGE_RECORD_RETENTION_DAYS", default=90)
-# Admin login throttling (accounts.login_throttle), counted in Django's cache.
-ADMIN_LOGIN_MAX_FAILURES = env.int("ADMIN_LOGIN_MAX_FAILURES", default=5)
-ADMIN_LOGIN_MAX_FAILURES_PER_IP = env.int("ADMIN_LOGIN_MAX_FAILURES_PER_IP", default=20)
-ADMIN_LOGIN_LOCKOUT_S = env.int("ADMIN_LOGIN_LOCKOUT_S", default=900)
-# Webhooks (docs/webhooks.md): whether a webhook may point at a loopback, private or
-# link-local address. Off, an account cannot make the gateway probe its own network.
-WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env.bool(
-    "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", default=False
+_accounts = Group(
+    __name__,
+    "Accounts: keys, limits, metering, periodic jobs",
+    "See [Usage and accounts](usage.md).",
 )
-# Playground (/playground/): how long the client secrets it mints open connections
-# (10-7200 s, accounts.services.playground).
-PLAYGROUND_TOKEN_TTL_SECONDS = env.int("PLAYGROUND_TOKEN_TTL_SECONDS", default=600)
+API_KEY_PREFIX = _accounts.env("API_KEY_PREFIX", str, "vk_live_", "prefix of new keys")
+DEFAULT_PLAN_NAME = _accounts.env(
+    "DEFAULT_PLAN_NAME", str, "default", "plan for accounts created without one"
+)
+USAGE_RECORD_RETENTION_DAYS = _accounts.env(
+    "USAGE_RECORD_RETENTION_DAYS",
+    int,
+    90,
+    "record retention (older records are purged daily)",
+)
+# Admin login throttling (accounts.login_throttle), counted in Django's cache.
+ADMIN_LOGIN_MAX_FAILURES = _accounts.env(
+    "ADMIN_LOGIN_MAX_FAILURES",
+    int,
+    5,
+    "sign-in throttling (admin and dashboard): failed logins per username",
+)
+ADMIN_LOGIN_MAX_FAILURES_PER_IP = _accounts.env(
+    "ADMIN_LOGIN_MAX_FAILURES_PER_IP",
+    int,
+    20,
+    "sign-in throttling: failed logins per address",
+)
+ADMIN_LOGIN_LOCKOUT_S = _accounts.env(
+    "ADMIN_LOGIN_LOCKOUT_S", int, 900, "sign-in throttling: the window (15 min)"
+)
+WEBHOOK_ALLOW_PRIVATE_ADDRESSES = _accounts.env(
+    "WEBHOOK_ALLOW_PRIVATE_ADDRESSES",
+    bool,
+    False,
+    "quota-alert webhooks may go to loopback, private and link-local addresses (off:"
+    " such hosts are refused, against SSRF; [Webhooks](webhooks.md))",
+)
+PLAYGROUND_TOKEN_TTL_SECONDS = _accounts.env(
+    "PLAYGROUND_TOKEN_TTL_SECONDS",
+    int,
+    600,
+    "how long the client secrets the playground mints open connections (10–7200 s)",
+)
+
+API_KEY_CACHE_SECONDS = _accounts.constant(
+    "API_KEY_CACHE_SECONDS",
+    30.0,
+    "per-process key cache (validated against the key version in Redis)",
+)
+KEY_VERSION_SYNC_S = _accounts.constant(
+    "KEY_VERSION_SYNC_S",
+    0.25,
+    "embedded default: how often key versions are copied from the database into the"
+    " in-process limits store, so a revocation by another process stops its streams"
+    " within a second",
+)
+LEASE_TTL_SECONDS = _accounts.constant(
+    "LEASE_TTL_SECONDS",
+    30.0,
+    "concurrency lease lifetime (a crashed gateway's streams free themselves within it)",
+)
+LEASE_RENEW_SECONDS = _accounts.constant(
+    "LEASE_RENEW_SECONDS", 10.0, "concurrency lease renewal"
+)
+USAGE_CHECKPOINT_SECONDS = _accounts.constant(
+    "USAGE_CHECKPOINT_SECONDS", 5.0, "usage checkpoints of a running stream"
+)
+USAGE_STALE_SECONDS = _accounts.constant(
+    "USAGE_STALE_SECONDS", 15, "when the reaper calls a `started` record abandoned"
+)
+ASR_QUOTA_CHUNK_MS = _accounts.constant(
+    "ASR_QUOTA_CHUNK_MS", 10_000, "realtime audio quota reserved at a time"
+)
+ROLLUP_LOOKBACK_HOURS = _accounts.constant(
+    "ROLLUP_LOOKBACK_HOURS", 3, "rollup recomputation window"
+)
 
 # The periodic jobs (accounts.tasks): how often Celery beat runs each, in seconds.
 _SCHEDULE: dict[str, float | crontab] = {

@@ -14,7 +14,6 @@ Migrations run first. On PostgreSQL they hold an advisory lock, so machines that
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Any
 from urllib.parse import urlsplit
@@ -104,10 +103,8 @@ class Command(BaseCommand):
     help = "Start the service: embedded without REDIS_URL, distributed with it."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
-        parser.add_argument(
-            "--port", type=int, default=int(os.environ.get("PORT", "8000"))
-        )
+        parser.add_argument("--host", default=settings.HOST)
+        parser.add_argument("--port", type=int, default=settings.PORT)
 
     def execute(self, *args: Any, **options: Any) -> Any:
         """Claim the embedded data directory first: a refusal is one line, before checks."""
@@ -116,9 +113,7 @@ class Command(BaseCommand):
         return super().execute(*args, **options)
 
     def handle(self, *args: Any, host: str, port: int, **options: Any) -> None:
-        roles = [
-            r for r in os.environ.get("SERVE_ROLES", ",".join(ROLES)).split(",") if r
-        ]
+        roles = [r for r in settings.SERVE_ROLES if r]
         unknown = set(roles) - set(ROLES)
         if unknown:
             raise CommandError(
@@ -135,8 +130,9 @@ class Command(BaseCommand):
             return
         if "gateway" in roles:
             checked_listen(host, port)  # bad TLS files fail before any child starts
-        workers = int(os.environ.get("SERVE_WORKERS", "1"))
-        sys.exit(self.supervise(role_commands(roles, host, port, workers)))
+        sys.exit(
+            self.supervise(role_commands(roles, host, port, settings.SERVE_WORKERS))
+        )
 
     def supervise(self, commands: list[list[str]]) -> int:
         """Run every child until a signal, restarting those that exit; stop all."""

@@ -7,15 +7,14 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from veena_site.settings_doc import PAGE, collect, missing_help, render
+from veena_site.conf.registry import SETTINGS
+from veena_site.settings_doc import PAGE, page
 
 
 class Command(BaseCommand):
-    """Generate the settings page from the settings code."""
+    """Generate the settings page from the settings registry."""
 
-    help = (
-        "Print docs/settings.md as the settings code generates it (--write, --check)."
-    )
+    help = "Print docs/settings.md as the settings registry generates it (--write, --check)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--write", action="store_true", help=f"write {PAGE}")
@@ -24,14 +23,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        root = settings.BASE_DIR
-        found = collect(root)
-        if missing := missing_help(found):
-            raise CommandError(
-                f"settings without a meaning (or the reverse): {missing}"
-            )
-        text = render(found)
-        path = root / PAGE
+        text = page()
+        path = settings.BASE_DIR / PAGE
         if options["check"]:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 raise CommandError(
@@ -40,6 +33,10 @@ class Command(BaseCommand):
             self.stdout.write(f"{PAGE} is current")
         elif options["write"]:
             path.write_text(text, encoding="utf-8")
-            self.stdout.write(f"wrote {PAGE}: {len(found)} settings")
+            operators = len(SETTINGS.of_kind("env"))
+            constants = len(SETTINGS.of_kind("constant"))
+            self.stdout.write(
+                f"wrote {PAGE}: {operators} environment variables, {constants} constants"
+            )
         else:
             self.stdout.write(text, ending="")

@@ -35,6 +35,7 @@ from gateway.consumers import ReleaseStep, WorkerClientConsumer
 from gateway.contracts import JobFailed
 from gateway.jobclient import Outcome
 from gateway.logs import new_request_id
+from gateway.outages import Failure
 from gateway.timers import NamedTimers, Ticker
 
 logger = logging.getLogger(__name__)
@@ -354,17 +355,19 @@ class RealtimeConsumer(WorkerClientConsumer):
         await self.end("completed", close_code=1001)
         await self.close(code=1001)
 
-    async def send_internal_error(self) -> None:
-        """The boundary's error event: ``internal_error`` (vLLM ``processing_error``)."""
-        vllm = self.session.dialect is Dialect.VLLM
-        code = "processing_error" if vllm else "internal_error"
+    async def send_failure(self, failure: Failure) -> None:
+        """The boundary's error event: ``internal_error`` (vLLM ``processing_error``) for
+        a bug, ``service_unavailable`` for an outage (the limits store's code, §3.4)."""
+        code: str = failure
+        if failure == "internal_error" and self.session.dialect is Dialect.VLLM:
+            code = "processing_error"
         self.session.state = AsrState.CLOSED
         await self.send_error(code, errors.message(code))
 
-    async def release_failed(self) -> None:
-        """The boundary's release: the record ends ``failed`` / ``internal_error``, 1011."""
+    async def release_failed(self, failure: Failure, close_code: int) -> None:
+        """The boundary's release: the record ends ``failed`` with ``failure``."""
         if getattr(self, "session", None) is not None:
-            await self.end("failed", error_code="internal_error", close_code=1011)
+            await self.end("failed", error_code=failure, close_code=close_code)
 
     async def release(self) -> None:
         """Give back the worker slot, the timers and the admission (idempotent); each

@@ -93,6 +93,7 @@ DENIALS = {  # accounts E3 reason → (wire code, message) (AU-4, AU-6)
     ),
     "quota_exceeded": ("insufficient_quota", "You exceeded your current quota."),
     "limits_unavailable": ("service_unavailable", "Service temporarily unavailable."),
+    "service_unavailable": ("service_unavailable", "Service temporarily unavailable."),
 }
 DEFAULT_RETRY_MS = 1000
 STOPS = {  # accounts E7 stop reason → wire code (LM-5)
@@ -102,6 +103,7 @@ STOPS = {  # accounts E7 stop reason → wire code (LM-5)
     "quota_exceeded": "insufficient_quota",
     "usage_unavailable": "usage_unavailable",
     "limits_unavailable": "service_unavailable",
+    "service_unavailable": "service_unavailable",
 }
 
 

@@ -28,9 +28,11 @@ from django.views.decorators.http import require_POST
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
 from gateway import metrics
+from gateway.outages import log_failure
 from openai_rest.encode import CONTENT_TYPES, StreamEncoder
 from openai_rest.errors import (
     OpenAiError,
+    boundary_error,
     denial_error,
     error_response,
     invalid,
@@ -85,10 +87,11 @@ async def speech(request: HttpRequest) -> HttpResponseBase:
     except asyncio.CancelledError:  # the client went away before the body started
         await usage.end(status="cancelled")
         raise
-    except Exception:  # boundary: one request
-        logger.exception("speech request %s failed", request_id)
-        await usage.end(status="failed", error_code="internal_error")
-        return error_response(server_error(), request_id)
+    except Exception as exc:  # boundary: one request
+        log_failure(logger, "speech request %s failed", request_id)
+        answer, failure = boundary_error(exc)
+        await usage.end(status="failed", error_code=failure)
+        return error_response(answer, request_id)
 
 
 async def _start(

@@ -37,9 +37,11 @@ from asr.client import AsrJobError, FileJob, PieceText
 from asr.engines.base import MODEL_RATE
 from asr.usage import RealtimeUsage, UsageStatus
 from gateway import metrics
+from gateway.outages import log_failure
 from openai_rest.decode import AudioTooLong, UnreadableAudio, decode_upload
 from openai_rest.errors import (
     OpenAiError,
+    boundary_error,
     denial_error,
     error_response,
     invalid,
@@ -90,10 +92,11 @@ async def transcriptions(request: HttpRequest) -> HttpResponseBase:
     except asyncio.CancelledError:  # the client went away
         await call.end("cancelled")
         raise
-    except Exception:  # boundary: one request
-        logger.exception("transcription %s failed", request_id)
-        await call.end("failed", "internal_error")
-        return error_response(server_error(), request_id)
+    except Exception as exc:  # boundary: one request
+        log_failure(logger, "transcription %s failed", request_id)
+        answer, failure = boundary_error(exc)
+        await call.end("failed", failure)
+        return error_response(answer, request_id)
 
 
 class Transcription:

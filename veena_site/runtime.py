@@ -15,11 +15,13 @@ from django.conf import settings
 from gateway.contracts import WORKER_CHANNELS, Kind
 from gateway.jobs import JobRegistry
 from gateway.liveness import WorkerStatus, get_liveness
+from gateway.outages import log_failure
 from gateway.vllm_env import EngineLoadError
 
 logger = logging.getLogger(__name__)
 
 BEACON_COALESCE_S = 0.005
+BEACON_RETRY_S = 0.1
 
 
 def load_engine(kind: Kind, name: str) -> Any:
@@ -158,16 +160,23 @@ class WorkerRuntime:
         """Publish every ``WORKER_HEARTBEAT_S``, and soon after a slot is taken or freed,
         so that placement reads counts that are milliseconds old, not a second."""
         store = get_liveness()
+        failing = False
         while True:
             self._changed.clear()
             try:
                 await store.publish(self.status())
+                if failing:
+                    logger.info("liveness published again")
+                failing = False
             except Exception:  # boundary: liveness must not kill the worker
-                logger.warning("liveness publish failed", exc_info=True)
+                if not failing:
+                    log_failure(logger, "liveness publish failed")
+                failing = True
+            # After a failure, try again soon: gateways place jobs only on workers they
+            # see, and a restarted Redis has forgotten them all (issue 31).
+            wait_s = BEACON_RETRY_S if failing else settings.WORKER_HEARTBEAT_S
             try:
-                await asyncio.wait_for(
-                    self._changed.wait(), settings.WORKER_HEARTBEAT_S
-                )
+                await asyncio.wait_for(self._changed.wait(), wait_s)
                 await asyncio.sleep(BEACON_COALESCE_S)  # one publish for a burst
             except TimeoutError:
                 pass

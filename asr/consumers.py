@@ -30,7 +30,7 @@ from asr.outbox import Flush, WorkerOutbox
 from asr.protocol import Dialect
 from asr.session import AsrState, RealtimeSession
 from asr.usage import RealtimeUsage, UsageStatus
-from gateway import jsontext, metrics
+from gateway import jsontext, lifecycle, metrics
 from gateway.consumers import ReleaseStep, WorkerClientConsumer
 from gateway.contracts import JobFailed
 from gateway.jobclient import Outcome
@@ -277,6 +277,9 @@ class RealtimeConsumer(WorkerClientConsumer):
 
     async def failover(self) -> None:
         """WK-7: the worker is lost; re-run admission and replay unfinished items."""
+        if lifecycle.shutting_down() and not self.closed():
+            await self.on_shutdown()  # LM-6: the gateway is going too
+            return
         if self.closed() or not self.outbox.fail_over():
             return
         sid = self.session.session_id
@@ -363,6 +366,13 @@ class RealtimeConsumer(WorkerClientConsumer):
             code = "processing_error"
         self.session.state = AsrState.CLOSED
         await self.send_error(code, errors.message(code))
+
+    def refusal(self, message: str) -> dict[str, Any]:
+        """``service_unavailable`` in the OpenAI envelope (AU-4), with a retry hint."""
+        retry = errors.DEFAULT_RETRY_MS
+        return events.error(
+            "service_unavailable", message, openai=True, retry_after_ms=retry
+        )
 
     async def release_failed(self, failure: Failure, close_code: int) -> None:
         """The boundary's release: the record ends ``failed`` with ``failure``."""

@@ -189,13 +189,21 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         await self.close(code=1001)
 
     async def websocket_connect(self, message: dict[str, Any]) -> None:
-        """Register the socket for the shutdown drain; refuse new ones while stopping."""
+        """Register the socket for the shutdown drain; while stopping, refuse new ones
+        with the protocol's service-unavailable error and 1013 (the client retries on
+        another gateway)."""
         lifecycle.register(self.channel_name)
         if lifecycle.shutting_down():
             await self.accept()
-            await self.close(code=1001)
+            metrics.ERRORS.labels(self.endpoint, "service_unavailable").inc()
+            await self.send_json(self.refusal(lifecycle.SHUTTING_DOWN))
+            await self.close(code=FAILURE_CLOSE_CODES["service_unavailable"])
             return
         await super().websocket_connect(message)
+
+    def refusal(self, message: str) -> dict[str, Any]:
+        """The protocol's service-unavailable error event for a socket refused at once."""
+        raise NotImplementedError
 
     async def websocket_disconnect(self, message: dict[str, Any]) -> None:
         """Unregister from the shutdown drain, then run the normal disconnect."""

@@ -1,9 +1,11 @@
 """Gateway shutdown: stop taking streams, let live ones drain, then stop the server.
 
 Every API consumer registers its channel here while its socket is open. On SIGTERM/SIGINT
-the gateway marks itself shutting down (new sockets are refused with 1001), posts
-``gateway.shutdown`` to each live consumer's own channel (so the change goes through its
-dispatch loop, tts Q5) and waits until they are gone or the drain time has passed.
+the gateway marks itself shutting down, posts ``gateway.shutdown`` to each live consumer's
+own channel (so the change goes through its dispatch loop, tts Q5) and waits until they are
+gone or the drain time has passed. Meanwhile new sockets are refused with the protocol's
+service-unavailable error and 1013, and new HTTP requests with 503 (``DrainMiddleware``;
+``/healthz`` still answers): the client retries elsewhere (issue 31).
 """
 
 from __future__ import annotations
@@ -11,12 +13,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from channels.layers import get_channel_layer
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 logger = logging.getLogger(__name__)
 
 SHUTDOWN = "gateway.shutdown"
+CLOSE_MARGIN_S = 2.0
+STOP_GRACE_S = 10.0
 _live: set[str] = set()
 _state = {"shutting_down": False}
 
@@ -29,6 +38,18 @@ def register(channel_name: str) -> None:
 def unregister(channel_name: str) -> None:
     """A consumer's socket closed."""
     _live.discard(channel_name)
+
+
+def drain_seconds() -> float:
+    """The longest drain: the TTS drain (tts W12) plus a margin for the closes. A gateway
+    waits this long for its streams, a worker as long for its jobs."""
+    return float(settings.TTS_DRAIN_S) + CLOSE_MARGIN_S
+
+
+def stop_seconds() -> float:
+    """The longest a stopping gateway or worker takes to exit: the drain, then what is left
+    of a worker's shutdown (jobs told, liveness withdrawn)."""
+    return drain_seconds() + STOP_GRACE_S
 
 
 def shutting_down() -> bool:
@@ -55,6 +76,58 @@ async def drain(timeout_s: float) -> int:
         await asyncio.sleep(0.05)
     logger.info("gateway drained; %d stream(s) left", len(_live))
     return len(_live)
+
+
+SHUTTING_DOWN = "The server is shutting down. Retry shortly."
+ANSWERED_WHILE_DRAINING = ("/healthz",)
+
+
+def unavailable_response() -> JsonResponse:
+    """503 in OpenAI's error envelope with a retry hint: the gateway is draining."""
+    body = {
+        "error": {
+            "message": SHUTTING_DOWN,
+            "type": "server_error",
+            "param": None,
+            "code": "service_unavailable",
+        }
+    }
+    response = JsonResponse(body, status=503)
+    response["Retry-After"] = "1"
+    return response
+
+
+class DrainMiddleware:
+    """While the gateway drains, a new HTTP request gets 503 (the load balancer's
+    ``/readyz`` too); requests already running finish. Sync and async capable."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
+        if self.is_async:
+            return self._acall(request)
+        if refused(request):
+            return unavailable_response()
+        response: HttpResponse = self.get_response(request)
+        return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        if refused(request):
+            return unavailable_response()
+        response: HttpResponse = await self.get_response(request)
+        return response
+
+
+def refused(request: HttpRequest) -> bool:
+    """A request that arrives while the gateway drains (health checks excepted)."""
+    return shutting_down() and request.path not in ANSWERED_WHILE_DRAINING
 
 
 def reset() -> None:

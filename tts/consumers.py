@@ -10,7 +10,9 @@ in ``tts.incremental``, audio output in ``tts.forwarding``, state in ``tts.sessi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import uuid
 from functools import partial
 from typing import Any
 
@@ -115,6 +117,11 @@ class TtsConsumer(WorkerClientConsumer):
         STREAMING_OVERLOADED with a retry hint for an outage."""
         rid = self.session.current_request_id()
         await self.emit(failure_error(failure, rid))
+
+    def refusal(self, message: str) -> dict[str, Any]:
+        """§6 STREAMING_OVERLOADED with a retry hint, for a socket refused at once."""
+        event = failure_error("service_unavailable", str(uuid.uuid4()))
+        return server_message(dataclasses.replace(event, message=message))
 
     async def release_failed(self, failure: Failure, close_code: int) -> None:
         """The boundary's release: the active request and the stream end as failed."""

@@ -141,9 +141,21 @@ class WorkerRuntime:
         """Wait until every engine finished loading (or failed)."""
         await asyncio.gather(*(s.loaded.wait() for s in self.engines.values()))
 
-    async def shutdown(self) -> None:
-        """Stop accepting, end running jobs with a shutdown error, withdraw from liveness."""
+    async def shutdown(self, drain_s: float = 0.0) -> None:
+        """Stop accepting (published at once), let running jobs end by themselves for up
+        to ``drain_s``, end the rest with a shutdown error, withdraw from liveness.
+
+        The drain is what lets SIGTERM reach a whole deployment at once (systemd's
+        ``KillMode=control-group``, a container runtime): the gateways' running requests
+        finish within their own drain instead of failing as their workers go (issue 31).
+        """
         self.accepting = False
+        self._slots_changed()  # republish: not ready, so gateways place jobs elsewhere
+        if drain_s > 0 and self.jobs.running:
+            running = len(self.jobs.running)
+            logger.info("worker %s draining %d job(s)", self.worker_id, running)
+            left = await self.jobs.drain(drain_s)
+            logger.info("worker %s drained; %d job(s) left", self.worker_id, left)
         await self.jobs.cancel_all(code="worker_shutdown")
         await self.jobs.wait_idle()
         for task in self._tasks:

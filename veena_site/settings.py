@@ -78,6 +78,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "gateway.logs.RequestIdMiddleware",
+    "gateway.lifecycle.DrainMiddleware",  # 503 while the gateway drains (issue 31)
     "django.middleware.security.SecurityMiddleware",
     # Static files (the dashboard's charts, the admin) from the app directories.
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -31,11 +31,6 @@ def claim(data_dir: Path) -> None:
         raise CommandError(str(exc)) from None
 
 
-def drain_seconds() -> float:
-    """Longest wait for live streams on shutdown: the TTS drain plus a margin for closes."""
-    return float(settings.TTS_DRAIN_S) + 2.0
-
-
 class Command(BaseCommand):
     """Serve HTTP and WebSockets with Daphne."""
 
@@ -83,10 +78,9 @@ class Command(BaseCommand):
             """Drain live streams (tts W12), stop the embedded worker, stop the reactor."""
             if lifecycle.shutting_down():
                 return
-            logger.info(
-                "gateway stopping: draining streams for up to %gs", drain_seconds()
-            )
-            await lifecycle.drain(drain_seconds())
+            drain_s = lifecycle.drain_seconds()
+            logger.info("gateway stopping: draining streams for up to %gs", drain_s)
+            await lifecycle.drain(drain_s)
             if not settings.REDIS_URL:
                 from veena_site.runtime import get_runtime
 

@@ -38,7 +38,12 @@ from asr.engines.base import MODEL_RATE
 from asr.usage import RealtimeUsage, UsageStatus
 from gateway import metrics
 from gateway.outages import log_failure
-from openai_rest.decode import AudioTooLong, UnreadableAudio, decode_upload
+from openai_rest.decode import (
+    AudioTooLong,
+    TruncatedAudio,
+    UnreadableAudio,
+    decode_upload,
+)
 from openai_rest.errors import (
     OpenAiError,
     boundary_error,
@@ -256,6 +261,12 @@ def _decode(req: TranscriptionRequest) -> npt.NDArray[np.int16]:
     cap = settings.OPENAI_TRANSCRIBE_MAX_SECONDS
     try:
         return decode_upload(req.file, max_seconds=cap)
+    except TruncatedAudio:
+        raise invalid(
+            "The audio file is truncated: it ends before the length it declares.",
+            param="file",
+            code="invalid_audio_format",
+        ) from None
     except UnreadableAudio:
         raise invalid(
             "The audio file could not be decoded or its format is not supported.",

@@ -293,6 +293,9 @@ OPENAI_TRANSCRIBE_TIMEOUT_S = env.float("OPENAI_TRANSCRIBE_TIMEOUT_S", default=6
 
 # The server. Daphne's own caps; the realtime socket must carry 16 MiB messages (realtime AR-4).
 WEBSOCKET_MAX_MESSAGE_BYTES = max(ASR_MAX_MESSAGE_BYTES, TTS_MAX_MESSAGE_BYTES)
+# A connection must send a request's complete headers within this (gateway.http_guard): a
+# slowloris client, or an idle keep-alive one, is dropped.
+HTTP_HEADER_TIMEOUT_S = env.float("HTTP_HEADER_TIMEOUT_S", default=10.0)
 # Both set: the gateway serves https/wss itself (veena_site/endpoints.py); neither: plain http/ws.
 TLS_CERT_FILE = env("TLS_CERT_FILE", default="")
 TLS_KEY_FILE = env("TLS_KEY_FILE", default="")

@@ -51,12 +51,18 @@ class Command(BaseCommand):
             check_engines(settings.WORKER_KINDS)
         from daphne.server import Server  # installs the asyncio reactor first
 
-        from gateway import daphne_compat, lifecycle
+        from gateway import daphne_compat, http_guard, lifecycle
         from veena_site.asgi import application
         from veena_site.endpoints import checked_listen
+        from veena_site.http_limits import body_limit, too_large
 
         listen = checked_listen(host, port)
         daphne_compat.install()
+        http_guard.install(
+            header_timeout_s=settings.HTTP_HEADER_TIMEOUT_S,
+            body_limit=body_limit,
+            too_large=too_large,
+        )
 
         def ready() -> None:
             # Called before the reactor's loop runs: schedule the embedded worker and the

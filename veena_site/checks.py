@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import Error, register
+from django.core.checks import Warning as CheckWarning
 
 
 @register()
@@ -44,5 +45,19 @@ def placement_is_known(**kwargs: Any) -> list[Error]:
     if settings.WORKER_PLACEMENT not in ("least_loaded", "shared"):
         return [
             Error("WORKER_PLACEMENT must be least_loaded or shared", id="veena.E004")
+        ]
+    return []
+
+
+@register()
+def operators_can_read_metrics(**kwargs: Any) -> list[CheckWarning]:
+    """With PRODUCTION, /metrics answers only OPS_TOKEN: without one nobody can scrape it."""
+    if settings.PRODUCTION and not settings.OPS_TOKEN:
+        return [
+            CheckWarning(
+                "PRODUCTION without OPS_TOKEN: /metrics and the detail of /readyz "
+                "answer nobody (docs/operations.md, production checklist)",
+                id="veena.W001",
+            )
         ]
     return []

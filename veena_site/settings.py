@@ -79,6 +79,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "gateway.logs.RequestIdMiddleware",
     "gateway.lifecycle.DrainMiddleware",  # 503 while the gateway drains (issue 31)
+    "gateway.csp.ContentSecurityPolicyMiddleware",  # on every HTML page (issue 31)
     "django.middleware.security.SecurityMiddleware",
     # Static files (the dashboard's charts, the admin) from the app directories.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -293,6 +294,9 @@ OPENAI_TRANSCRIBE_TIMEOUT_S = env.float("OPENAI_TRANSCRIBE_TIMEOUT_S", default=6
 
 # The server. Daphne's own caps; the realtime socket must carry 16 MiB messages (realtime AR-4).
 WEBSOCKET_MAX_MESSAGE_BYTES = max(ASR_MAX_MESSAGE_BYTES, TTS_MAX_MESSAGE_BYTES)
+# /metrics and the detail of /readyz: with PRODUCTION only for "Authorization: Bearer
+# <OPS_TOKEN>" (no token set: not at all); open otherwise (veena_site/views.py).
+OPS_TOKEN = env("OPS_TOKEN", default="")
 # A connection must send a request's complete headers within this (gateway.http_guard): a
 # slowloris client, or an idle keep-alive one, is dropped.
 HTTP_HEADER_TIMEOUT_S = env.float("HTTP_HEADER_TIMEOUT_S", default=10.0)

@@ -28,6 +28,7 @@ CLOSE_MARGIN_S = 2.0
 STOP_GRACE_S = 10.0
 _live: set[str] = set()
 _state = {"shutting_down": False}
+_http = {"in_flight": 0}  # HTTP requests whose response has not ended (``tracked``)
 
 
 def register(channel_name: str) -> None:
@@ -62,8 +63,29 @@ def live_streams() -> int:
     return len(_live)
 
 
+def tracked(app: Any) -> Any:
+    """The HTTP application, counted while each request runs, streamed body included, so
+    that a drain waits for a REST response on its way as for a socket."""
+
+    async def counted(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") != "http":
+            return await app(scope, receive, send)  # type: ignore[no-any-return]
+        _http["in_flight"] += 1
+        try:
+            await app(scope, receive, send)
+        finally:
+            _http["in_flight"] -= 1
+
+    return counted
+
+
+def _busy() -> bool:
+    return bool(_live) or _http["in_flight"] > 0
+
+
 async def drain(timeout_s: float) -> int:
-    """Tell every live consumer to wind down; wait ≤ ``timeout_s``; return what is left."""
+    """Tell every live consumer to wind down; wait ≤ ``timeout_s`` for them and for the
+    HTTP requests in flight; return how many are left."""
     _state["shutting_down"] = True
     layer = get_channel_layer()
     for channel in list(_live):
@@ -72,10 +94,11 @@ async def drain(timeout_s: float) -> int:
         except Exception:  # boundary: one consumer's channel; the drain goes on
             logger.warning("shutdown notice not delivered to a stream", exc_info=True)
     deadline = time.monotonic() + timeout_s
-    while _live and time.monotonic() < deadline:
+    while _busy() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    logger.info("gateway drained; %d stream(s) left", len(_live))
-    return len(_live)
+    left = len(_live) + _http["in_flight"]
+    logger.info("gateway drained; %d stream(s) and request(s) left", left)
+    return left
 
 
 SHUTTING_DOWN = "The server is shutting down. Retry shortly."
@@ -134,3 +157,4 @@ def reset() -> None:
     """Forget all state (tests)."""
     _live.clear()
     _state["shutting_down"] = False
+    _http["in_flight"] = 0

@@ -37,7 +37,7 @@ from asr.client import AsrJobError, FileJob, PieceText
 from asr.engines.base import MODEL_RATE
 from asr.usage import RealtimeUsage, UsageStatus
 from gateway import metrics
-from gateway.outages import log_failure
+from gateway.outages import is_outage, log_failure
 from openai_rest.decode import (
     AudioTooLong,
     TruncatedAudio,
@@ -232,7 +232,9 @@ class Transcription:
                     if delta := delta_text(len(segments) - 1, text.text):
                         yield sse({"type": "transcript.text.delta", "delta": delta})
                     text = await anext(texts, None)
-            except (AsrJobError, TimeoutError, AdmissionDenied) as exc:
+            except Exception as exc:  # boundary: the SSE body, once its 200 is out
+                if not isinstance(exc, ENDINGS) and not is_outage(exc):
+                    raise
                 error = _stream_error(exc)
                 code = error.code or "internal_error"
                 yield sse({"type": "error", "error": error.body()["error"]})
@@ -281,9 +283,14 @@ def _decode(req: TranscriptionRequest) -> npt.NDArray[np.int16]:
         ) from None
 
 
+ENDINGS = (AsrJobError, TimeoutError, AdmissionDenied)  # how a job's stream ends early
+
+
 def _stream_error(exc: BaseException) -> OpenAiError:
     if isinstance(exc, AdmissionDenied):
         return denial_error(exc)
     if isinstance(exc, AsrJobError):
         return job_error(exc)
+    if is_outage(exc):
+        return boundary_error(exc)[0]
     return timeout_error()

@@ -30,6 +30,7 @@ import pytest
 from tests.conftest import free_port
 from tests.support.services import (
     Service,
+    create_planned_key,
     project_env,
     run_manage,
     start_gateway,
@@ -44,21 +45,6 @@ IDLE_S = 1.5
 MAX_SESSION_S = 3
 UPLOAD_CAP = 1024 * 1024
 MAX_SECONDS = 60
-MAKE_KEYS = """
-import json
-from accounts.models.accounts import Account
-from accounts.models.plans import Plan
-from accounts.services.api_keys import api_key_create
-keys = {}
-for name, limits in {"open": {}, "tight": {"max_concurrent_streams": 1}}.items():
-    values = {"requests_per_minute": 1000, "max_concurrent_streams": 50,
-              "max_session_seconds": 600, **limits}
-    plan = Plan.objects.create(name="hostile-" + name, **values)
-    account = Account.objects.create(name=name, slug="hostile-" + name, plan=plan)
-    _, raw = api_key_create(account=account, name="k", actor=None, actor_label="hostile")
-    keys[name] = raw
-print(json.dumps(keys))
-"""
 
 
 @dataclass
@@ -88,8 +74,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         FAKE_TTS_CHUNK_DELAY_S="0.1",
     )
     run_manage("migrate", "--noinput", env=env)
-    out = run_manage("shell", "-c", MAKE_KEYS, env=env)
-    keys = json.loads(out.splitlines()[-1])
+    keys = {
+        "open": create_planned_key(env, "open"),
+        "tight": create_planned_key(env, "tight", max_concurrent_streams=1),
+    }
     port = free_port()
     service = start_gateway(env, port, data / "gateway.log")
     try:

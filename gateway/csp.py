@@ -10,11 +10,9 @@ page may be framed. JSON and audio responses carry no policy: they are not rende
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
+
+from gateway.middleware import Middleware
 
 DIRECTIVES = {
     "default-src": "'self'",
@@ -34,29 +32,10 @@ POLICY = "; ".join(f"{name} {value}" for name, value in DIRECTIVES.items())
 HEADER = "Content-Security-Policy"
 
 
-def with_policy(response: HttpResponse) -> HttpResponse:
-    """Add the policy to an HTML response that has none yet."""
-    if response.get("Content-Type", "").startswith("text/html"):
-        response.headers.setdefault(HEADER, POLICY)
-    return response
+class ContentSecurityPolicyMiddleware(Middleware):
+    """Sets ``Content-Security-Policy`` on HTML responses that have none yet."""
 
-
-class ContentSecurityPolicyMiddleware:
-    """Sets ``Content-Security-Policy`` on HTML responses; sync and async capable."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
-        if self.is_async:
-            return self._acall(request)
-        return with_policy(self.get_response(request))
-
-    async def _acall(self, request: HttpRequest) -> HttpResponse:
-        return with_policy(await self.get_response(request))
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if response.get("Content-Type", "").startswith("text/html"):
+            response.headers.setdefault(HEADER, POLICY)
+        return response

@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from gateway.middleware import Middleware
 
 logger = logging.getLogger(__name__)
 
@@ -120,32 +120,12 @@ def unavailable_response() -> JsonResponse:
     return response
 
 
-class DrainMiddleware:
+class DrainMiddleware(Middleware):
     """While the gateway drains, a new HTTP request gets 503 (the load balancer's
-    ``/readyz`` too); requests already running finish. Sync and async capable."""
+    ``/readyz`` too); requests already running finish."""
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
-        if self.is_async:
-            return self._acall(request)
-        if refused(request):
-            return unavailable_response()
-        response: HttpResponse = self.get_response(request)
-        return response
-
-    async def _acall(self, request: HttpRequest) -> HttpResponse:
-        if refused(request):
-            return unavailable_response()
-        response: HttpResponse = await self.get_response(request)
-        return response
+    def before(self, request: HttpRequest) -> HttpResponse | None:
+        return unavailable_response() if refused(request) else None
 
 
 def refused(request: HttpRequest) -> bool:

@@ -3,6 +3,7 @@ when their server goes away (issue 31)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -34,3 +35,17 @@ def fail_own_channel_receive(monkeypatch: pytest.MonkeyPatch) -> None:
         return await receive(channel)
 
     monkeypatch.setattr(layer, "receive", failing)
+
+
+# How the usage record of a stream an outage ended reads: (status, error_code, close_code).
+ENDED_BY_OUTAGE = ("failed", "service_unavailable", 1013)
+
+
+def ended_by(record: Any) -> tuple[str, str, int | None]:
+    """A record's (status, error_code, close_code), to compare with ``ENDED_BY_OUTAGE``."""
+    return record.status, record.error_code, record.close_code
+
+
+def assert_quiet(records: list[logging.LogRecord]) -> None:
+    """An outage is logged as warnings without tracebacks, never as an error."""
+    assert not [r for r in records if r.levelno >= logging.ERROR or r.exc_info], records

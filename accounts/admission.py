@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -45,6 +45,7 @@ from accounts.origins import ANY_ORIGIN, normalize_origin
 from accounts.quota_mirror import quota_limit, quota_metric, reserve_quota
 from accounts.services.api_keys import LAST_USED_RESOLUTION, api_key_touch
 from accounts.services.quota import period_of
+from gateway.outages import log_failure
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +111,8 @@ class Admission:
             logger.info("api key %s refused mid-stream", self.principal.key_id)
             self.stop_reason = "key_revoked"
             return False
-        except DatabaseError:
-            logger.exception("api key %s: reload failed", self.principal.key_id)
+        except DatabaseError:  # the database is down: the key stays as last verified
+            log_failure(logger, "api key %s: reload failed", self.principal.key_id)
             return True
         self.principal = principal
         try:
@@ -333,15 +334,20 @@ async def admit(
 
     The reason is one of ``invalid_api_key``, ``origin_not_allowed``,
     ``endpoint_not_allowed``, ``too_many_streams``, ``rate_limited`` (with
-    ``retry_after_ms``), ``quota_exceeded`` or ``limits_unavailable``.
+    ``retry_after_ms``), ``quota_exceeded``, ``limits_unavailable`` or
+    ``service_unavailable`` (the database did not answer: refused, never a 1011).
     """
-    principal = await authenticate_websocket(scope, endpoint=endpoint)
-    check_origin(principal, scope_origin(scope))
-    admission = Admission(
-        principal=principal,
-        stream_id=stream_id or uuid.uuid4(),
-        endpoint=endpoint,
-        transport=str(scope.get("type", "websocket")),
-    )
-    await admission._acquire()
+    try:
+        principal = await authenticate_websocket(scope, endpoint=endpoint)
+        check_origin(principal, scope_origin(scope))
+        admission = Admission(
+            principal=principal,
+            stream_id=stream_id or uuid.uuid4(),
+            endpoint=endpoint,
+            transport=str(scope.get("type", "websocket")),
+        )
+        await admission._acquire()  # gives back what it took when it fails (E2)
+    except (OperationalError, InterfaceError):
+        log_failure(logger, "admission on %s refused", endpoint)
+        raise AdmissionDenied("service_unavailable") from None
     return admission

@@ -9,8 +9,9 @@ from gateway.exceptions import VeenaError
 from gateway.wording import count
 
 # Every reason of the accounts E3 table; each consumer maps them to its wire codes. The
-# first seven refuse a connection or a request; the last five (and quota_exceeded) stop a
-# running stream (E7).
+# first eight refuse a connection or a request; the last four (and quota_exceeded) stop a
+# running stream (E7). ``service_unavailable``: the database did not answer (issue 31,
+# docs/operations.md "Outages"), refused like ``limits_unavailable``.
 DenialReason = Literal[
     "invalid_api_key",
     "origin_not_allowed",
@@ -19,6 +20,7 @@ DenialReason = Literal[
     "rate_limited",
     "quota_exceeded",
     "limits_unavailable",
+    "service_unavailable",
     "key_revoked",
     "max_session_duration",
     "lease_lost",

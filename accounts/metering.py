@@ -33,7 +33,8 @@ When to call what
 3. ``await meter.open()`` commits the record with ``status=started`` (U2): TTS before the
    first binary frame (it may run as a task alongside job submission, awaited before the
    first frame), ASR before ``session.created``. It raises
-   ``AdmissionDenied("usage_unavailable")`` when the database refuses: serve nothing then.
+   ``AdmissionDenied("usage_unavailable")`` when the database refuses, or
+   ``AdmissionDenied("service_unavailable")`` when it does not answer: serve nothing then.
    Calling it again returns at once.
 
 4. Count what actually happened, in memory (no I/O, cheap per frame)::
@@ -106,6 +107,7 @@ from accounts.services.usage import (
     usage_record_finished,
 )
 from accounts.usage_tally import MeteredEndpoint, UsageTally
+from gateway.outages import is_outage, log_failure
 
 __all__ = ["Route", "UsageCounters", "UsageMeter", "stream_tick"]
 
@@ -260,9 +262,13 @@ class UsageMeter(UsageTally):
             await database_sync_to_async(usage_open)(
                 record=await self._record(), counters=counters
             )
-        except DatabaseError:
-            logger.exception("usage record %s not opened", self.record_id)
-            raise AdmissionDenied("usage_unavailable") from None
+        except DatabaseError as error:
+            log_failure(logger, "usage record %s not opened", self.record_id)
+            # Unreachable: refused for now, retryable (docs/operations.md "Outages").
+            reason: DenialReason = (
+                "service_unavailable" if is_outage(error) else "usage_unavailable"
+            )
+            raise AdmissionDenied(reason) from None
         self._persisted = counters
         self._last_ok = self._last_attempt = time.monotonic()
 
@@ -299,7 +305,9 @@ class UsageMeter(UsageTally):
                     record_id=self.record_id, counters=counters
                 )
             except DatabaseError:
-                logger.exception("usage record %s: checkpoint failed", self.record_id)
+                log_failure(
+                    logger, "usage record %s: checkpoint failed", self.record_id
+                )
                 if time.monotonic() - self._last_ok >= settings.USAGE_STALE_SECONDS:
                     raise AdmissionDenied("usage_unavailable") from None
                 return
@@ -364,7 +372,7 @@ class UsageMeter(UsageTally):
                 if done:
                     accounted = counters
             except Exception:  # boundary: one record; the reaper ends it (U10)
-                logger.exception("usage record %s not finalized", self.record_id)
+                log_failure(logger, "usage record %s not finalized", self.record_id)
             await self.quota.settle(accounted, final=True)
         if done:
             logger.info(

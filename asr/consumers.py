@@ -31,11 +31,12 @@ from asr.outbox import Flush, WorkerOutbox
 from asr.protocol import Dialect
 from asr.session import AsrState, RealtimeSession
 from asr.usage import RealtimeUsage, UsageStatus
-from gateway import jsontext, metrics
+from gateway import jsontext, lifecycle, metrics
 from gateway.consumers import ReleaseStep, WorkerClientConsumer
 from gateway.contracts import JobFailed
 from gateway.jobclient import Outcome
 from gateway.logs import new_request_id
+from gateway.outages import Failure
 from gateway.timers import NamedTimers, Ticker
 
 logger = logging.getLogger(__name__)
@@ -285,6 +286,9 @@ class RealtimeConsumer(WorkerClientConsumer):
 
     async def failover(self) -> None:
         """WK-7: the worker is lost; re-run admission and replay unfinished items."""
+        if lifecycle.shutting_down() and not self.closed():
+            await self.on_shutdown()  # LM-6: the gateway is going too
+            return
         if self.closed() or not self.outbox.fail_over():
             return
         sid = self.session.session_id
@@ -363,17 +367,26 @@ class RealtimeConsumer(WorkerClientConsumer):
         await self.end("completed", close_code=1001)
         await self.close(code=1001)
 
-    async def send_internal_error(self) -> None:
-        """The boundary's error event: ``internal_error`` (vLLM ``processing_error``)."""
-        vllm = self.session.dialect is Dialect.VLLM
-        code = "processing_error" if vllm else "internal_error"
+    async def send_failure(self, failure: Failure) -> None:
+        """The boundary's error event: ``internal_error`` (vLLM ``processing_error``) for
+        a bug, ``service_unavailable`` for an outage (the limits store's code, §3.4)."""
+        code: str = failure
+        if failure == "internal_error" and self.session.dialect is Dialect.VLLM:
+            code = "processing_error"
         self.session.state = AsrState.CLOSED
         await self.send_error(code, errors.message(code))
 
-    async def release_failed(self) -> None:
-        """The boundary's release: the record ends ``failed`` / ``internal_error``, 1011."""
+    def refusal(self, message: str) -> dict[str, Any]:
+        """``service_unavailable`` in the OpenAI envelope (AU-4), with a retry hint."""
+        retry = errors.DEFAULT_RETRY_MS
+        return events.error(
+            "service_unavailable", message, openai=True, retry_after_ms=retry
+        )
+
+    async def release_failed(self, failure: Failure, close_code: int) -> None:
+        """The boundary's release: the record ends ``failed`` with ``failure``."""
         if getattr(self, "session", None) is not None:
-            await self.end("failed", error_code="internal_error", close_code=1011)
+            await self.end("failed", error_code=failure, close_code=close_code)
 
     async def release(self) -> None:
         """Give back the worker slot, the timers and the admission (idempotent); each

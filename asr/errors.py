@@ -98,6 +98,7 @@ DENIALS = {  # accounts E3 reason → (wire code, message) (AU-4, AU-6)
     ),
     "quota_exceeded": ("insufficient_quota", "You exceeded your current quota."),
     "limits_unavailable": ("service_unavailable", "Service temporarily unavailable."),
+    "service_unavailable": ("service_unavailable", "Service temporarily unavailable."),
 }
 # too_many_streams when the cap that was full is known (issue 32: name the cap).
 AT_CAP = "Session limit reached: {cap}. Retry after {s} s."
@@ -109,6 +110,7 @@ STOPS = {  # accounts E7 stop reason → wire code (LM-5)
     "quota_exceeded": "insufficient_quota",
     "usage_unavailable": "usage_unavailable",
     "limits_unavailable": "service_unavailable",
+    "service_unavailable": "service_unavailable",
 }
 
 

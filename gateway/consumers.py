@@ -3,8 +3,16 @@ worker-link replies.
 
 ``dispatch`` is the one boundary of a stream (issue 9): whatever a handler raises (receive,
 ``gpu.*``, ``timer.*``, connect or disconnect), the exception is logged once, the protocol's
-internal error goes out where the socket still allows it, the consumer's release runs (worker
-job, usage record as ``failed`` / ``internal_error``, lease, gauges) and the socket closes 1011.
+error goes out where the socket still allows it, the consumer's release runs (worker job, usage
+record as ``failed``, lease, gauges) and the socket closes. A bug is ``internal_error`` and
+1011; an outage of Redis or the database (``gateway.outages``) is ``service_unavailable`` and
+1013, logged without a traceback (issue 31).
+
+The consumer's own channel is read inside that boundary too: Channels' ``AsyncConsumer``
+awaits the layer's ``receive`` in ``await_many_dispatch``, where an error (Redis gone) escaped
+the consumer and Daphne closed the socket 1011 with no error event. Here a failed receive
+becomes one ``layer.outage`` message, dispatched like any other; later receives wait out the
+outage quietly while the stream closes.
 """
 
 from __future__ import annotations
@@ -12,18 +20,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, ClassVar
 
 from channels.exceptions import ChannelFull, StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
+from channels.utils import await_many_dispatch
 
 from gateway import jsontext, lifecycle, metrics
 from gateway.dispatch import dispatch
 from gateway.jobclient import TIMER, Outcome, WorkerLink
+from gateway.listener import receive_through_outages
+from gateway.outages import FAILURE_CLOSE_CODES, Failure, is_outage, log_failure
 
 logger = logging.getLogger(__name__)
 
-CRASH_CLOSE_CODE = 1011
+OUTAGE = "layer.outage"  # what the own channel's receive returns when the layer fails
 ReleaseStep = Callable[[], Awaitable[object]]
 
 
@@ -35,6 +48,7 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
     accepted = False
     counted = False  # counted in veena_active_streams
     crashed = False
+    layer_failed = False  # the own channel's receive failed once (OUTAGE dispatched)
 
     async def on_outcome(self, outcome: Outcome | None) -> None:
         """React to an admission or liveness decision of the link."""
@@ -48,12 +62,13 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         """True once the consumer has ended its stream."""
         raise NotImplementedError
 
-    async def send_internal_error(self) -> None:
-        """Send the protocol's internal error event (the boundary's first step)."""
+    async def send_failure(self, failure: Failure) -> None:
+        """Send the protocol's error event for ``failure`` (the boundary's first step)."""
         raise NotImplementedError
 
-    async def release_failed(self) -> None:
-        """Release everything as a failure: usage ``failed`` / ``internal_error``, 1011."""
+    async def release_failed(self, failure: Failure, close_code: int) -> None:
+        """Release everything as a failure: usage ``failed`` with ``failure`` as its error
+        code and ``close_code``."""
         raise NotImplementedError
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -61,11 +76,45 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         communicator cancelling it), it releases everything it holds, shielded, once, and
         its worker job ends too."""
         try:
-            await super().__call__(scope, receive, send)
+            await self.serve(scope, receive, send)
         finally:
             await asyncio.shield(self.release_on_exit())
             if self.link is not None:
                 self.link.abandon()
+
+    async def serve(self, scope: Any, receive: Any, send: Any) -> None:
+        """``AsyncConsumer.__call__``, with the own channel read by ``receive_channel``."""
+        self.scope = scope
+        self.channel_layer = get_channel_layer(self.channel_layer_alias)
+        self.channel_name = await self.channel_layer.new_channel()
+        self.base_send = send
+        try:
+            await await_many_dispatch([receive, self.receive_channel], self.dispatch)
+        except StopConsumer:
+            pass
+
+    async def receive_channel(self) -> dict[str, Any]:
+        """The next message on the own channel; the first failure of the layer is one
+        ``layer.outage`` message, after which receives wait for the layer to come back."""
+        if self.layer_failed:
+            return await receive_through_outages(self.channel_layer, self.channel_name)
+        try:
+            message: dict[str, Any] = await self.channel_layer.receive(
+                self.channel_name
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # boundary: the layer's receive; the stream's outage path
+            log_failure(
+                logger, "%s stream: channel layer receive failed", self.endpoint
+            )
+            self.layer_failed = True
+            return {"type": OUTAGE}
+        return message
+
+    async def layer_outage(self, message: dict[str, Any]) -> None:
+        """Handle layer.outage: the channel layer failed under this stream."""
+        await self.fail_with("service_unavailable")
 
     async def release_on_exit(self) -> None:
         """The last exit path: a disconnect that never ran (or was cut short) runs now."""
@@ -74,7 +123,7 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         try:
             await self.disconnect(1006)  # abnormal closure; a no-op once released
         except Exception:  # boundary: the instance is ending
-            logger.exception("%s stream: release on exit failed", self.endpoint)
+            log_failure(logger, "%s stream: release on exit failed", self.endpoint)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Run the message's handler (``gateway.dispatch``: no database hop); anything it
@@ -83,24 +132,31 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
             await dispatch(self, message)
         except StopConsumer:
             raise
-        except Exception:  # boundary: one stream (STYLE 46)
-            logger.exception(
-                "%s stream: %s handler failed", self.endpoint, message.get("type")
-            )
-            await self.crash()
-            if message.get("type") == "websocket.disconnect":
+        except Exception as error:  # boundary: one stream (STYLE 46)
+            kind = message.get("type")
+            log_failure(logger, "%s stream: %s handler failed", self.endpoint, kind)
+            outage = is_outage(error)
+            await self.fail_with("service_unavailable" if outage else "internal_error")
+            if kind == "websocket.disconnect":
                 raise StopConsumer() from None
 
     async def crash(self) -> None:
-        """The boundary's way out: internal error, release as failed, close 1011."""
+        """The boundary's way out for a bug: internal error, release as failed, 1011."""
+        await self.fail_with("internal_error")
+
+    async def fail_with(self, failure: Failure) -> None:
+        """The boundary's way out: the protocol's error for ``failure``, release as
+        failed, close with its code (1011 for a bug, 1013 for an outage); once."""
         if self.crashed:
             return
         self.crashed = True
-        metrics.ERRORS.labels(self.endpoint, "internal_error").inc()
+        close_code = FAILURE_CLOSE_CODES[failure]
+        metrics.ERRORS.labels(self.endpoint, failure).inc()
         if self.accepted and not self.closed():
-            await self.release_each(self.send_internal_error)
+            await self.release_each(partial(self.send_failure, failure))
         await self.release_each(
-            self.release_failed, lambda: self.close(code=CRASH_CLOSE_CODE)
+            partial(self.release_failed, failure, close_code),
+            partial(self.close, code=close_code),
         )
 
     async def release_each(self, *steps: ReleaseStep) -> None:
@@ -109,7 +165,7 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
             try:
                 await step()
             except Exception:  # boundary: one release step
-                logger.exception("%s stream: a release step failed", self.endpoint)
+                log_failure(logger, "%s stream: a release step failed", self.endpoint)
 
     async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
         """Accept the socket (the boundary may send an error only after this)."""
@@ -133,13 +189,21 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         await self.close(code=1001)
 
     async def websocket_connect(self, message: dict[str, Any]) -> None:
-        """Register the socket for the shutdown drain; refuse new ones while stopping."""
+        """Register the socket for the shutdown drain; while stopping, refuse new ones
+        with the protocol's service-unavailable error and 1013 (the client retries on
+        another gateway)."""
         lifecycle.register(self.channel_name)
         if lifecycle.shutting_down():
             await self.accept()
-            await self.close(code=1001)
+            metrics.ERRORS.labels(self.endpoint, "service_unavailable").inc()
+            await self.send_json(self.refusal(lifecycle.SHUTTING_DOWN))
+            await self.close(code=FAILURE_CLOSE_CODES["service_unavailable"])
             return
         await super().websocket_connect(message)
+
+    def refusal(self, message: str) -> dict[str, Any]:
+        """The protocol's service-unavailable error event for a socket refused at once."""
+        raise NotImplementedError
 
     async def websocket_disconnect(self, message: dict[str, Any]) -> None:
         """Unregister from the shutdown drain, then run the normal disconnect."""
@@ -186,9 +250,14 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
 
         async def post() -> None:
             await asyncio.sleep(delay)
-            await self.channel_layer.send(
-                self.channel_name, {"type": TIMER, "name": name}
-            )
+            try:
+                await self.channel_layer.send(
+                    self.channel_name, {"type": TIMER, "name": name}
+                )
+            except Exception:  # boundary: one timer; an outage ends the stream anyway
+                log_failure(
+                    logger, "%s stream: timer %s not posted", self.endpoint, name
+                )
 
         return asyncio.create_task(post())
 
@@ -199,6 +268,9 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
                 self.channel_name, {"type": TIMER, "name": name}
             )
         except ChannelFull:
+            return False
+        except Exception:  # boundary: one tick; an outage ends the stream anyway
+            log_failure(logger, "%s stream: timer %s not posted", self.endpoint, name)
             return False
         return True
 

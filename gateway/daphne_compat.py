@@ -8,6 +8,11 @@ the realtime close reason to be the error code, so after ``accept`` a close is s
 autobahn's own close frame with the code and a reason truncated to 123 bytes. A close before
 ``accept`` keeps Daphne's behaviour (an HTTP 403), which our consumers never use (W5, CN-4).
 
+ASGI gives an application no way to fail a response whose headers are out: a streamed body
+that ends early ends like a whole one, and the client takes the truncated audio for all of
+it. Each HTTP scope therefore carries ``scope["extensions"]["veena.abort"]``, a callable that
+aborts the connection, so the client sees the body cut (issue 31).
+
 ASGI gives an application no backpressure: ``send`` returns once Twisted has the bytes, and a
 client that stops reading makes them pile up in the transport. Each WebSocket scope therefore
 carries ``scope["extensions"]["veena.transport"]``, a ``TransportProbe`` whose ``buffered()``
@@ -31,6 +36,18 @@ logger = logging.getLogger(__name__)
 
 REASON_MAX_BYTES = 123
 TRANSPORT_EXTENSION = "veena.transport"
+ABORT_EXTENSION = "veena.abort"
+
+
+def abort_handle(request: Any) -> Any:
+    """A callable that aborts ``request``'s connection (nothing more reaches the client)."""
+
+    def abort() -> None:
+        channel = getattr(request, "channel", None)
+        if channel is not None and channel.transport is not None:
+            channel.transport.abortConnection()
+
+    return abort
 
 
 class TransportProbe:
@@ -115,6 +132,9 @@ def install() -> None:
         if scope.get("type") == "websocket":
             extensions = scope.setdefault("extensions", {})
             extensions[TRANSPORT_EXTENSION] = TransportProbe(protocol)
+        elif scope.get("type") == "http":
+            extensions = scope.setdefault("extensions", {})
+            extensions[ABORT_EXTENSION] = abort_handle(protocol)
         return create_application(self, protocol, scope)
 
     application_checker = Server.application_checker

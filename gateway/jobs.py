@@ -35,6 +35,7 @@ SEND_PATIENCE_S = 10.0
 CONFIRM_S = 2.0
 # Consecutive heartbeats not delivered within one heartbeat period that end a job.
 HEARTBEAT_FAILURES = 3
+DRAIN_POLL_S = 0.05
 
 
 class ReplyLost(Exception):
@@ -176,6 +177,14 @@ class JobRegistry:
             self.cancel(job_id)
             if code is not None:
                 await _send_quietly(entry.send, JobFailed(job_id=job_id, code=code))
+
+    async def drain(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for the running jobs to end by themselves (finished,
+        or cancelled by their gateways); the number still running."""
+        deadline = time.monotonic() + timeout_s
+        while self._entries and time.monotonic() < deadline:
+            await asyncio.sleep(DRAIN_POLL_S)
+        return len(self._entries)
 
     async def wait_idle(self) -> None:
         """Wait until every task has finished unwinding."""

@@ -17,10 +17,14 @@ from typing import Any
 from channels.layers import BaseChannelLayer
 from channels.worker import Worker
 
+from gateway.outages import log_failure
+
 logger = logging.getLogger(__name__)
 
-RETRY_FIRST_S = 0.1
-RETRY_MAX_S = 2.0
+RETRY_FIRST_S = 0.05
+# Sessions must work again within 2 s of Redis answering (issue 31): a listener asks at
+# least this often, and an unreachable server refuses each try in microseconds.
+RETRY_MAX_S = 0.25
 
 
 async def receive_through_outages(
@@ -38,9 +42,7 @@ async def receive_through_outages(
             if task is not None and task.cancelling():
                 raise  # a cancellation the layer turned into another error
             if not failing:
-                logger.warning(
-                    "channel %s unreachable; retrying", channel, exc_info=True
-                )
+                log_failure(logger, "channel %s unreachable; retrying", channel)
             failing = True
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)

@@ -18,6 +18,8 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from gateway.redis_layer import async_options, sync_options
+
 
 @dataclass(frozen=True)
 class WorkerStatus:
@@ -99,7 +101,7 @@ class RedisLiveness:
 
     def __init__(self, url: str, ttl_s: float, prefix: str) -> None:
         self.url, self.ttl_s, self.prefix = url, ttl_s, prefix
-        self._sync = redis.Redis.from_url(url, socket_timeout=2)
+        self._sync = redis.Redis.from_url(url, socket_timeout=2, **sync_options())
         self._async: aioredis.Redis | None = None
         self.index = f"{prefix}:workers"
 
@@ -108,7 +110,9 @@ class RedisLiveness:
 
     def _client(self) -> aioredis.Redis:
         if self._async is None:
-            self._async = aioredis.Redis.from_url(self.url, socket_timeout=2)
+            self._async = aioredis.Redis.from_url(
+                self.url, socket_timeout=2, **async_options()
+            )
         return self._async
 
     async def publish(self, status: WorkerStatus) -> None:

@@ -7,15 +7,15 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
+
+from gateway.middleware import Middleware
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar(
     "request_id", default="-"
 )
+REQUEST_ID_KEY = "veena.request_id"  # the request's id, in its META
 
 # api_key=…, Bearer …, X-API-Key values, key-bearing subprotocols and client secrets never
 # reach a log line.
@@ -94,31 +94,12 @@ def _request_id_for(request: HttpRequest) -> str:
     return rid
 
 
-class RequestIdMiddleware:
-    """Give each HTTP request an id (``X-Request-Id`` if valid) and echo it back.
+class RequestIdMiddleware(Middleware):
+    """Give each HTTP request an id (``X-Request-Id`` if valid) and echo it back."""
 
-    Sync and async capable, so async views (REST TTS, probes) stay on the event loop.
-    """
+    def before(self, request: HttpRequest) -> None:
+        request.META[REQUEST_ID_KEY] = _request_id_for(request)
 
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
-
-    def __call__(self, request: HttpRequest) -> HttpResponse | Awaitable[HttpResponse]:
-        if self.is_async:
-            return self._acall(request)
-        rid = _request_id_for(request)
-        response: HttpResponse = self.get_response(request)
-        response.headers.setdefault("X-Request-Id", rid)
-        return response
-
-    async def _acall(self, request: HttpRequest) -> HttpResponse:
-        rid = _request_id_for(request)
-        response: HttpResponse = await self.get_response(request)
-        response.headers.setdefault("X-Request-Id", rid)
+    def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        response.headers.setdefault("X-Request-Id", request.META[REQUEST_ID_KEY])
         return response

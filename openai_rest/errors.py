@@ -14,6 +14,7 @@ from django.http import JsonResponse
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
 from gateway.jobclient import Outcome
+from gateway.outages import Failure, is_outage
 
 INVALID = "invalid_request_error"
 DEFAULT_RETRY_MS = 1000
@@ -122,6 +123,12 @@ _DENIALS: dict[
         "service_unavailable",
         "The service is temporarily unavailable. Please retry shortly.",
     ),
+    "service_unavailable": (
+        503,
+        "server_error",
+        "service_unavailable",
+        "The service is temporarily unavailable. Please retry shortly.",
+    ),
     "max_session_duration": (
         400,
         INVALID,
@@ -169,6 +176,18 @@ def outcome_error(outcome: Outcome) -> OpenAiError:
     return OpenAiError(
         status, message, type_="server_error", code=code, retry_after_ms=retry
     )
+
+
+def boundary_error(error: BaseException) -> tuple[OpenAiError, Failure]:
+    """What a request's boundary answers for ``error``: 503 ``service_unavailable`` when
+    Redis or the database did not answer (``gateway.outages``), else a 500."""
+    if is_outage(error):
+        status, type_, code, message = _DENIALS["service_unavailable"]
+        unavailable = OpenAiError(
+            status, message, type_=type_, code=code, retry_after_ms=DEFAULT_RETRY_MS
+        )
+        return unavailable, "service_unavailable"
+    return server_error(), "internal_error"
 
 
 def server_error(

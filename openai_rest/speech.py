@@ -19,7 +19,7 @@ import base64
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -37,9 +37,12 @@ from django.views.decorators.http import require_POST
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
 from gateway import metrics
+from gateway.daphne_compat import ABORT_EXTENSION
+from gateway.outages import is_outage, log_failure
 from openai_rest.encode import CONTENT_TYPES, StreamEncoder
 from openai_rest.errors import (
     OpenAiError,
+    boundary_error,
     denial_error,
     error_response,
     invalid,
@@ -95,10 +98,11 @@ async def speech(request: HttpRequest) -> HttpResponseBase:
     except asyncio.CancelledError:  # the client went away before the body started
         await usage.end(status="cancelled")
         raise
-    except Exception:  # boundary: one request
-        logger.exception("speech request %s failed", request_id)
-        await usage.end(status="failed", error_code="internal_error")
-        return error_response(server_error(), request_id)
+    except Exception as exc:  # boundary: one request
+        log_failure(logger, "speech request %s failed", request_id)
+        answer, failure = boundary_error(exc)
+        await usage.end(status="failed", error_code=failure)
+        return error_response(answer, request_id)
 
 
 async def _start(
@@ -138,6 +142,8 @@ async def _start(
         return error_response(server_error(), request_id)
     ttfb_ms = round((time.monotonic() - started) * 1000)
     stream = SpeechStream(req, usage, chunks, started=started, ttfb_ms=ttfb_ms)
+    scope = getattr(request, "scope", {})  # ASGIRequest; a test's WSGI request has none
+    stream.abort = scope.get("extensions", {}).get(ABORT_EXTENSION)
     sse = req.stream_format == "sse"
     response: HttpResponseBase
     if stream.encoder.whole and not sse:
@@ -179,7 +185,15 @@ async def _chunks(job: ChannelJob, plan: RequestPlan) -> AsyncGenerator[TtsChunk
 
 
 class SpeechStream:
-    """The response body of one speech request; it finishes the record and the lease."""
+    """The response body of one speech request; it finishes the record and the lease.
+
+    A body that cannot finish (the job failed, timed out or was stopped; Redis gone) ends
+    with an SSE ``error`` event, or, for raw audio whose 200 is already out, by aborting the
+    connection (``abort``, from the server): the client sees the body cut, never a short
+    body that looks whole (issue 31).
+    """
+
+    abort: Callable[[], None] | None = None
 
     def __init__(
         self,
@@ -194,7 +208,7 @@ class SpeechStream:
         self.started, self.ttfb_ms = started, ttfb_ms
         self.samples = 0
         self.encoder = StreamEncoder(req.response_format, SPEECH_RATE)
-        self.error: JobError | TimeoutError | AdmissionDenied | None = None
+        self.error: Exception | None = None  # what ended the body early
 
     def frame(self, data: bytes) -> bytes:
         """``data`` as sent: raw, or ``speech.audio.delta`` events of at most
@@ -235,13 +249,17 @@ class SpeechStream:
                         yield words + self.frame(out)
                     elif words:
                         yield words
-            except (JobError, TimeoutError, AdmissionDenied) as exc:
+            except Exception as exc:  # boundary: the body, once its 200 is out
+                if not isinstance(exc, ENDINGS) and not is_outage(exc):
+                    raise
                 self.error, code = exc, _error_code(exc)
                 logger.warning("speech stream ended early: %s", code)
                 if self.req.stream_format == "sse":
                     yield sse(
                         {"type": "error", "error": _stream_error(exc).body()["error"]}
                     )
+                elif self.abort is not None:
+                    self.abort()
                 return
             yield self.frame(encoder.flush())
             if self.req.stream_format == "sse":
@@ -288,17 +306,24 @@ class SpeechStream:
         await self.usage.release()
 
 
+ENDINGS = (JobError, TimeoutError, AdmissionDenied)  # how a job's stream ends early
+
+
 def _error_code(exc: BaseException) -> str:
     if isinstance(exc, AdmissionDenied):
         return exc.reason
     if isinstance(exc, JobError):
         return exc.code.lower()
+    if is_outage(exc):
+        return "service_unavailable"
     return "timeout"
 
 
 def _stream_error(exc: BaseException) -> OpenAiError:
     if isinstance(exc, AdmissionDenied):
         return denial_error(exc)
+    if is_outage(exc):
+        return boundary_error(exc)[0]
     if isinstance(exc, JobError):
         return job_error(exc)
     return timeout_error()

@@ -37,10 +37,17 @@ from asr.client import AsrJobError, FileJob, PieceText
 from asr.engines.base import MODEL_RATE
 from asr.usage import RealtimeUsage, UsageStatus
 from gateway import metrics
+from gateway.outages import is_outage, log_failure
 from gateway.wording import count
-from openai_rest.decode import AudioTooLong, UnreadableAudio, decode_upload
+from openai_rest.decode import (
+    AudioTooLong,
+    TruncatedAudio,
+    UnreadableAudio,
+    decode_upload,
+)
 from openai_rest.errors import (
     OpenAiError,
+    boundary_error,
     denial_error,
     error_response,
     invalid,
@@ -91,10 +98,11 @@ async def transcriptions(request: HttpRequest) -> HttpResponseBase:
     except asyncio.CancelledError:  # the client went away
         await call.end("cancelled")
         raise
-    except Exception:  # boundary: one request
-        logger.exception("transcription %s failed", request_id)
-        await call.end("failed", "internal_error")
-        return error_response(server_error(), request_id)
+    except Exception as exc:  # boundary: one request
+        log_failure(logger, "transcription %s failed", request_id)
+        answer, failure = boundary_error(exc)
+        await call.end("failed", failure)
+        return error_response(answer, request_id)
 
 
 class Transcription:
@@ -225,7 +233,9 @@ class Transcription:
                     if delta := delta_text(len(segments) - 1, text.text):
                         yield sse({"type": "transcript.text.delta", "delta": delta})
                     text = await anext(texts, None)
-            except (AsrJobError, TimeoutError, AdmissionDenied) as exc:
+            except Exception as exc:  # boundary: the SSE body, once its 200 is out
+                if not isinstance(exc, ENDINGS) and not is_outage(exc):
+                    raise
                 error = _stream_error(exc)
                 code = error.code or "internal_error"
                 yield sse({"type": "error", "error": error.body()["error"]})
@@ -254,6 +264,12 @@ def _decode(req: TranscriptionRequest) -> npt.NDArray[np.int16]:
     cap = settings.OPENAI_TRANSCRIBE_MAX_SECONDS
     try:
         return decode_upload(req.file, max_seconds=cap)
+    except TruncatedAudio:
+        raise invalid(
+            "The audio file is truncated: it ends before the length it declares.",
+            param="file",
+            code="invalid_audio_format",
+        ) from None
     except UnreadableAudio:
         raise invalid(
             "The audio file could not be decoded or its format is not supported.",
@@ -268,9 +284,14 @@ def _decode(req: TranscriptionRequest) -> npt.NDArray[np.int16]:
         ) from None
 
 
+ENDINGS = (AsrJobError, TimeoutError, AdmissionDenied)  # how a job's stream ends early
+
+
 def _stream_error(exc: BaseException) -> OpenAiError:
     if isinstance(exc, AdmissionDenied):
         return denial_error(exc)
     if isinstance(exc, AsrJobError):
         return job_error(exc)
+    if is_outage(exc):
+        return boundary_error(exc)[0]
     return timeout_error()

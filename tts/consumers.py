@@ -10,7 +10,9 @@ in ``tts.incremental``, audio output in ``tts.forwarding``, state in ``tts.sessi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import uuid
 from functools import partial
 from typing import Any
 
@@ -20,16 +22,17 @@ from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
 from gateway import metrics
 from gateway.budget import ControlBudget
-from gateway.consumers import CRASH_CLOSE_CODE, WorkerClientConsumer
+from gateway.consumers import WorkerClientConsumer
 from gateway.contracts import JobFailed
 from gateway.daphne_compat import TRANSPORT_EXTENSION
 from gateway.jobclient import Outcome, Phase
 from gateway.logs import request_id_var
+from gateway.outages import Failure
 from gateway.timers import NamedTimers, Ticker
 from tts import forwarding, outputs, stream
 from tts.client import link_options
-from tts.errors import denial_fail, outcome_error
-from tts.events import Complete, Error, ServerEvent, server_message
+from tts.errors import denial_fail, failure_error, outcome_error
+from tts.events import Complete, ServerEvent, server_message
 from tts.incremental import IncrementalInput
 from tts.messages import TtsAck
 from tts.protocol import TtsRequest
@@ -109,17 +112,21 @@ class TtsConsumer(WorkerClientConsumer):
             self.usage.release,  # after the record, as accounts.metering says
         )
 
-    async def send_internal_error(self) -> None:
-        """The boundary's error event (§6 INTERNAL_ERROR, fatal)."""
+    async def send_failure(self, failure: Failure) -> None:
+        """The boundary's error event (§6, fatal): INTERNAL_ERROR for a bug,
+        STREAMING_OVERLOADED with a retry hint for an outage."""
         rid = self.session.current_request_id()
-        await self.emit(Error("INTERNAL_ERROR", "Internal server error", rid))
+        await self.emit(failure_error(failure, rid))
 
-    async def release_failed(self) -> None:
+    def refusal(self, message: str) -> dict[str, Any]:
+        """§6 STREAMING_OVERLOADED with a retry hint, for a socket refused at once."""
+        event = failure_error("service_unavailable", str(uuid.uuid4()))
+        return server_message(dataclasses.replace(event, message=message))
+
+    async def release_failed(self, failure: Failure, close_code: int) -> None:
         """The boundary's release: the active request and the stream end as failed."""
         if hasattr(self, "session"):
-            await self.release(
-                CRASH_CLOSE_CODE, status="failed", error_code="internal_error"
-            )
+            await self.release(close_code, status="failed", error_code=failure)
 
     def closed(self) -> bool:
         """True once the stream has ended (or before it began)."""

@@ -10,8 +10,9 @@ from django.conf import settings
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
 from gateway.jobclient import Outcome
+from gateway.outages import Failure
 from gateway.wording import retry_after
-from tts.events import rate_limit_message
+from tts.events import Error, rate_limit_message
 from tts.outputs import Fail
 
 OVERLOADED = "Streaming capacity exhausted. Retry shortly."
@@ -24,6 +25,7 @@ DENIALS = {  # accounts E3 reason → (wire code, message)
     "too_many_streams": ("RATE_LIMIT_EXCEEDED", ""),
     "quota_exceeded": ("QUOTA_EXCEEDED", "Quota exceeded"),
     "limits_unavailable": ("STREAMING_OVERLOADED", OVERLOADED),
+    "service_unavailable": ("STREAMING_OVERLOADED", OVERLOADED),
     # accounts E7: reasons that stop a running stream.
     "max_session_duration": ("TIMEOUT", "Maximum session duration reached"),
     "lease_lost": ("INTERNAL_ERROR", "Stream lease lost"),
@@ -83,3 +85,14 @@ def outcome_error(outcome: Outcome) -> WireError:
     code, message = OUTCOME_ERRORS[outcome]
     retry = settings.TTS_OVERLOAD_RETRY_MS if code in RETRY_CODES else None
     return code, message, retry
+
+
+def failure_error(failure: Failure, request_id: str) -> Error:
+    """The consumer boundary's fatal error (``gateway.consumers``): a bug, or an outage of
+    Redis or the database (§6: STREAMING_OVERLOADED, as for the limits store, with X3's hint)."""
+    if failure == "service_unavailable":
+        retry = settings.TTS_OVERLOAD_RETRY_MS
+        return Error(
+            "STREAMING_OVERLOADED", OVERLOADED, request_id, retry_after_ms=retry
+        )
+    return Error("INTERNAL_ERROR", "Internal server error", request_id)

@@ -32,9 +32,10 @@ from accounts.admission import KeyPrincipal, admit, authenticate_request
 from accounts.exceptions import AdmissionDenied
 from accounts.metering import Route
 from gateway.liveness import get_liveness
+from gateway.outages import Failure, is_outage, log_failure
 from tts.audio import WAV_HEADER_BYTES, wav_file_header
 from tts.client import ChannelJob, JobAudio, JobError
-from tts.errors import denial_error
+from tts.errors import denial_error, failure_error
 from tts.prepare import engine_info
 from tts.protocol import (
     HTTP_STATUS,
@@ -161,10 +162,12 @@ async def synthesize(request: HttpRequest) -> HttpResponseBase:
     except asyncio.CancelledError:  # H5: the client went away; the job was withdrawn
         await usage.end(status="cancelled")
         raise
-    except Exception:  # boundary: one request (issue 9); the job was withdrawn
-        logger.exception("tts rest request %s failed", request_id)
-        await usage.end(status="failed", error_code="internal_error")
-        error = RestError("INTERNAL_ERROR", "Internal server error")
+    except Exception as exc:  # boundary: one request (issue 9); the job was withdrawn
+        log_failure(logger, "tts rest request %s failed", request_id)
+        failure: Failure = "service_unavailable" if is_outage(exc) else "internal_error"
+        await usage.end(status="failed", error_code=failure)
+        event = failure_error(failure, request_id)
+        error = RestError(event.code, event.message, event.retry_after_ms)
         return error_response(error, request_id)
     if not isinstance(response, StreamingHttpResponse):  # else read_chunks releases
         await usage.release()

@@ -16,6 +16,7 @@ from django.conf import settings  # noqa: E402
 
 from asr.routing import ROUTE as ASR_ROUTE  # noqa: E402
 from gateway.lazy_app import websocket_routes  # noqa: E402
+from gateway.lifecycle import tracked  # noqa: E402
 from tts.routing import ROUTE as TTS_ROUTE  # noqa: E402
 from veena_site.routing import channel_router  # noqa: E402
 
@@ -25,7 +26,7 @@ websocket = websocket_routes(
 )
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": tracked(django_asgi_app),  # a drain waits for responses on their way
         "websocket": URLRouter(websocket),
         "channel": channel_router,
     }

@@ -6,7 +6,8 @@ import os
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import Error, register
+from django.core.checks import Warning as CheckWarning
 
 from veena_site.conf.registry import OVERRIDES, SETTINGS
 
@@ -52,7 +53,7 @@ def placement_is_known(**kwargs: Any) -> list[Error]:
 
 
 @register()
-def constants_are_not_in_the_environment(**kwargs: Any) -> list[Warning]:
+def constants_are_not_in_the_environment(**kwargs: Any) -> list[CheckWarning]:
     """A variable named like a constant is ignored (docs/settings.md): say so."""
     warnings = []
     ignored = sorted(
@@ -60,7 +61,7 @@ def constants_are_not_in_the_environment(**kwargs: Any) -> list[Warning]:
     )
     if ignored:
         warnings.append(
-            Warning(
+            CheckWarning(
                 f"ignored: {', '.join(ignored)} (constants, not environment variables;"
                 " docs/settings.md)",
                 id="veena.W001",
@@ -68,9 +69,22 @@ def constants_are_not_in_the_environment(**kwargs: Any) -> list[Warning]:
         )
     if OVERRIDES in os.environ and settings.SETTINGS_MODULE == "veena_site.settings":
         warnings.append(
-            Warning(
+            CheckWarning(
                 f"ignored: {OVERRIDES} (only tests.settings and bench.support.settings apply it)",
                 id="veena.W002",
             )
         )
     return warnings
+
+
+def operators_can_read_metrics(**kwargs: Any) -> list[CheckWarning]:
+    """With PRODUCTION, /metrics answers only OPS_TOKEN: without one nobody can scrape it."""
+    if settings.PRODUCTION and not settings.OPS_TOKEN:
+        return [
+            CheckWarning(
+                "PRODUCTION without OPS_TOKEN: /metrics and the detail of /readyz "
+                "answer nobody (docs/operations.md, production checklist)",
+                id="veena.W003",
+            )
+        ]
+    return []

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_safe
 
 from veena_site import markdown_pages as mp
 from veena_site.openapi import openapi_document
-from veena_site.views import readiness
+from veena_site.views import operator, readiness
 
 KIND_LABELS = {"tts": "Text to speech", "asr": "Speech to text"}
 
@@ -34,7 +34,8 @@ async def front_door(request: HttpRequest) -> HttpResponse:
         for kind in settings.GATEWAY_KINDS
         if kind in KIND_LABELS
     ]
-    context = {"status": status, "kinds": kinds}
+    # With PRODUCTION the dependencies and worker counts are the operators' (/readyz).
+    context = {"status": status, "kinds": kinds, "detail": operator(request)}
     return await sync_to_async(render)(request, "veena_site/front_door.html", context)
 
 

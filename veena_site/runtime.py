@@ -15,11 +15,13 @@ from django.conf import settings
 from gateway.contracts import WORKER_CHANNELS, Kind
 from gateway.jobs import JobRegistry
 from gateway.liveness import WorkerStatus, get_liveness
+from gateway.outages import log_failure
 from gateway.vllm_env import EngineLoadError
 
 logger = logging.getLogger(__name__)
 
 BEACON_COALESCE_S = 0.005
+BEACON_RETRY_S = 0.1
 
 
 def load_engine(kind: Kind, name: str) -> Any:
@@ -139,9 +141,21 @@ class WorkerRuntime:
         """Wait until every engine finished loading (or failed)."""
         await asyncio.gather(*(s.loaded.wait() for s in self.engines.values()))
 
-    async def shutdown(self) -> None:
-        """Stop accepting, end running jobs with a shutdown error, withdraw from liveness."""
+    async def shutdown(self, drain_s: float = 0.0) -> None:
+        """Stop accepting (published at once), let running jobs end by themselves for up
+        to ``drain_s``, end the rest with a shutdown error, withdraw from liveness.
+
+        The drain is what lets SIGTERM reach a whole deployment at once (systemd's
+        ``KillMode=control-group``, a container runtime): the gateways' running requests
+        finish within their own drain instead of failing as their workers go (issue 31).
+        """
         self.accepting = False
+        self._slots_changed()  # republish: not ready, so gateways place jobs elsewhere
+        if drain_s > 0 and self.jobs.running:
+            running = len(self.jobs.running)
+            logger.info("worker %s draining %d job(s)", self.worker_id, running)
+            left = await self.jobs.drain(drain_s)
+            logger.info("worker %s drained; %d job(s) left", self.worker_id, left)
         await self.jobs.cancel_all(code="worker_shutdown")
         await self.jobs.wait_idle()
         for task in self._tasks:
@@ -158,16 +172,23 @@ class WorkerRuntime:
         """Publish every ``WORKER_HEARTBEAT_S``, and soon after a slot is taken or freed,
         so that placement reads counts that are milliseconds old, not a second."""
         store = get_liveness()
+        failing = False
         while True:
             self._changed.clear()
             try:
                 await store.publish(self.status())
+                if failing:
+                    logger.info("liveness published again")
+                failing = False
             except Exception:  # boundary: liveness must not kill the worker
-                logger.warning("liveness publish failed", exc_info=True)
+                if not failing:
+                    log_failure(logger, "liveness publish failed")
+                failing = True
+            # After a failure, try again soon: gateways place jobs only on workers they
+            # see, and a restarted Redis has forgotten them all (issue 31).
+            wait_s = BEACON_RETRY_S if failing else settings.WORKER_HEARTBEAT_S
             try:
-                await asyncio.wait_for(
-                    self._changed.wait(), settings.WORKER_HEARTBEAT_S
-                )
+                await asyncio.wait_for(self._changed.wait(), wait_s)
                 await asyncio.sleep(BEACON_COALESCE_S)  # one publish for a burst
             except TimeoutError:
                 pass

@@ -16,7 +16,7 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from gateway.redis_layer import redis_host
+from gateway.redis_layer import broker_options, redis_host, sync_options
 
 # Every setting, declared once by its area's module (veena_site/conf/registry.py).
 from veena_site.conf.accounts import *  # noqa: F403  keys, limits, metering, periodic jobs
@@ -71,6 +71,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "gateway.logs.RequestIdMiddleware",
+    "gateway.lifecycle.DrainMiddleware",  # 503 while the gateway drains (issue 31)
+    "gateway.csp.ContentSecurityPolicyMiddleware",  # on every HTML page (issue 31)
     "django.middleware.security.SecurityMiddleware",
     # Static files (the dashboard's charts, the admin) from the app directories.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -166,6 +168,8 @@ CELERY_TASK_IGNORE_RESULT = True
 # Keep retrying the broker, at start-up too: a Redis restart must not end the Celery worker.
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# Health checks of idle connections, so none is left stale by a restart (gateway.redis_layer).
+CELERY_BROKER_TRANSPORT_OPTIONS = broker_options() if REDIS_URL else {}
 # CELERY_BEAT_SCHEDULE: the accounts jobs, veena_site/conf/accounts.py.
 CELERY_TIMEZONE = "UTC"
 
@@ -192,6 +196,7 @@ CACHES: dict[str, dict[str, Any]] = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": f"{REDIS_KEY_PREFIX}cache",
+        "OPTIONS": sync_options(),
     }
     if REDIS_URL
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}

@@ -1,7 +1,15 @@
-"""Operational endpoints: ``/healthz``, ``/readyz``, ``/metrics``."""
+"""Operational endpoints: ``/healthz``, ``/readyz``, ``/metrics``.
+
+With ``PRODUCTION`` the metrics (worker ids, every series) and the detail of ``/readyz``
+(database, channel layer, workers, topology) are for operators only: a request must carry
+``Authorization: Bearer <OPS_TOKEN>``. Without it ``/metrics`` is 401 and ``/readyz`` says only
+``{"ready": …}`` with its status, which is all a load balancer needs (issue 31).
+"""
 
 from __future__ import annotations
 
+import hmac
+import re
 import time
 
 from asgiref.sync import sync_to_async
@@ -16,6 +24,17 @@ from gateway.metrics import CHANNEL_HOP
 from gateway.receiving import receive_until
 
 PROBE_TIMEOUT_S = 2.0
+_BEARER = re.compile(r"bearer[ \t]+(\S+)", re.IGNORECASE)
+
+
+def operator(request: HttpRequest) -> bool:
+    """Whether the request may read operational detail: always outside ``PRODUCTION``,
+    else only with the configured ``OPS_TOKEN`` as its bearer token."""
+    if not settings.PRODUCTION:
+        return True
+    match = _BEARER.fullmatch(request.headers.get("Authorization", "").strip())
+    token = settings.OPS_TOKEN
+    return bool(token and match and hmac.compare_digest(match[1], token))
 
 
 async def healthz(request: HttpRequest) -> JsonResponse:
@@ -93,10 +112,16 @@ async def readiness() -> dict[str, object]:
 async def readyz(request: HttpRequest) -> JsonResponse:
     """Ready when the database, the channel layer and a worker for every served kind answer."""
     body = await readiness()
+    if not operator(request):  # the detail is the operators' (PRODUCTION: OPS_TOKEN)
+        body = {"ready": body["ready"]}
     return JsonResponse(body, status=200 if body["ready"] else 503)
 
 
 async def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Prometheus text exposition of this process's metrics."""
+    """Prometheus text exposition of this process's metrics (operators only)."""
+    if not operator(request):
+        response = JsonResponse({"error": "an operator token is required"}, status=401)
+        response["WWW-Authenticate"] = "Bearer"
+        return response
     body = await sync_to_async(generate_latest, thread_sensitive=False)()
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

@@ -149,10 +149,12 @@ class GpuWorkerConsumer(AsyncConsumer):
             return
         send = reply_sender(self.channel_layer, reply_channel)
         engine = runtime.engine(kind)
-        if engine is None or not runtime.accepting:
+        if engine is None:
             await send(JobNotReady(job_id=job_id))
             return
-        if not runtime.jobs.has_room(kind):
+        # A draining worker (SIGTERM) has no slot for anyone: the client is told to retry
+        # (overloaded, 1013), not that the model is missing.
+        if not runtime.accepting or not runtime.jobs.has_room(kind):
             await send(JobBusy(job_id=job_id))
             return
         worker_job: WorkerJob = (

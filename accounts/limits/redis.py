@@ -28,6 +28,7 @@ from accounts.limits.base import (
     lease_refused,
     scoped_limits,
 )
+from gateway.redis_layer import sync_options
 
 LUA_DIR = Path(__file__).resolve().parent / "lua"
 SCRIPTS = (
@@ -91,7 +92,7 @@ class RedisLimiter:
             url,
             socket_timeout=SOCKET_TIMEOUT_S,
             socket_connect_timeout=SOCKET_TIMEOUT_S,
-            health_check_interval=30,
+            **sync_options(),  # health checks and retries (gateway.redis_layer)
         )
         return cls(client, **kwargs)
 

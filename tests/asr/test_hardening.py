@@ -24,6 +24,14 @@ from tests.support.leaks import (
     settled,
     started_records,
 )
+from tests.support.outages import (
+    ENDED_BY_OUTAGE,
+    assert_quiet,
+    database_gone,
+    ended_by,
+    fail_own_channel_receive,
+    redis_gone,
+)
 from tests.tts.conftest import lease_free
 from veena_site.asgi import application
 from veena_site.runtime import WorkerRuntime
@@ -200,6 +208,41 @@ async def test_i9_1_a_bug_in_any_handler_releases_everything_once(
     )
     logged = error_logs(caplog.records)
     assert len(logged) == 1 and logged[0].exc_info is not None, logged
+
+
+@pytest.mark.parametrize("where", ["own-channel-receive", "worker-reply", "database"])
+async def test_i31_an_outage_anywhere_ends_the_session_with_1013(
+    embedded_worker: WorkerRuntime,
+    keyed: KeyMaker,
+    fast_vad_settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    where: str,
+) -> None:
+    """Issue 31: Redis or the database failing under a session, wherever it shows, is
+    ``service_unavailable`` (§3.4) and 1013; released as failed, no traceback."""
+    api_key, raw = await keyed()
+    before = active_streams("asr")
+    if where == "database":  # the record cannot be opened: no session.created
+        monkeypatch.setattr("accounts.metering.usage_open", database_gone)
+    rt = await open_rt(raw, created=where != "database")
+    if where == "worker-reply":
+        monkeypatch.setattr(AsrFinal, "from_message", classmethod(redis_gone))
+        await rt.append(silence(1.0))
+        await rt.send(COMMIT)
+    elif where == "own-channel-receive":
+        fail_own_channel_receive(monkeypatch)
+    events, close = await rt.closed()
+    assert close["code"] == 1013
+    assert (events[-1]["error"]["type"], events[-1]["error"]["code"]) == (
+        "server_error",
+        "service_unavailable",
+    )
+    await released(embedded_worker, api_key.account_id, before)
+    if where != "database":
+        record = await UsageRecord.objects.aget(account_id=api_key.account_id)
+        assert ended_by(record) == ENDED_BY_OUTAGE
+    assert_quiet(caplog.records)
 
 
 async def test_i9_1_a_bug_while_admitting_releases_the_lease(

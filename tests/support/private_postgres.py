@@ -1,8 +1,11 @@
 """A PostgreSQL cluster of one test, on a free port, to stop and start again (fault tests).
 
 The machine's shared server (``POSTGRES_TEST_URL``) is never stopped: a test that needs a
-database outage gets a cluster of its own under its temporary folder. ``initdb`` refuses to run
-as root, so as root the cluster belongs to the ``postgres`` user and its commands run as it.
+database outage gets a cluster of its own. ``initdb`` refuses to run as root, so as root the
+cluster belongs to the ``postgres`` user and its commands run as it; its folder is then a fresh
+one under the system's temporary directory, not under pytest's (``/tmp/pytest-of-root`` is made
+private again by every pytest run that starts, other engineers' included, which locked the
+``postgres`` user out of a running cluster). ``destroy`` removes that folder.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import pwd
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,10 +49,13 @@ class PrivatePostgres:
             pytest.fail(message) if IN_CI else pytest.skip(message)
         self.bin = bin_dir
         self.port = free_port()
+        self._as_root = os.geteuid() == 0
+        self._own_directory = self._as_root
+        if self._own_directory:
+            directory = Path(tempfile.mkdtemp(prefix="veena-pg-"))
         self.directory = directory
         self.data = directory / "pgdata"
         self.log = directory / "postgres.log"
-        self._as_root = os.geteuid() == 0
 
     def url(self, database: str = "postgres") -> str:
         return f"postgres://{SERVER_USER}@127.0.0.1:{self.port}/{database}"
@@ -67,13 +74,7 @@ class PrivatePostgres:
         self.directory.mkdir(parents=True, exist_ok=True)
         if self._as_root:
             owner = pwd.getpwnam(SERVER_USER)
-            os.chmod(self.directory, 0o777)
-            for parent in self.directory.parents:
-                if parent == Path("/") or os.stat(parent).st_mode & 0o001:
-                    break
-                os.chmod(parent, os.stat(parent).st_mode | 0o001)
-            self.log.touch()
-            os.chown(self.log, owner.pw_uid, owner.pw_gid)
+            os.chown(self.directory, owner.pw_uid, owner.pw_gid)
         self._run(
             "initdb", "-D", str(self.data), "-U", SERVER_USER, "--auth=trust",
             "--no-sync", "-E", "UTF8",
@@ -112,12 +113,15 @@ class PrivatePostgres:
         return True
 
     def destroy(self) -> None:
-        """Stop at once (immediate) if running; the folder goes with the test's tmp_path."""
+        """Stop at once (immediate) if running; remove the folder of a root-run cluster
+        (others go with the test's tmp_path)."""
         if (self.data / "postmaster.pid").exists():
             try:
                 self.stop("immediate")
             except AssertionError:
                 pass
+        if self._own_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def wait_accepting(pg: PrivatePostgres, limit_s: float = 30) -> float:

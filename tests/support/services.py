@@ -52,6 +52,29 @@ def create_key(env: dict[str, str], account: str = "faults") -> tuple[str, str]:
     return key_id, lines[-1].strip()
 
 
+PLANNED_KEY = """
+import json, os
+from accounts.models.accounts import Account
+from accounts.models.plans import Plan
+from accounts.services.api_keys import api_key_create
+name, limits = os.environ["KEY_ACCOUNT"], json.loads(os.environ["KEY_LIMITS"])
+values = {"requests_per_minute": 1000, "max_concurrent_streams": 50,
+          "max_session_seconds": 600, **limits}
+plan = Plan.objects.create(name="plan-" + name, **values)
+account = Account.objects.create(name=name, slug=name, plan=plan)
+_, raw = api_key_create(account=account, name="k", actor=None, actor_label="tests")
+print(raw)
+"""
+
+
+def create_planned_key(env: dict[str, str], account: str, **limits: int) -> str:
+    """A raw key of a new account on a plan of its own with ``limits`` (``manage.py
+    shell`` in a child process)."""
+    extra = {"KEY_ACCOUNT": account, "KEY_LIMITS": json.dumps(limits)}
+    out = run_manage("shell", "-c", PLANNED_KEY, env={**env, **extra})
+    return out.splitlines()[-1].strip()
+
+
 class Service:
     """One long-running ``manage.py`` child (or the command line ``argv``) with its log."""
 
@@ -63,6 +86,7 @@ class Service:
         log: Path,
         *,
         argv: list[str] | None = None,
+        process_group: int | None = None,
     ):
         self.name, self.log = name, log
         self.proc = subprocess.Popen(
@@ -71,6 +95,7 @@ class Service:
             env=env,
             stdout=log.open("wb"),
             stderr=subprocess.STDOUT,
+            process_group=process_group,  # 0: a group of its own; else join that one
         )
 
     @property
@@ -103,15 +128,19 @@ class Service:
         )
 
 
-def start_gateway(env: dict[str, str], port: int, log: Path) -> Service:
+def start_gateway(
+    env: dict[str, str], port: int, log: Path, *, process_group: int | None = None
+) -> Service:
     """``manage.py rungateway`` on 127.0.0.1:``port``."""
     args = ["rungateway", "--host", "127.0.0.1", "--port", str(port)]
-    return Service("gateway", args, env, log)
+    return Service("gateway", args, env, log, process_group=process_group)
 
 
-def start_worker(env: dict[str, str], log: Path) -> Service:
+def start_worker(
+    env: dict[str, str], log: Path, *, process_group: int | None = None
+) -> Service:
     """``manage.py gpuworker`` (needs ``REDIS_URL`` in ``env``)."""
-    return Service("worker", ["gpuworker"], env, log)
+    return Service("worker", ["gpuworker"], env, log, process_group=process_group)
 
 
 def start_celery(env: dict[str, str], log: Path) -> Service:

@@ -21,6 +21,14 @@ from tests.support.leaks import (
     settled,
     started_records,
 )
+from tests.support.outages import (
+    ENDED_BY_OUTAGE,
+    assert_quiet,
+    database_gone,
+    ended_by,
+    fail_own_channel_receive,
+    redis_gone,
+)
 from tests.tts.conftest import bearer, lease_free
 from tests.tts.test_rest import auth, request
 from tts.messages import TtsChunk
@@ -210,6 +218,42 @@ async def test_i9_1_a_bug_in_any_handler_releases_everything_once(
         )
     logged = error_logs(caplog.records)
     assert len(logged) == 1 and logged[0].exc_info is not None, logged
+
+
+@pytest.mark.parametrize("where", ["own-channel-receive", "worker-reply", "database"])
+async def test_i31_an_outage_anywhere_ends_the_stream_with_1013(
+    slow_fake: WorkerRuntime,
+    keyed: KeyMaker,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    where: str,
+) -> None:
+    """Issue 31: Redis or the database failing under a stream, wherever it shows, is §6's
+    STREAMING_OVERLOADED with a retry hint and 1013; released as failed, no traceback."""
+    api_key, raw = await keyed()
+    before = active_streams("tts")
+    stream = await open_raw(raw)
+    if where == "database":  # the record cannot be opened
+        monkeypatch.setattr("accounts.metering.usage_open", database_gone)
+    else:
+        await stream.send({"text": "Hello there. " * 100, "request_id": "cut"})
+        while not isinstance(await stream.next(), bytes):
+            pass
+        if where == "worker-reply":
+            monkeypatch.setattr(TtsChunk, "from_message", classmethod(redis_gone))
+        else:
+            fail_own_channel_receive(monkeypatch)
+    if where == "database":
+        await stream.send({"text": "Hello there.", "request_id": "cut"})
+    error = await stream.error(timeout=10)
+    assert (error["code"], error["fatal"]) == ("STREAMING_OVERLOADED", True)
+    assert error["retry_after_ms"] >= 1
+    assert await stream.closed() == 1013
+    await released(slow_fake, api_key.account_id, before)
+    if where != "database":
+        record = await UsageRecord.objects.aget(request_id="cut")
+        assert ended_by(record) == ENDED_BY_OUTAGE
+    assert_quiet(caplog.records)
 
 
 async def test_i9_1_a_failing_release_step_does_not_skip_the_others(

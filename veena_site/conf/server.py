@@ -112,6 +112,20 @@ TLS_KEY_FILE = _server.env(
     "",
     "the certificate's PEM private key; both set: the gateway serves https/wss itself",
 )
+OPS_TOKEN = _server.env(
+    "OPS_TOKEN",
+    str,
+    "",
+    "with `PRODUCTION`: `/metrics` and the detail of `/readyz` answer only"
+    " `Authorization: Bearer <OPS_TOKEN>` (unset: nobody); open without `PRODUCTION`",
+)
+HTTP_HEADER_TIMEOUT_S = _server.env(
+    "HTTP_HEADER_TIMEOUT_S",
+    float,
+    10.0,
+    "a connection must send a request's complete headers within this (slowloris and"
+    " idle keep-alive connections are dropped; `gateway.http_guard`)",
+)
 # Dashboard (docs/specs/accounts.md §10): password reset by email, quota alerts.
 EMAIL_BACKEND = _server.env(
     "EMAIL_BACKEND",

@@ -2,8 +2,9 @@
 
 It is Channels' worker (``channels.worker.Worker``) on ``tts-worker`` and/or ``asr-worker``, with
 listeners that ride out a Redis outage (``gateway.listener``), plus the engine loading, liveness
-beacon and graceful shutdown that ``runworker`` lacks. SIGTERM / SIGINT stop
-accepting, end running jobs with ``worker_shutdown`` and withdraw the worker from liveness.
+beacon and graceful shutdown that ``runworker`` lacks. SIGTERM / SIGINT stop accepting, let
+running jobs end for up to the gateways' drain (``gateway.lifecycle.drain_seconds``), end
+the rest with ``worker_shutdown`` and withdraw the worker from liveness.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from gateway.lifecycle import drain_seconds, stop_seconds
 from gateway.listener import ResilientWorker
 from veena_site.embedded import worker_channels
 from veena_site.preflight import check_engines
@@ -26,8 +28,6 @@ from veena_site.routing import channel_router
 from veena_site.runtime import get_runtime
 
 logger = logging.getLogger(__name__)
-
-SHUTDOWN_GRACE_S = 10.0
 
 
 class Command(BaseCommand):
@@ -61,7 +61,8 @@ class Command(BaseCommand):
         os._exit(status)
 
     async def serve(self) -> int:
-        """Serve until a signal; then shut down within ``SHUTDOWN_GRACE_S``; exit status."""
+        """Serve until a signal; then drain and stop within ``stop_seconds()``; the exit
+        status."""
         runtime = get_runtime()
         runtime.start()
         worker = ResilientWorker(
@@ -89,11 +90,11 @@ class Command(BaseCommand):
             status = 1
         logger.info("worker %s shutting down", runtime.worker_id)
         try:
-            await asyncio.wait_for(runtime.shutdown(), SHUTDOWN_GRACE_S)
-        except TimeoutError:
-            logger.error(
-                "worker %s: shutdown exceeded %gs", runtime.worker_id, SHUTDOWN_GRACE_S
+            await asyncio.wait_for(
+                runtime.shutdown(drain_s=drain_seconds()), stop_seconds()
             )
+        except TimeoutError:
+            logger.error("worker %s: shutdown exceeded its time", runtime.worker_id)
             status = 1
         listener.cancel()
         await asyncio.wait({listener}, timeout=1.0)

@@ -31,11 +31,6 @@ def claim(data_dir: Path) -> None:
         raise CommandError(str(exc)) from None
 
 
-def drain_seconds() -> float:
-    """Longest wait for live streams on shutdown: the TTS drain plus a margin for closes."""
-    return float(settings.TTS_DRAIN_S) + 2.0
-
-
 class Command(BaseCommand):
     """Serve HTTP and WebSockets with Daphne."""
 
@@ -56,12 +51,18 @@ class Command(BaseCommand):
             check_engines(settings.WORKER_KINDS)
         from daphne.server import Server  # installs the asyncio reactor first
 
-        from gateway import daphne_compat, lifecycle
+        from gateway import daphne_compat, http_guard, lifecycle
         from veena_site.asgi import application
         from veena_site.endpoints import checked_listen
+        from veena_site.http_limits import body_limit, too_large
 
         listen = checked_listen(host, port)
         daphne_compat.install()
+        http_guard.install(
+            header_timeout_s=settings.HTTP_HEADER_TIMEOUT_S,
+            body_limit=body_limit,
+            too_large=too_large,
+        )
 
         def ready() -> None:
             # Called before the reactor's loop runs: schedule the embedded worker and the
@@ -83,10 +84,9 @@ class Command(BaseCommand):
             """Drain live streams (tts W12), stop the embedded worker, stop the reactor."""
             if lifecycle.shutting_down():
                 return
-            logger.info(
-                "gateway stopping: draining streams for up to %gs", drain_seconds()
-            )
-            await lifecycle.drain(drain_seconds())
+            drain_s = lifecycle.drain_seconds()
+            logger.info("gateway stopping: draining streams for up to %gs", drain_s)
+            await lifecycle.drain(drain_s)
             if not settings.REDIS_URL:
                 from veena_site.runtime import get_runtime
 

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from gateway.lifecycle import stop_seconds
 from veena_site.endpoints import checked_listen
 from veena_site.management.commands.rungateway import claim
 from veena_site.preflight import check_engines
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 ROLES = ("gateway", "worker", "celery", "beat")
 MIGRATE_LOCK = 0x7665656E61  # pg_advisory_lock key: b"veena"
+STOP_MARGIN_S = 3.0
 
 
 def check_redis(url: str) -> None:
@@ -139,6 +141,7 @@ class Command(BaseCommand):
         supervisor = Supervisor(commands)
         supervisor.stop_on_signals()
         status = supervisor.run()
-        # Gateways drain their streams for TTS_DRAIN_S before they exit (tts W12).
-        supervisor.stop(float(settings.TTS_DRAIN_S) + 10.0)
+        # Gateways drain their streams, workers their jobs, for TTS_DRAIN_S and a margin
+        # before they exit (tts W12, gateway.lifecycle).
+        supervisor.stop(stop_seconds() + STOP_MARGIN_S)
         return status

@@ -7,6 +7,9 @@ function show(body) {
   const panel = document.getElementById("status");
   panel.dataset.ready = body.ready ? "true" : "false";
   document.getElementById("status-word").textContent = body.ready ? "ready" : "not ready";
+  if (!("workers" in body)) {
+    return; // PRODUCTION: /readyz tells only operators the detail; the page keeps what it showed
+  }
   document.getElementById("status-database").textContent = body.database ? "answers" : "does not answer";
   document.getElementById("status-layer").textContent = body.channel_layer ? "answers" : "does not answer";
   for (const row of panel.querySelectorAll("[data-kind]")) {

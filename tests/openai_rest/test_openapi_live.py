@@ -19,6 +19,7 @@ from openapi_core.deserializing.media_types.util import plain_loads
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 
 from tests.openai_rest.conftest import RestGateway
+from tests.openai_rest.test_client_secrets_sdk import SESSION
 
 pytestmark = pytest.mark.slow
 
@@ -229,16 +230,6 @@ def test_speakers_and_voices(checked: Checked) -> None:
     )
 
 
-REALTIME_SESSION = {
-    "type": "transcription",
-    "audio": {
-        "input": {
-            "format": {"type": "audio/pcm", "rate": 24000},
-            "transcription": {"model": "whisper-1", "language": "en"},
-            "turn_detection": None,
-        }
-    },
-}
 TTS_SESSION = {"type": "tts", "voice": "male1", "format": "pcm", "sample_rate": 24000}
 
 
@@ -247,7 +238,7 @@ def test_client_secrets_minted_and_refused_on_rest(checked: Checked) -> None:
     realtime = checked.call(
         "POST",
         "/v1/realtime/client_secrets",
-        json={"expires_after": expiry, "session": REALTIME_SESSION},
+        json={"expires_after": expiry, "session": SESSION},
     ).json()
     assert realtime["session"]["audio"]["input"]["format"]["rate"] == 24000
     tts = checked.call(
@@ -278,7 +269,7 @@ def test_client_secrets_minted_and_refused_on_rest(checked: Checked) -> None:
         ),
         (
             "/v1/realtime/client_secrets",
-            {"session": REALTIME_SESSION | {"voice": "alloy"}},
+            {"session": SESSION | {"voice": "alloy"}},
             "session.voice",
         ),
         (

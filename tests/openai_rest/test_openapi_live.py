@@ -4,6 +4,7 @@ and the error answers. The document is the one the server itself serves."""
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from openapi_core.deserializing.media_types.util import plain_loads
 from werkzeug.datastructures import Headers, ImmutableMultiDict
 
 from tests.openai_rest.conftest import RestGateway
+from tests.openai_rest.test_client_secrets_sdk import SESSION
 
 pytestmark = pytest.mark.slow
 
@@ -201,8 +203,99 @@ def test_post_v1_tts(checked: Checked, fmt: str) -> None:
         assert answer.headers["content-type"].endswith(";encoding=s16le")
 
 
-def test_speakers(checked: Checked) -> None:
-    assert checked.call("GET", "/v1/tts/speakers").json()["ready"] is True
+def test_post_v1_tts_word_timestamps_is_json(checked: Checked) -> None:
+    body = {"text": "Hello big world.", "word_timestamps": True}
+    answer = checked.call("POST", "/v1/tts", json=body).json()
+    assert [w["word"] for w in answer["words"]] == ["Hello", "big", "world"]
+    assert base64.b64decode(answer["audio_base64"])[:4] == b"RIFF"
+
+
+def test_speech_word_timestamps_extension(checked: Checked) -> None:
+    timed = SPEECH | {"stream_format": "sse", "word_timestamps": True}
+    answer = checked.call("POST", "/v1/audio/speech", json=timed)
+    assert answer.status_code == 200 and '"speech.audio.words"' in answer.text
+    unstreamed = SPEECH | {"word_timestamps": True}
+    refused = checked.call("POST", "/v1/audio/speech", json=unstreamed, valid=False)
+    assert refused.json()["error"]["param"] == "word_timestamps"
+
+
+def test_speakers_and_voices(checked: Checked) -> None:
+    speakers = checked.call("GET", "/v1/tts/speakers").json()
+    assert speakers["ready"] is True
+    voices = checked.call("GET", "/v1/audio/voices").json()
+    assert voices["voices"] == [s["id"] for s in speakers["speakers"]]
+    assert (
+        checked.call("GET", "/v1/audio/voices", key=None, valid=False).status_code
+        == 401
+    )
+
+
+TTS_SESSION = {"type": "tts", "voice": "male1", "format": "pcm", "sample_rate": 24000}
+
+
+def test_client_secrets_minted_and_refused_on_rest(checked: Checked) -> None:
+    expiry = {"anchor": "created_at", "seconds": 60}
+    realtime = checked.call(
+        "POST",
+        "/v1/realtime/client_secrets",
+        json={"expires_after": expiry, "session": SESSION},
+    ).json()
+    assert realtime["session"]["audio"]["input"]["format"]["rate"] == 24000
+    tts = checked.call(
+        "POST", "/v1/tts/client_secrets", json={"session": TTS_SESSION}
+    ).json()
+    assert tts["session"]["format"] == "pcm"
+    for secret in (realtime["value"], tts["value"]):
+        assert checked.call("GET", "/v1/audio/voices", key=secret).status_code == 401
+        minted = checked.call("POST", "/v1/tts/client_secrets", key=secret, json={})
+        assert minted.status_code == 401
+    for path in ("/v1/realtime/client_secrets", "/v1/tts/client_secrets"):
+        anonymous = checked.call("POST", path, json={}, key=None, valid=False)
+        assert anonymous.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "expect"),
+    [
+        (
+            "/v1/realtime/client_secrets",
+            {"expires_after": {"anchor": "created_at", "seconds": 5}},
+            "expires_after.seconds",
+        ),
+        (
+            "/v1/realtime/client_secrets",
+            {"session": {"type": "realtime"}},
+            "session.type",
+        ),
+        (
+            "/v1/realtime/client_secrets",
+            {"session": SESSION | {"voice": "alloy"}},
+            "session.voice",
+        ),
+        (
+            "/v1/tts/client_secrets",
+            {"session": {"sample_rate": 24000}},
+            "VALIDATION_ERROR",
+        ),
+        (
+            "/v1/tts/client_secrets",
+            {"session": {"type": "tts", "pitch": 2}},
+            "VALIDATION_ERROR",
+        ),
+        (
+            "/v1/tts/client_secrets",
+            {"expires_after": {"seconds": 7201}},
+            "VALIDATION_ERROR",
+        ),
+    ],
+)
+def test_client_secret_errors(
+    checked: Checked, path: str, body: dict[str, Any], expect: str
+) -> None:
+    refused = checked.call("POST", path, json=body, valid=False)
+    assert refused.status_code == 400
+    error = refused.json()["error"]
+    assert expect in (error.get("param"), error["code"])
 
 
 def test_usage_api(checked: Checked, speech_wav: bytes) -> None:

@@ -77,3 +77,32 @@ def test_caps_are_this_servers(settings: Any, cap: int) -> None:
     settings.OPENAI_SPEECH_MAX_INPUT_CHARS = cap
     schema = openapi_document()["components"]["schemas"]["SpeechRequest"]
     assert schema["properties"]["input"]["maxLength"] == cap
+
+
+def keys_of(schema: dict[str, Any]) -> dict[str, Any]:
+    """The nested property names of an object schema (through ``anyOf`` with null)."""
+    for option in schema.get("anyOf", [schema]):
+        if option.get("type") == "object":
+            return {k: keys_of(v) for k, v in option.get("properties", {}).items()}
+    return {}
+
+
+def within(keys: dict[str, Any], accepted: dict[str, Any] | None, path: str) -> None:
+    for key, children in keys.items():
+        assert accepted is not None and key in accepted, f"{path}.{key}"
+        if children:
+            within(children, accepted[key], f"{path}.{key}")
+
+
+def test_client_secret_sessions_name_only_keys_the_server_accepts() -> None:
+    from asr.updates import GA_SCHEMA
+    from tts.pins import SESSION_KEYS
+
+    schemas = openapi_document()["components"]["schemas"]
+    realtime = schemas["RealtimeClientSecretRequest"]["properties"]["session"]
+    within(keys_of(realtime), GA_SCHEMA, "session")
+    tts = schemas["TtsClientSecretRequest"]["properties"]["session"]
+    assert set(keys_of(tts)) == set(SESSION_KEYS)
+    assert set(schemas["TtsClientSecret"]["properties"]["session"]["properties"]) == (
+        set(SESSION_KEYS)
+    )

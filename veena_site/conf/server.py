@@ -41,7 +41,7 @@ SECRET_KEY = _server.env(
     "",
     "unset: generated once into `DATA_DIR/secret_key` (mode 0600); required when"
     " `PRODUCTION=true`. Every gateway of a deployment must share it (sessions and"
-    " playground tokens are signed with it).",
+    " password-reset links are signed with it).",
 )
 ALLOWED_HOSTS = _server.env(
     "ALLOWED_HOSTS", list, ["127.0.0.1", "localhost", "[::1]"], "comma-separated"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from veena_site.openapi.client_secrets import secret_paths, secret_schemas
 from veena_site.openapi.paths import paths
 from veena_site.openapi.schemas import components
 
@@ -18,6 +19,8 @@ API_VERSION = "1"
 
 def openapi_document() -> dict[str, Any]:
     """The whole document."""
+    parts = components()
+    parts["schemas"] |= secret_schemas()
     return {
         "openapi": OPENAPI_VERSION,
         "info": {
@@ -39,6 +42,6 @@ def openapi_document() -> dict[str, Any]:
             {"name": "Usage", "description": "Usage in OpenAI's Usage API shape."},
             {"name": "Operations", "description": "Probes (no key)."},
         ],
-        "paths": paths(),
-        "components": components(),
+        "paths": paths() | secret_paths(),
+        "components": parts,
     }

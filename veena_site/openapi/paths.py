@@ -13,15 +13,18 @@ TTS_TYPES = ("audio/wav", "audio/pcm", "audio/basic")
 RETRY_AFTER = {"retry-after": {"schema": STRING, "description": "Whole seconds."}}
 
 
-def _json(schema: Schema) -> dict[str, Any]:
+def json_content(schema: Schema) -> dict[str, Any]:
     return {"application/json": {"schema": schema}}
 
 
-def _errors(schema: str, statuses: dict[int, str]) -> dict[str, Any]:
+def error_answers(schema: str, statuses: dict[int, str]) -> dict[str, Any]:
     """Error answers in one envelope; 429 and 503 carry ``retry-after``."""
     out = {}
     for status, text in statuses.items():
-        answer: dict[str, Any] = {"description": text, "content": _json(ref(schema))}
+        answer: dict[str, Any] = {
+            "description": text,
+            "content": json_content(ref(schema)),
+        }
         if status in (429, 503):
             answer["headers"] = RETRY_AFTER
         out[str(status)] = answer
@@ -42,21 +45,28 @@ OPENAI_ERRORS = {
 def _speech() -> dict[str, Any]:
     audio = {t: {"schema": BINARY} for t in SPEECH_TYPES}
     audio["audio/pcm"] = {"schema": BINARY}
-    audio["text/event-stream"] = {
-        "schema": {**STRING, "description": "`speech.audio.delta` events, then done."}
-    }
+    events = (
+        "`speech.audio.delta` events, then `speech.audio.done` (or `error`). With "
+        "`word_timestamps` (our extension), a `speech.audio.words` event (`{type, "
+        "words: [{word, start_ms, end_ms}]}`, ms from the start of the audio) comes "
+        "before the delta its words start in."
+    )
+    audio["text/event-stream"] = {"schema": {**STRING, "description": events}}
     return {
         "post": {
             "operationId": "createSpeech",
             "tags": ["OpenAI"],
             "summary": "Text to speech (OpenAI's speech endpoint)",
-            "requestBody": {"required": True, "content": _json(ref("SpeechRequest"))},
+            "requestBody": {
+                "required": True,
+                "content": json_content(ref("SpeechRequest")),
+            },
             "responses": {
                 "200": {
                     "description": "Audio, streamed as it is made.",
                     "content": audio,
                 },
-                **_errors("OpenAIError", OPENAI_ERRORS),
+                **error_answers("OpenAIError", OPENAI_ERRORS),
             },
         }
     }
@@ -75,13 +85,13 @@ def _transcriptions() -> dict[str, Any]:
                 "200": {
                     "description": "The transcript in `response_format`, or SSE.",
                     "content": {
-                        **_json(body),
+                        **json_content(body),
                         "text/plain": {"schema": STRING},
                         "text/vtt": {"schema": STRING},
                         "text/event-stream": {"schema": STRING},
                     },
                 },
-                **_errors(
+                **error_answers(
                     "OpenAIError",
                     {**OPENAI_ERRORS, 413: "The file is over the size cap."},
                 ),
@@ -97,8 +107,11 @@ def _models() -> dict[str, Any]:
             "tags": ["OpenAI"],
             "summary": "Every served TTS and ASR model name, aliases included",
             "responses": {
-                "200": {"description": "The list.", "content": _json(ref("ModelList"))},
-                **_errors("OpenAIError", {401: OPENAI_ERRORS[401]}),
+                "200": {
+                    "description": "The list.",
+                    "content": json_content(ref("ModelList")),
+                },
+                **error_answers("OpenAIError", {401: OPENAI_ERRORS[401]}),
             },
         }
     }
@@ -114,8 +127,11 @@ def _model() -> dict[str, Any]:
                 {"name": "model", "in": "path", "required": True, "schema": STRING}
             ],
             "responses": {
-                "200": {"description": "The model.", "content": _json(ref("Model"))},
-                **_errors(
+                "200": {
+                    "description": "The model.",
+                    "content": json_content(ref("Model")),
+                },
+                **error_answers(
                     "OpenAIError",
                     {401: OPENAI_ERRORS[401], 404: "No such model."},
                 ),
@@ -161,14 +177,23 @@ def _tts() -> dict[str, Any]:
             "tags": ["veena"],
             "summary": "The whole audio of one TTS request",
             "parameters": [request_id],
-            "requestBody": {"required": True, "content": _json(ref("TtsRequest"))},
+            "requestBody": {
+                "required": True,
+                "content": json_content(ref("TtsRequest")),
+            },
             "responses": {
                 "200": {
-                    "description": "The complete file.",
+                    "description": (
+                        "The complete file; with `word_timestamps`, JSON holding it "
+                        "and its words."
+                    ),
                     "headers": TTS_HEADERS,
-                    "content": {t: {"schema": BINARY} for t in TTS_TYPES},
+                    "content": {
+                        **{t: {"schema": BINARY} for t in TTS_TYPES},
+                        **json_content(ref("TimedSpeech")),
+                    },
                 },
-                **_errors("VeenaError", TTS_ERRORS),
+                **error_answers("VeenaError", TTS_ERRORS),
             },
         }
     }
@@ -183,9 +208,31 @@ def _speakers() -> dict[str, Any]:
             "responses": {
                 "200": {
                     "description": "The listing.",
-                    "content": _json(ref("Speakers")),
+                    "content": json_content(ref("Speakers")),
                 },
-                **_errors("VeenaError", {401: TTS_ERRORS[401], 403: TTS_ERRORS[403]}),
+                **error_answers(
+                    "VeenaError", {401: TTS_ERRORS[401], 403: TTS_ERRORS[403]}
+                ),
+            },
+        }
+    }
+
+
+def _voices() -> dict[str, Any]:
+    return {
+        "get": {
+            "operationId": "listVoices",
+            "tags": ["OpenAI"],
+            "summary": "The TTS voices, as vllm-omni lists them",
+            "responses": {
+                "200": {
+                    "description": "One entry per speaker of GET /v1/tts/speakers.",
+                    "content": json_content(ref("VoiceList")),
+                },
+                **error_answers(
+                    "OpenAIError",
+                    {401: OPENAI_ERRORS[401], 403: "Origin or TTS not allowed."},
+                ),
             },
         }
     }
@@ -228,8 +275,11 @@ def _usage(kind: str, what: str) -> dict[str, Any]:
             "summary": f"{what}, per bucket, in OpenAI's Usage API shape",
             "parameters": _usage_parameters(),
             "responses": {
-                "200": {"description": "One page.", "content": _json(ref("UsagePage"))},
-                **_errors("OpenAIError", USAGE_ERRORS),
+                "200": {
+                    "description": "One page.",
+                    "content": json_content(ref("UsagePage")),
+                },
+                **error_answers("OpenAIError", USAGE_ERRORS),
             },
         }
     }
@@ -246,7 +296,10 @@ def _probe(
             "summary": summary,
             "security": [],
             "responses": {
-                str(status): {"description": texts[status], "content": _json(schema)}
+                str(status): {
+                    "description": texts[status],
+                    "content": json_content(schema),
+                }
                 for status in statuses
             },
         }
@@ -259,6 +312,7 @@ def paths() -> dict[str, Any]:
     return {
         "/v1/audio/speech": _speech(),
         "/v1/audio/transcriptions": _transcriptions(),
+        "/v1/audio/voices": _voices(),
         "/v1/models": _models(),
         "/v1/models/{model}": _model(),
         "/v1/tts": _tts(),

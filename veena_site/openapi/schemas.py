@@ -65,7 +65,10 @@ def _veena_error() -> Schema:
 
 def _speech_request() -> Schema:
     voice_object = obj(["id"], id=STRING)
-    return obj(
+    # word_timestamps: true needs stream_format: "sse" (openai_rest.speech_request).
+    timed = obj(["word_timestamps"], word_timestamps={"const": True})
+    sse = obj(["stream_format"], stream_format={"const": "sse"})
+    fields = obj(
         ["model", "input", "voice"],
         model={**STRING, "description": "A name from GET /v1/models (kind tts)."},
         input={
@@ -85,7 +88,16 @@ def _speech_request() -> Schema:
         speed={"type": "number", "minimum": 0.25, "maximum": 4.0, "default": 1.0},
         instructions={**STRING, "description": "Accepted and ignored."},
         stream_format={"type": "string", "enum": ["audio", "sse"], "default": "audio"},
+        word_timestamps={
+            **BOOLEAN,
+            "default": False,
+            "description": (
+                "Our extension, with `stream_format: sse` only (else 400): "
+                "`speech.audio.words` events before the audio their words start in."
+            ),
+        },
     )
+    return {**fields, "if": timed, "then": sse}
 
 
 def _transcription_request() -> Schema:
@@ -199,6 +211,44 @@ def _tts_request() -> Schema:
         format={"type": "string", "enum": list(FORMATS), "default": "wav"},
         sample_rate={"type": "integer", "enum": list(SAMPLE_RATES), "default": 16000},
         speed={"type": "number", "minimum": 0.5, "maximum": 2, "default": 1.0},
+        word_timestamps={
+            **BOOLEAN,
+            "default": False,
+            "description": "Answer JSON (`TimedSpeech`) with the audio and its words.",
+        },
+    )
+
+
+def _timed_words() -> Schema:
+    """Words timed in ms from the start of the request's audio (issue 35)."""
+    word = obj(
+        ["word", "start_ms", "end_ms"],
+        word=STRING,
+        start_ms={**INTEGER, "minimum": 0},
+        end_ms={**INTEGER, "minimum": 0},
+    )
+    return {"type": "array", "items": word}
+
+
+def _timed_speech() -> Schema:
+    """``POST /v1/tts`` with ``word_timestamps``: the file in base64 and its words."""
+    return obj(
+        [
+            "request_id",
+            "content_type",
+            "sample_rate",
+            "speaker",
+            "audio_duration_seconds",
+            "audio_base64",
+            "words",
+        ],
+        request_id=STRING,
+        content_type={**STRING, "description": "What the binary answer's would be."},
+        sample_rate={"type": "integer", "enum": list(SAMPLE_RATES)},
+        speaker=STRING,
+        audio_duration_seconds={**NUMBER, "minimum": 0},
+        audio_base64={**STRING, "contentEncoding": "base64"},
+        words=ref("TimedWords"),
     )
 
 
@@ -213,11 +263,16 @@ def _speakers() -> Schema:
         aliases={"type": "array", "items": STRING},
     )
     capabilities = obj(
-        ["speed", "seed", "sampling_params", "timestamps"],
+        ["speed", "seed", "sampling_params", "timestamps", "word_timestamps"],
         speed=BOOLEAN,
         seed=BOOLEAN,
         sampling_params=BOOLEAN,
         timestamps=STRING,
+        word_timestamps={
+            **STRING,
+            "description": "How words are timed: `durations` (the model's own) or "
+            "`estimate`.",
+        },
     )
     return obj(
         ["engine", "model_version", "ready", "sample_rates", "formats", "speakers"],
@@ -230,6 +285,29 @@ def _speakers() -> Schema:
         default_speaker=STRING,
         capabilities=capabilities,
         speakers={"type": "array", "items": speaker},
+    )
+
+
+def _voice_list() -> Schema:
+    """``GET /v1/audio/voices``: the speakers of ``GET /v1/tts/speakers``, per voice."""
+    voice = obj(
+        ["id", "object", "name", "language", "languages", "sample_rate", "engine"],
+        id=STRING,
+        object={"const": "voice"},
+        name=STRING,
+        language=nullable(STRING),
+        languages={"type": "array", "items": STRING},
+        sample_rate={**INTEGER, "description": "The engine's native rate."},
+        engine=STRING,
+        model={**STRING, "description": "An id of GET /v1/models."},
+        default=BOOLEAN,
+        aliases={"type": "array", "items": STRING},
+    )
+    return obj(
+        ["object", "data", "voices"],
+        object={"const": "list"},
+        data={"type": "array", "items": voice},
+        voices={"type": "array", "items": STRING, "description": "The ids of `data`."},
     )
 
 
@@ -302,7 +380,10 @@ def components() -> dict[str, Any]:
         "Model": _model,
         "ModelList": _model_list,
         "TtsRequest": _tts_request,
+        "TimedWords": _timed_words,
+        "TimedSpeech": _timed_speech,
         "Speakers": _speakers,
+        "VoiceList": _voice_list,
         "UsagePage": _usage_page,
         "Readiness": _readiness,
     }

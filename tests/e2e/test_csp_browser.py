@@ -91,12 +91,19 @@ def test_front_door_and_docs_run_under_the_policy(
     assert violations(phone) == [], "docs on a phone"
 
 
-def test_dashboard_and_alerts_run_under_the_policy(
-    live_gateway: str, browser_context: Any
-) -> None:
+@pytest.fixture
+def alice(live_gateway: str, browser_context: Any) -> Any:
+    """A watched page signed in as alice, a member of the seeded ``acme``."""
     seed(now=timezone.now())
     page = watched(browser_context)
     sign_in(page, live_gateway, "/dashboard/", "alice")
+    return page
+
+
+def test_dashboard_and_alerts_run_under_the_policy(
+    live_gateway: str, alice: Any
+) -> None:
+    page = alice
     page.goto(live_gateway + "/dashboard/acme/usage/?from=2026-03-06&to=2026-03-10")
     page.wait_for_function("() => !!Chart.getChart(document.querySelector('canvas'))")
     assert violations(page) == [], "dashboard"
@@ -108,11 +115,8 @@ def test_dashboard_and_alerts_run_under_the_policy(
     assert violations(page) == [], "alerts"
 
 
-def test_playground_runs_under_the_policy(
-    live_gateway: str, browser_context: Any
-) -> None:
-    seed(now=timezone.now())
-    page = watched(browser_context)
+def test_playground_runs_under_the_policy(live_gateway: str, alice: Any) -> None:
+    page = alice
     minted: list[str] = []
     page.on(
         "request",
@@ -122,7 +126,6 @@ def test_playground_runs_under_the_policy(
             else None
         ),
     )
-    sign_in(page, live_gateway, "/dashboard/", "alice")
     page.goto(live_gateway + "/playground/acme/")
     page.wait_for_selector("#tts-play:not([disabled])", timeout=15000)
     page.fill("#tts-text", "Short and sweet.")

@@ -83,7 +83,7 @@ def operators_can_read_metrics(**kwargs: Any) -> list[CheckWarning]:
         return [
             CheckWarning(
                 "PRODUCTION without OPS_TOKEN: /metrics and the detail of /readyz "
-                "answer nobody (docs/operations.md, production checklist)",
+                "answer nobody (docs/deploy.md, production checklist)",
                 id="veena.W003",
             )
         ]

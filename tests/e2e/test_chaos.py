@@ -67,7 +67,7 @@ SCRIPT = (
     ("postgresql stopped 5 s", 50.0),
     ("SIGTERM to the group", 66.0),
 )
-DOCUMENTED = {  # what a client may be told (docs/operations.md sections 5, 6, 9)
+DOCUMENTED = {  # what a client may be told (docs/operations.md: limits, error codes, outages)
     "tts": {
         "STREAMING_OVERLOADED/1013",
         "MODEL_NOT_LOADED/1011",

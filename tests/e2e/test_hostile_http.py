@@ -5,7 +5,7 @@ limit are answered 413 before their body is read (declared or chunked); truncate
 non-audio files are 400 in OpenAI's envelope; a small file that decodes to hours is refused
 by its length without the gateway's memory growing; a client that sends its headers (or its
 WebSocket handshake) slowly, or nothing at all, is dropped; idle sockets, a plan's maximum
-session length and its concurrency are enforced as documented (docs/operations.md, "Limits and what hitting them looks like").
+session length and its concurrency are enforced as documented (docs/operations.md, "Limits").
 """
 
 from __future__ import annotations

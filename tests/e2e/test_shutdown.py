@@ -107,8 +107,8 @@ FINISHES, OUTLASTS = (
 
 
 def documented_units() -> dict[str, dict[str, list[str]]]:
-    """Every systemd unit in docs/operations.md: its name → key → values, in order."""
-    text = (ROOT / "docs" / "operations.md").read_text()
+    """Every systemd unit in docs/deploy.md: its name → key → values, in order."""
+    text = (ROOT / "docs" / "deploy.md").read_text()
     units: dict[str, dict[str, list[str]]] = {}
     for block in re.findall(r"```ini\n(.*?)```", text, re.S):
         name = UNIT_HEADER.search(block)

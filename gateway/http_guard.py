@@ -25,6 +25,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from gateway.wording import count
+
 logger = logging.getLogger(__name__)
 
 BodyLimit = Callable[[str], int]
@@ -55,7 +57,9 @@ def install(
         path = bytes(self._path).split(b"?", 1)[0].decode("latin-1")
         limit = body_limit(path)
         if self.length is not None and self.length > limit:
-            _refuse(self, too_large(path, limit), f"{self.length} bytes declared")
+            _refuse(
+                self, too_large(path, limit), f"{count(self.length, 'byte')} declared"
+            )
             return
         request = self.requests[-1]
         request._veena_limit, request._veena_path = limit, path
@@ -75,7 +79,7 @@ def install(
         limit = getattr(self, "_veena_limit", None)
         if limit is not None and self._veena_received > limit:
             body = too_large(self._veena_path, limit)
-            _refuse(self.channel, body, f"over {limit} bytes received")
+            _refuse(self.channel, body, f"over {count(limit, 'byte')} received")
             return
         chunk(self, data)
 

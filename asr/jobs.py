@@ -6,6 +6,9 @@ new audio arrived since the last decode started, at most one at a time per item,
 skips intermediate states instead of queueing them (SA-2). At commit the in-flight chunk decode is
 cancelled and the final decode runs with priority over every chunk decode of the process (SA-7):
 chunk decodes ask the engine for background priority, and the gate never holds a final for one.
+With the ``final`` transcript option (issue 34) the final decode is ``final_request``: the
+item's whole audio decoded as a whole-file transcription decodes it; the decode that starts
+once the speech has paused is that same decode, so a commit after the pause reuses it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ import numpy as np
 from django.conf import settings
 
 from asr.audio import loud_end
-from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrEngine, AsrHypothesis
+from asr.engines.base import (
+    MODEL_RATE,
+    AsrDecodeRequest,
+    AsrEngine,
+    AsrHypothesis,
+    Pcm,
+)
 from asr.gate import decode_gate
 from asr.messages import (
     AsrAudio,
@@ -32,7 +41,7 @@ from asr.messages import (
     AsrOpen,
     AsrResync,
 )
-from asr.streaming import DecodePlan, StreamState, timed_words
+from asr.streaming import DecodePlan, StreamState, timed_segments, timed_words
 from gateway.contracts import JobFailed, Kind, Message
 from gateway.jobs import ReplyLost, Sender
 
@@ -40,6 +49,29 @@ logger = logging.getLogger(__name__)
 
 FINAL_ATTEMPTS = 2  # WK-8: a failed final decode is retried once
 STALE_JOB_GRACE_S = 60  # WK-9: a job older than ASR_MAX_SESSION_S + this is dropped
+
+
+def final_request(
+    audio: Pcm,
+    *,
+    prompt: str = "",
+    prefix: str = "",
+    language: str | None = "en",
+    words: bool = False,
+    logprobs: bool = False,
+    segments: bool = False,
+) -> AsrDecodeRequest:
+    """The product's final decode of ``audio``: the full 30 s encoder context, greedy,
+    at final priority (bench/asr.py decodes whole items with it, side by side)."""
+    return AsrDecodeRequest(
+        audio=audio,
+        prompt=prompt,
+        prefix=prefix,
+        language=language,
+        word_timestamps=words,
+        logprobs=logprobs,
+        segments=segments,
+    )
 
 
 @dataclass
@@ -140,6 +172,7 @@ class AsrJob:
             agree_followed=settings.ASR_AGREE_FOLLOWED,
             followed_both_samples=int(settings.ASR_AGREE_FOLLOWED_BOTH_S * MODEL_RATE),
             logprobs=opened.logprobs,
+            transcript=opened.transcript,
         )
         item = Item(seq=opened.item_seq, options=opened, state=state)
         self.items[item.seq] = item
@@ -294,14 +327,18 @@ class AsrJob:
             return None
         if item.options.words and timed_words(hyp, plan) is None:
             return None
+        if (item.state.logprobs and not hyp.tokens) or (
+            item.options.segments and not hyp.segments
+        ):
+            return None
         return (hyp, plan) if item.state.completes(hyp, plan) else None
 
     async def _chunk(self, item: Item) -> bool:
         """One chunk decode; False when it failed and the job must end (IT-13)."""
         item.decoded_at = item.samples
-        plan = item.state.plan(item.samples, final=False)
         after_pause = self._after_pause(item)
         item.speculative = self._may_be_final(item)
+        plan = self._chunk_plan(item)
         item.chunk = self._spawn(
             self._decode(item, plan, item.samples, final=item.speculative)
         )
@@ -346,24 +383,38 @@ class AsrJob:
             item.wake.set()  # audio arrived while decoding: decode the latest state
         return True
 
+    def _chunk_plan(self, item: Item) -> DecodePlan:
+        """The next chunk decode: with the ``final`` option, a likely final is the final
+        decode itself (a whole decode), so that the commit can reuse it (issue 34)."""
+        state, total = item.state, item.samples
+        if item.speculative and state.final_is_whole:
+            return state.whole_plan(total, words=item.options.words, final=False)
+        return state.plan(total, final=False)
+
     async def _final(self, item: Item, total: int) -> None:
         started = time.monotonic()
         decoded = self._reusable(item, total) or await self._final_decode(item, total)
         if decoded is None:
             return
         hyp, plan = decoded
-        emission = item.state.on_final(hyp)
+        final = item.state.on_final(hyp, plan)
         await self.send(
             AsrFinal(
                 job_id=self.job_id,
                 item_seq=item.seq,
-                text=emission.text,
+                text=final.remainder.text,
                 prompt_tokens=hyp.prompt_tokens,
                 completion_tokens=hyp.completion_tokens,
-                logprobs=emission.logprobs,
+                logprobs=final.remainder.logprobs,
                 audio_ms=total * 1000 // MODEL_RATE,
                 decode_ms=int((time.monotonic() - started) * 1000),
-                words=timed_words(hyp, plan) if item.options.words else None,
+                # Times of the transcript's words: the final decode's, when it is one.
+                words=timed_words(hyp, plan)
+                if item.options.words and final.transcript is not None
+                else None,
+                transcript=final.transcript,
+                transcript_logprobs=final.logprobs,
+                segments=timed_segments(hyp, plan) if item.options.segments else None,
             )
         )
 
@@ -371,7 +422,7 @@ class AsrJob:
         self, item: Item, total: int
     ) -> tuple[AsrHypothesis, DecodePlan] | None:
         """The full final decode and its plan, retried once (WK-8); None when it failed."""
-        plan = item.state.plan(total, final=True)
+        plan = item.state.final_plan(total, words=item.options.words)
         for attempt in range(1, FINAL_ATTEMPTS + 1):
             try:
                 return await self._decode(item, plan, total), plan
@@ -397,16 +448,29 @@ class AsrJob:
     ) -> AsrHypothesis:
         """Decode ``plan`` up to ``total`` as a final or chunk decode (default: the plan's)."""
         final = plan.final if final is None else final
-        request = AsrDecodeRequest(
-            audio=item.audio(plan.start)[: total - plan.start],
-            prompt=plan.prompt,
-            prefix=plan.prefix,
-            language=item.options.language,
-            word_timestamps=plan.words or (plan.final and item.options.words),
-            logprobs=item.state.logprobs,
-            background=not final,
-            context_s=None if final else self.chunk_context_s,
-        )
+        audio = item.audio(plan.start)[: total - plan.start]
+        options = item.options
+        if final:
+            request = final_request(
+                audio,
+                prompt=plan.prompt,
+                prefix=plan.prefix,
+                language=options.language,
+                words=plan.words or (plan.final and options.words),
+                logprobs=item.state.logprobs,
+                segments=plan.final and options.segments,
+            )
+        else:
+            request = AsrDecodeRequest(
+                audio=audio,
+                prompt=plan.prompt,
+                prefix=plan.prefix,
+                language=options.language,
+                word_timestamps=plan.words,
+                logprobs=item.state.logprobs,
+                background=True,
+                context_s=self.chunk_context_s,
+            )
         async with self.gate.slot(final=final):
             return await self.engine.decode(request)
 

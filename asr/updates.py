@@ -18,15 +18,21 @@ from asr.config import (
     BETA_FORMATS,
     DEFAULT_RATE,
     LOGPROBS_INCLUDE,
+    WORD_GRANULARITY,
     ConfigError,
     Models,
     SessionConfig,
     TurnDetection,
     turn_fields,
 )
+from asr.messages import FINAL, TRANSCRIPT_SOURCES
 from asr.protocol import VllmSessionUpdate
 
 NOISE_TYPES = ("near_field", "far_field")
+# Extensions of ``transcription`` (issue 34), merged and echoed like its other keys.
+EXTENSION_KEYS = ("transcript", "timestamp_granularities")
+MAX_GRANULARITIES = 4
+TRANSCRIPTION_KEYS = ("model", "language", "prompt", *EXTENSION_KEYS)
 MAX_MS = 10_000  # SE-9 row 12
 # SE-9 row 4: the keys a GA transcription session may carry (None = a leaf).
 Schema = dict[str, "Schema | None"]
@@ -52,7 +58,7 @@ GA_SCHEMA: Schema = {
         "input": {
             "format": {"type": None, "rate": None},
             "transcription": dict.fromkeys(
-                ("model", "language", "prompt", "languages", "keywords", "delay")
+                (*TRANSCRIPTION_KEYS, "languages", "keywords", "delay")
             ),
             "turn_detection": TURN_KEYS,
             "noise_reduction": {"type": None, "strength": None},
@@ -67,7 +73,7 @@ BETA_SCHEMA: Schema = {
     "modalities": None,
     "include": None,
     "input_audio_format": None,
-    "input_audio_transcription": {"model": None, "language": None, "prompt": None},
+    "input_audio_transcription": dict.fromkeys(TRANSCRIPTION_KEYS),
     "turn_detection": TURN_KEYS,
     "input_audio_noise_reduction": {"type": None},
 }
@@ -196,8 +202,11 @@ def _check_types(u: Update) -> None:
     _expect_object(u.transcription, nullable=True)
     if isinstance(u.transcription.value, dict):
         t, path = u.transcription.value, u.transcription.path
-        for key in ("model", "language", "prompt"):
+        for key in ("model", "language", "prompt", "transcript"):
             _expect(t.get(key), f"{path}.{key}", str)
+        _expect_strings(
+            t.get("timestamp_granularities"), f"{path}.timestamp_granularities"
+        )
     _expect_object(u.turn_detection, nullable=True)
     if isinstance(u.turn_detection.value, dict):
         td, path = u.turn_detection.value, u.turn_detection.path
@@ -219,11 +228,15 @@ def _check_types(u: Update) -> None:
             float,
         )
     if u.include.present:
-        value = u.include.value
-        if value is not None and not (
-            isinstance(value, list) and all(isinstance(v, str) for v in value)
-        ):
-            raise _fail("invalid_value", u.include.path)
+        _expect_strings(u.include.value, u.include.path)
+
+
+def _expect_strings(value: Any, path: str) -> None:
+    """Null or a list of strings."""
+    if value is not None and not (
+        isinstance(value, list) and all(isinstance(v, str) for v in value)
+    ):
+        raise _fail("invalid_value", path)
 
 
 def _check_values(u: Update, models: Models) -> None:
@@ -256,6 +269,7 @@ def _check_values(u: Update, models: Models) -> None:
     for key in ("languages", "keywords", "delay"):
         if t.get(key) is not None:
             raise _fail("not_supported", f"{path}.{key}", f"'{key}' is not supported.")
+    _check_extensions(t, path)
     _check_turn(u.turn_detection)
     nr = u.noise_reduction.value
     if isinstance(nr, dict) and nr.get("type") not in NOISE_TYPES:
@@ -265,6 +279,21 @@ def _check_values(u: Update, models: Models) -> None:
         or any(v != LOGPROBS_INCLUDE for v in u.include.value)
     ):
         raise _fail("invalid_value", u.include.path)
+
+
+def _check_extensions(t: dict[str, Any], path: str) -> None:
+    """``transcript`` and ``timestamp_granularities`` (issue 34)."""
+    transcript = t.get("transcript")
+    if transcript is not None and transcript not in TRANSCRIPT_SOURCES:
+        shown = " or ".join(f"'{s}'" for s in TRANSCRIPT_SOURCES)
+        message = f"'transcript' must be {shown}."
+        raise _fail("invalid_value", f"{path}.transcript", message)
+    granularities = t.get("timestamp_granularities") or []
+    if len(granularities) > MAX_GRANULARITIES or any(
+        g != WORD_GRANULARITY for g in granularities
+    ):
+        message = f"'timestamp_granularities' may only contain '{WORD_GRANULARITY}'."
+        raise _fail("invalid_value", f"{path}.timestamp_granularities", message)
 
 
 def _check_turn(field: Field) -> None:
@@ -302,13 +331,26 @@ def _merged(current: SessionConfig, u: Update, models: Models) -> SessionConfig:
     if u.transcription.present:
         t = u.transcription.value
         if t is None:
-            changes.update(model=models.served, language=None, prompt=None)
+            changes.update(
+                model=models.served,
+                language=None,
+                prompt=None,
+                transcript=FINAL,
+                timestamp_granularities=None,
+            )
         else:
             for key in ("model", "language", "prompt"):
                 if key in t:
                     changes[key] = t[key]
             if "model" in t and t["model"] is None:
                 changes["model"] = models.served
+            if "transcript" in t:
+                changes["transcript"] = t["transcript"] or FINAL
+            if "timestamp_granularities" in t:
+                granularities = t["timestamp_granularities"]
+                changes["timestamp_granularities"] = (
+                    None if granularities is None else tuple(granularities)
+                )
     if u.turn_detection.present:
         td = u.turn_detection.value
         changes["turn_detection"] = TurnDetection(**turn_fields(td)) if td else None
@@ -360,6 +402,11 @@ def validate_vllm_update(
     language = event.language
     if language is not None and not models.language_ok(language):
         raise ConfigError("invalid_event", "Invalid language.", "language")
+    transcript = event.transcript
+    if transcript is not None and transcript not in TRANSCRIPT_SOURCES:
+        shown = " or ".join(f"'{s}'" for s in TRANSCRIPT_SOURCES)
+        message = f"Field 'transcript' must be {shown}."
+        raise ConfigError("invalid_event", message, "transcript")
     prompt = event.prompt
     if prompt is not None and not isinstance(prompt, str):
         raise ConfigError("invalid_event", "Field 'prompt' must be a string.", "prompt")
@@ -373,4 +420,5 @@ def validate_vllm_update(
         language=language,
         prompt=prompt,
         include=tuple(include) if include is not None else None,
+        transcript=transcript or FINAL,
     )

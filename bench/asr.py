@@ -4,17 +4,19 @@ One process, embedded topology: the ``/v1/realtime`` consumer driven through the
 application, the in-memory channel layer, the worker consumer and faster-whisper tiny.en on CPU.
 Each session streams Piper speech and 0.6 s of silence (where server VAD would end the turn) at
 24 kHz in 100 ms appends, paced in real time, then commits. Per concurrency level (1, 4, 16) the
-modes (``DEFAULT_MODES`` of ``MODES``: the configured settings, an item's first word waiting
-for ``ASR_CHUNK_S`` while other decodes run, agreement over ``ASR_AGREE_S`` alone, without final
-reuse, and streaming as before issue 13; others by name) take turns, so machine load falls on
-all alike:
+modes (``DEFAULT_MODES`` of ``MODES``: the configured settings, where ``completed`` is the final
+decode of the item, and the session option ``transcript: "deltas"``, where it is the deltas
+joined exactly; others by name) take turns, so machine load falls on all alike:
 
-* commit → ``completed`` through the stack, and the same audio decoded by the engine directly
-  at the same concurrency, after as long an idle time as a session streams (odd rounds direct
-  first); the worker's own final time (``gpu.asr.final`` ``decode_ms``: ~0 when reused);
+* the WER against the text spoken, pooled over the corpus, of ``completed``, of the deltas
+  joined, and of the engine decoding each whole item directly with the product's final decode
+  options (``asr.jobs.final_request``) at the same concurrency, after as long an idle time as
+  a session streams (odd rounds direct first), and the ratio of the first to the last;
+* commit → ``completed`` through the stack against that direct decode's time; the worker's
+  own final time (``gpu.asr.final`` ``decode_ms``: ~0 when reused);
 * first ``delta`` after the speech starts; the share of the transcript's words sent as deltas
   by the time the speech has been sent, and by the commit (the item's audio, silence included,
-  has been sent); the WER of the transcript against the text spoken;
+  has been sent);
 * bytes through the channel layer per session (every ``asr.job.*`` message, msgpack-encoded as
   channels_redis would send it) ÷ the PCM bytes the client sent; the process's peak RSS.
 
@@ -221,15 +223,19 @@ class ChannelMeter:
 
 
 async def session(
-    key: str, pcm: bytes, speech: tuple[float, float] = (0.0, math.inf)
+    key: str,
+    pcm: bytes,
+    speech: tuple[float, float] = (0.0, math.inf),
+    transcription: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One realtime session: paced appends, commit, wait for completed.
 
-    ``speech`` is where speech starts and ends in ``pcm`` (seconds). Returned: ``latency``
-    (commit → completed), ``first_delta`` (from the first append), ``first_from_speech``
-    (from the speech start), ``shown`` (share of the transcript's words sent as deltas by
-    the time the speech has been sent), ``shown_commit`` (the same by the commit, when the
-    item's audio, trailing silence included, has been sent) and ``transcript``.
+    ``speech`` is where speech starts and ends in ``pcm`` (seconds); ``transcription`` is
+    sent as the session's ``transcription`` options first. Returned: ``latency`` (commit →
+    completed), ``first_delta`` (from the first append), ``first_from_speech`` (from the
+    speech start), ``shown`` (share of the transcript's words sent as deltas by the time the
+    speech has been sent), ``shown_commit`` (the same by the commit, when the item's audio,
+    trailing silence included, has been sent), ``transcript`` and ``joined`` (the deltas).
     """
     from veena_site.asgi import application
 
@@ -241,6 +247,14 @@ async def session(
     await comm.connect()
     created = json.loads(await comm.receive_from(timeout=30))
     assert created["type"] == "session.created", created
+    if transcription:
+        audio = {"input": {"transcription": transcription}}
+        update = {"type": "transcription", "audio": audio}
+        await comm.send_to(
+            text_data=json.dumps({"type": "session.update", "session": update})
+        )
+        updated = json.loads(await comm.receive_from(timeout=30))
+        assert updated["type"] == "session.updated", updated
     step = int(RATE * APPEND_S) * 2
     deltas: list[tuple[float, str]] = []
     started = time.monotonic()
@@ -285,6 +299,7 @@ async def session(
         "shown": shown_by(speech[1]),
         "shown_commit": shown_by(committed),
         "transcript": transcript,
+        "joined": "".join(t for _, t in deltas),
     }
 
 
@@ -306,14 +321,14 @@ async def direct(
     follows seconds of streaming, and a decode right after another one runs warm (18 ms faster
     at the median after 6 s idle on 2 vCPU), which would flatter the engine alone.
     """
-    from asr.engines.base import AsrDecodeRequest
+    from asr.jobs import final_request
 
     if idle:
         await asyncio.sleep(max(len(a) for a in audios) / MODEL_RATE)
 
     async def one(audio: np.ndarray) -> tuple[float, str]:
         started = time.monotonic()
-        hyp = await engine.decode(AsrDecodeRequest(audio=audio, language="en"))  # type: ignore[attr-defined]
+        hyp = await engine.decode(final_request(audio, language="en"))  # type: ignore[attr-defined]
         return time.monotonic() - started, str(hyp.text)
 
     return list(await asyncio.gather(*(one(a) for a in audios)))
@@ -349,8 +364,10 @@ class Level:
     firsts: list[float] = field(default_factory=list)  # from speech start
     shown: list[float] = field(default_factory=list)
     shown_commit: list[float] = field(default_factory=list)
-    # (word errors, reference words) of each transcript, and of the engine's full decode
+    # (word errors, reference words) of each transcript, of the deltas joined, and of the
+    # engine's decode of the whole item
     wer: list[tuple[float, int]] = field(default_factory=list)
+    wer_joined: list[tuple[float, int]] = field(default_factory=list)
     wer_alone: list[tuple[float, int]] = field(default_factory=list)
     misheard: list[str] = field(default_factory=list)  # transcripts with word errors
 
@@ -359,10 +376,13 @@ class Level:
 
         Session ``i`` of round ``n`` speaks corpus item ``n * level + i`` (in turn)."""
         chosen = [clips[(n * self.level + i) % len(clips)] for i in range(self.level)]
+        options = SESSION_OPTIONS.get(self.mode)
 
         async def sessions() -> list[dict[str, Any]]:
             return list(
-                await asyncio.gather(*(session(key, c.pcm, c.span) for c in chosen))
+                await asyncio.gather(
+                    *(session(key, c.pcm, c.span, options) for c in chosen)
+                )
             )
 
         audios = [c.audio16k for c in chosen]
@@ -388,6 +408,10 @@ class Level:
             word_errors(c.text, t) for c, t in zip(chosen, transcripts, strict=True)
         ]
         self.wer += counts
+        self.wer_joined += [
+            word_errors(c.text, r["joined"])
+            for c, r in zip(chosen, results, strict=True)
+        ]
         self.misheard += [
             t for (errors, _), t in zip(counts, transcripts, strict=True) if errors
         ]
@@ -412,22 +436,33 @@ class Level:
             f"{statistics.median(self.shown) * 100:.0f} %",
             f"{statistics.median(self.shown_commit) * 100:.0f} %",
             f"{corpus_wer(self.wer) * 100:.1f} %",
+            f"{corpus_wer(self.wer_joined) * 100:.1f} %",
             f"{corpus_wer(self.wer_alone) * 100:.1f} %",
+            ratio(corpus_wer(self.wer), corpus_wer(self.wer_alone)),
             f"{per_session / pcm_bytes:.3f}",
         ]
         return "| " + " | ".join(cells) + " |"
+
+
+def ratio(value: float, reference: float) -> str:
+    """``value ÷ reference``; both zero read 1.00 (as good), a zero reference ∞."""
+    if reference == 0:
+        return "1.00" if value == 0 else "∞"
+    return f"{value / reference:.2f}"
 
 
 HEADER = (
     "| mode | concurrency (sessions) | commit→completed p50 (p95) "
     "| worker's final p50 | engine alone p50 | stack ÷ engine "
     "| first delta after speech start p50 (p95) | words shown by speech end p50 "
-    "| words shown by audio end (commit) p50 | WER (corpus) | WER engine alone "
+    "| words shown by audio end (commit) p50 | WER completed | WER deltas joined "
+    "| WER whole-item decode | completed ÷ whole WER "
     "| channel bytes ÷ client PCM bytes |"
 )
 # name → settings changed from the configured ones (the defaults unless set in the environment)
 MODES: dict[str, dict[str, Any]] = {
     "defaults": {},
+    "deltas": {},  # the session option transcript "deltas" (SESSION_OPTIONS)
     "no reuse": {"ASR_FINAL_REUSE": False},
     "pause confirm": {"ASR_PAUSE_CONFIRM": True},
     "held back 3": {
@@ -452,9 +487,11 @@ MODES: dict[str, dict[str, Any]] = {
     # an item's first word waits for ASR_CHUNK_S while other decodes run, as before 2026-12-04
     "first words wait": {"ASR_CHUNK_MIN_FIRST_WORDS": False},
 }
+# name → the session's transcription options (session.update) of a mode
+SESSION_OPTIONS: dict[str, dict[str, Any]] = {"deltas": {"transcript": "deltas"}}
 # Each mode speaks the whole corpus at each level: ~11 s a session at 1 (the speech, then the
-# engine alone after as long an idle time), so five modes take ~15 min there.
-DEFAULT_MODES = "defaults,first words wait,agreement over time,no reuse,before"
+# engine alone after as long an idle time), so two modes take ~6 min there.
+DEFAULT_MODES = "defaults,deltas"
 TAIL_S = 0.6  # silence before the commit (server VAD ends a turn after 0.5 s)
 
 
@@ -499,9 +536,16 @@ async def main() -> None:
             levels.append(row)
             if row.latencies:
                 lines.append(row.line(meter, pcm_bytes))
-                ratio = statistics.median(row.latencies) / statistics.median(row.engine)
+                latency = statistics.median(row.latencies) / statistics.median(
+                    row.engine
+                )
                 label = f"{row.mode} conc {level} commit→completed stack ÷ engine"
-                rows.append([label, ratio, "ratio"])
+                rows.append([label, latency, "ratio"])
+                label = f"{row.mode} conc {level} WER completed ÷ whole-item decode"
+                alone = corpus_wer(row.wer_alone)
+                rows.append(
+                    [label, corpus_wer(row.wer) / alone if alone else 1.0, "ratio"]
+                )
     await runtime.shutdown()
     task.cancel()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -514,7 +558,7 @@ async def main() -> None:
     for name in modes:
         print(f"mode {name}: {MODES[name] or 'the configured settings'}")
     print(HEADER)
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(lines))
     out = os.environ.get("BENCH_JSON_DIR")
     if out:  # for bench/compare.py (make bench)

@@ -1,14 +1,19 @@
 """A file's transcript in each ``response_format``, and its stream events.
 
-One segment per piece the file was cut into (``openai_rest.split``), with that piece's times;
-``verbose_json`` has ``words`` when they were asked for and the engine timed every one
-(faster-whisper does; Whisper on vLLM times segments only). ``usage`` counts the file's audio seconds (``duration``),
-as whisper-1 does.
+The file was cut into pieces (``openai_rest.split``), each decoded as one item by the final
+decode (``asr.jobs.final_request``, with timestamps). Its segments are Whisper's, with their
+times moved from the piece to the file and the decode's own ``tokens``, ``avg_logprob``,
+``no_speech_prob``, ``compression_ratio`` and ``temperature``; ``seek`` is the piece's start
+in 10 ms frames (a piece is at most 28 s, one Whisper window). ``verbose_json`` has ``words``
+when they were asked for and the engine timed every one (faster-whisper does; Whisper on vLLM
+times segments only). ``usage`` counts the file's audio seconds (``duration``), as whisper-1
+does. A stream sends one delta a word, each piece's words as its final decode ends.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,54 +21,86 @@ from openai_rest.split import Piece
 from openai_rest.transcription_request import TranscriptFormat
 
 LANGUAGE_NAMES = {"en": "english"}
+FRAMES_PER_S = 100  # Whisper's seek unit: mel frames of 10 ms
+_WORD = re.compile(r"\s*\S+")
 
 
 @dataclass(frozen=True)
 class Segment:
-    """One piece's text and times."""
+    """One Whisper segment of the file: its times in file seconds, text and confidence."""
 
     start: float
     end: float
     text: str = field(repr=False)
-    tokens: int = 0
+    tokens: tuple[int, ...] = field(default=(), repr=False)
+    avg_logprob: float = 0.0
+    no_speech_prob: float = 0.0
+    compression_ratio: float = 0.0
+    temperature: float = 0.0
+    seek: int = 0
+
+
+@dataclass(frozen=True)
+class PieceTranscript:
+    """A piece's transcript, its Whisper segments and timed words (file seconds)."""
+
+    text: str = field(repr=False)
+    segments: tuple[Segment, ...] = ()
     words: tuple[dict[str, Any], ...] | None = field(default=None, repr=False)
 
 
-def segment_of(
+def piece_transcript(
     piece: Piece,
     text: str,
-    tokens: int,
+    segments: list[dict[str, Any]] | None,
     words: list[dict[str, Any]] | None = None,
-) -> Segment:
-    """The segment of a transcribed piece; word times move from the piece to the file."""
+) -> PieceTranscript:
+    """A transcribed piece; segment and word times move from the piece to the file (and
+    stay inside the piece)."""
+    at = piece.start_s
+
+    def time(seconds: float) -> float:
+        return round(min(at + seconds, piece.end_s), 3)
+
     timed = None
     if words is not None:
         timed = tuple(
-            {
-                "word": w["word"],
-                "start": round(piece.start_s + w["start"], 3),
-                "end": round(piece.start_s + w["end"], 3),
-            }
+            {"word": w["word"], "start": time(w["start"]), "end": time(w["end"])}
             for w in words
         )
-    return Segment(
-        start=piece.start_s,
-        end=piece.end_s,
+    return PieceTranscript(
         text=text.strip(),
-        tokens=tokens,
+        segments=tuple(
+            Segment(
+                start=time(s["start"]),
+                end=time(s["end"]),
+                text=s["text"].strip(),
+                tokens=tuple(s["tokens"]),
+                avg_logprob=s["avg_logprob"],
+                no_speech_prob=s["no_speech_prob"],
+                compression_ratio=s["compression_ratio"],
+                temperature=s["temperature"],
+                seek=round(at * FRAMES_PER_S),
+            )
+            for s in segments or ()
+            if s["text"].strip()
+        ),
         words=timed,
     )
 
 
-def delta_text(index: int, text: str) -> str:
-    """The text a piece adds to the transcript: a space before all but the first."""
-    text = text.strip()
-    return (" " + text if index else text) if text else ""
+def word_deltas(index: int, text: str) -> list[str]:
+    """The stream deltas of piece ``index``: one a word, each with the space before it
+    (none before the file's first word)."""
+    words = _WORD.findall(text.strip())
+    if words and index:
+        words[0] = " " + words[0]
+    return words
 
 
-def full_text(segments: list[Segment]) -> str:
+def full_text(pieces: list[PieceTranscript]) -> str:
     """The whole transcript."""
-    return " ".join(s.text for s in segments if s.text)
+    return " ".join(p.text for p in pieces if p.text)
 
 
 def usage(duration_s: float) -> dict[str, Any]:
@@ -73,14 +110,15 @@ def usage(duration_s: float) -> dict[str, Any]:
 
 def render(
     fmt: TranscriptFormat,
-    segments: list[Segment],
+    pieces: list[PieceTranscript],
     *,
     duration_s: float,
     language: str | None,
     words: bool = False,
 ) -> tuple[str | dict[str, Any], str]:
     """The body (a JSON object, or text) and its content type."""
-    text = full_text(segments)
+    text = full_text(pieces)
+    segments = [s for p in pieces for s in p.segments]
     if fmt == "json":
         return {"text": text, "usage": usage(duration_s)}, "application/json"
     if fmt == "text":
@@ -97,24 +135,24 @@ def render(
         "segments": [verbose_segment(i, s) for i, s in enumerate(segments)],
         "usage": usage(duration_s),
     }
-    if words and all(s.words is not None for s in segments):
-        verbose["words"] = [w for s in segments for w in s.words or ()]
+    if words and all(p.words is not None for p in pieces):
+        verbose["words"] = [w for p in pieces for w in p.words or ()]
     return verbose, "application/json"
 
 
 def verbose_segment(index: int, segment: Segment) -> dict[str, Any]:
-    """A ``verbose_json`` segment; the fields Whisper has and we do not are neutral."""
+    """A ``verbose_json`` segment, as Whisper's ``transcribe`` reports it."""
     return {
         "id": index,
-        "seek": round(segment.start * 100),
-        "start": round(segment.start, 3),
-        "end": round(segment.end, 3),
+        "seek": segment.seek,
+        "start": segment.start,
+        "end": segment.end,
         "text": " " + segment.text,
-        "tokens": [],
-        "temperature": 0.0,
-        "avg_logprob": 0.0,
-        "compression_ratio": 1.0,
-        "no_speech_prob": 0.0,
+        "tokens": list(segment.tokens),
+        "temperature": segment.temperature,
+        "avg_logprob": round(segment.avg_logprob, 6),
+        "compression_ratio": round(segment.compression_ratio, 6),
+        "no_speech_prob": round(segment.no_speech_prob, 6),
     }
 
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from asr.engines.base import Word
+from asr.engines.base import Token, Word
+from asr.engines.tokens import text_tokens
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -50,6 +51,7 @@ class WhisperVocab:
     suppress: tuple[int, ...] = field(repr=False)
     begin_suppress: tuple[int, ...] = field(repr=False)
     max_length: int
+    no_speech: int | None = None  # <|nospeech|> (<|nocaptions|> in older vocabularies)
 
     @property
     def timestamp_begin(self) -> int:
@@ -85,6 +87,7 @@ class WhisperVocab:
             suppress=tuple(sorted(suppress)),
             begin_suppress=tuple(generation.get("begin_suppress_tokens") or []),
             max_length=int(config.get("max_target_positions", 448)),
+            no_speech=ids.get("<|nospeech|>", ids.get("<|nocaptions|>")),
         )
 
     def encode(self, text: str) -> list[int]:
@@ -190,6 +193,8 @@ class Transcript:
     boundaries: list[tuple[int, float]] = field(default_factory=list)
     # Character offset in ``text`` where a token's text starts, and its log probability.
     token_starts: list[tuple[int, float]] = field(default_factory=list)
+    # The decoded (not forced) text tokens, with their texts (realtime IT-10).
+    tokens: list[Token] = field(default_factory=list)
 
     @classmethod
     def with_prefix(cls, vocab: WhisperVocab, prefix: str) -> Transcript:
@@ -205,6 +210,9 @@ class Transcript:
                 self.token_starts.append((at, logprob))
                 at += len(self.vocab.decode([token]))
             self.text += self.vocab.decode(list(segment.tokens))
+            self.tokens += text_tokens(
+                segment.tokens, segment.logprobs, self.vocab.decode
+            )
             if segment.end is not None:
                 self.boundaries.append((len(self.text), offset + segment.end))
 

@@ -45,7 +45,7 @@ class AsrJobError(Exception):
 @dataclass(frozen=True)
 class PieceText:
     """The transcript of one piece (item) of the file: its final decode's text, Whisper
-    segments (``asr.streaming.timed_segments``) and timed words, in piece seconds."""
+    segments (``asr.hypothesis.timed_segments``) and timed words, in piece seconds."""
 
     seq: int
     text: str = field(repr=False)

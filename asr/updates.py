@@ -283,17 +283,20 @@ def _check_values(u: Update, models: Models) -> None:
 
 def _check_extensions(t: dict[str, Any], path: str) -> None:
     """``transcript`` and ``timestamp_granularities`` (issue 34)."""
-    transcript = t.get("transcript")
-    if transcript is not None and transcript not in TRANSCRIPT_SOURCES:
-        shown = " or ".join(f"'{s}'" for s in TRANSCRIPT_SOURCES)
-        message = f"'transcript' must be {shown}."
-        raise _fail("invalid_value", f"{path}.transcript", message)
+    _check_transcript(t.get("transcript"), "invalid_value", f"{path}.transcript")
     granularities = t.get("timestamp_granularities") or []
     if len(granularities) > MAX_GRANULARITIES or any(
         g != WORD_GRANULARITY for g in granularities
     ):
         message = f"'timestamp_granularities' may only contain '{WORD_GRANULARITY}'."
         raise _fail("invalid_value", f"{path}.timestamp_granularities", message)
+
+
+def _check_transcript(value: Any, code: str, param: str) -> None:
+    """The ``transcript`` extension: null or one of ``TRANSCRIPT_SOURCES``."""
+    if value is not None and value not in TRANSCRIPT_SOURCES:
+        shown = " or ".join(f"'{s}'" for s in TRANSCRIPT_SOURCES)
+        raise ConfigError(code, f"'transcript' must be {shown}.", param)
 
 
 def _check_turn(field: Field) -> None:
@@ -329,28 +332,7 @@ def _merged(current: SessionConfig, u: Update, models: Models) -> SessionConfig:
         default = DEFAULT_RATE if fmt["type"] == "audio/pcm" else G711_RATE
         changes.update(format=fmt["type"], rate=fmt.get("rate") or default)
     if u.transcription.present:
-        t = u.transcription.value
-        if t is None:
-            changes.update(
-                model=models.served,
-                language=None,
-                prompt=None,
-                transcript=FINAL,
-                timestamp_granularities=None,
-            )
-        else:
-            for key in ("model", "language", "prompt"):
-                if key in t:
-                    changes[key] = t[key]
-            if "model" in t and t["model"] is None:
-                changes["model"] = models.served
-            if "transcript" in t:
-                changes["transcript"] = t["transcript"] or FINAL
-            if "timestamp_granularities" in t:
-                granularities = t["timestamp_granularities"]
-                changes["timestamp_granularities"] = (
-                    None if granularities is None else tuple(granularities)
-                )
+        changes.update(_transcription_changes(u.transcription.value, models))
     if u.turn_detection.present:
         td = u.turn_detection.value
         changes["turn_detection"] = TurnDetection(**turn_fields(td)) if td else None
@@ -361,6 +343,20 @@ def _merged(current: SessionConfig, u: Update, models: Models) -> SessionConfig:
         inc = u.include.value
         changes["include"] = tuple(inc) if inc is not None else None
     return dataclasses.replace(current, **changes)
+
+
+def _transcription_changes(t: Any, models: Models) -> dict[str, Any]:
+    """SE-5: merged key by key; a key set to null, or ``transcription: null``, resets."""
+    given = dict.fromkeys(TRANSCRIPTION_KEYS) if t is None else t
+    defaults = {"model": models.served, "transcript": FINAL}
+    changes: dict[str, Any] = {
+        key: defaults.get(key) if given[key] is None else given[key]
+        for key in TRANSCRIPTION_KEYS
+        if key in given
+    }
+    if changes.get("timestamp_granularities") is not None:
+        changes["timestamp_granularities"] = tuple(changes["timestamp_granularities"])
+    return changes
 
 
 def validate_update(
@@ -402,11 +398,7 @@ def validate_vllm_update(
     language = event.language
     if language is not None and not models.language_ok(language):
         raise ConfigError("invalid_event", "Invalid language.", "language")
-    transcript = event.transcript
-    if transcript is not None and transcript not in TRANSCRIPT_SOURCES:
-        shown = " or ".join(f"'{s}'" for s in TRANSCRIPT_SOURCES)
-        message = f"Field 'transcript' must be {shown}."
-        raise ConfigError("invalid_event", message, "transcript")
+    _check_transcript(event.transcript, "invalid_event", "transcript")
     prompt = event.prompt
     if prompt is not None and not isinstance(prompt, str):
         raise ConfigError("invalid_event", "Field 'prompt' must be a string.", "prompt")
@@ -420,5 +412,5 @@ def validate_vllm_update(
         language=language,
         prompt=prompt,
         include=tuple(include) if include is not None else None,
-        transcript=transcript or FINAL,
+        transcript=event.transcript or FINAL,
     )

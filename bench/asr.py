@@ -10,8 +10,8 @@ joined exactly; others by name) take turns, so machine load falls on all alike:
 
 * the WER against the text spoken, pooled over the corpus, of ``completed``, of the deltas
   joined, and of the engine decoding each whole item directly with the product's final decode
-  options (``asr.jobs.final_request``) at the same concurrency, after as long an idle time as
-  a session streams (odd rounds direct first), and the ratio of the first to the last;
+  options (``asr.engines.base.final_request``) at the same concurrency, after as long an idle
+  time as a session streams (odd rounds direct first), and the ratio of the first to the last;
 * commit → ``completed`` through the stack against that direct decode's time; the worker's
   own final time (``gpu.asr.final`` ``decode_ms``: ~0 when reused);
 * first ``delta`` after the speech starts; the share of the transcript's words sent as deltas
@@ -321,7 +321,7 @@ async def direct(
     follows seconds of streaming, and a decode right after another one runs warm (18 ms faster
     at the median after 6 s idle on 2 vCPU), which would flatter the engine alone.
     """
-    from asr.jobs import final_request
+    from asr.engines.base import final_request
 
     if idle:
         await asyncio.sleep(max(len(a) for a in audios) / MODEL_RATE)

@@ -88,6 +88,29 @@ class AsrDecodeRequest:
     context_s: float | None = None
 
 
+def final_request(
+    audio: Pcm,
+    *,
+    prompt: str = "",
+    prefix: str = "",
+    language: str | None = "en",
+    words: bool = False,
+    logprobs: bool = False,
+    segments: bool = False,
+) -> AsrDecodeRequest:
+    """The product's final decode of ``audio``: the full 30 s encoder context, greedy,
+    at final priority (bench/asr.py decodes whole items with it, side by side)."""
+    return AsrDecodeRequest(
+        audio=audio,
+        prompt=prompt,
+        prefix=prefix,
+        language=language,
+        word_timestamps=words,
+        logprobs=logprobs,
+        segments=segments,
+    )
+
+
 @dataclass(frozen=True)
 class AsrHypothesis:
     """The engine's transcript of the whole window, forced prefix included."""

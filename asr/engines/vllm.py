@@ -17,7 +17,6 @@ import logging
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +32,12 @@ from asr.engines.base import (
     Pcm,
     new_token_limit,
 )
-from asr.engines.tokens import average_logprob, compression_ratio
+from asr.engines.tokens import average_logprob
 from asr.engines.whisper_tokens import (
     Segment,
     Transcript,
     WhisperVocab,
+    Window,
     keep_until_resume,
     split_segments,
 )
@@ -161,36 +161,6 @@ class FinalsFirst:
         if self.finals:
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._event().wait(), self.hold_s)
-
-
-@dataclass(frozen=True)
-class Window:
-    """One decoded window: kept segments, seconds to the next window, token counts, and
-    Whisper's confidence of the window (with ``segments`` asked for)."""
-
-    segments: list[Segment]
-    advance: float
-    prompt_tokens: int
-    text_tokens: int
-    duration: float = 0.0
-    avg_logprob: float = 0.0
-    no_speech_prob: float = 0.0
-
-    def decoded(self, vocab: WhisperVocab, offset: float) -> list[DecodedSegment]:
-        """The kept segments as ``DecodedSegment`` (times from ``offset`` seconds)."""
-        text = "".join(vocab.decode(list(s.tokens)) for s in self.segments)
-        return [
-            DecodedSegment(
-                start=offset + s.start,
-                end=offset + (self.duration if s.end is None else s.end),
-                text=vocab.decode(list(s.tokens)),
-                tokens=s.tokens,
-                avg_logprob=self.avg_logprob,
-                no_speech_prob=self.no_speech_prob,
-                compression_ratio=compression_ratio(text),
-            )
-            for s in self.segments
-        ]
 
 
 class VllmWhisperAsr:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from asr.engines.base import Token, Word
-from asr.engines.tokens import text_tokens
+from asr.engines.base import DecodedSegment, Token, Word
+from asr.engines.tokens import compression_ratio, text_tokens
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -164,6 +164,36 @@ def split_segments(
     if tokens:
         segments.append(Segment(start, None, tuple(tokens), tuple(probs)))
     return segments
+
+
+@dataclass(frozen=True)
+class Window:
+    """One decoded window: kept segments, seconds to the next window, token counts, and
+    Whisper's confidence of the window (with ``segments`` asked for)."""
+
+    segments: list[Segment]
+    advance: float
+    prompt_tokens: int
+    text_tokens: int
+    duration: float = 0.0
+    avg_logprob: float = 0.0
+    no_speech_prob: float = 0.0
+
+    def decoded(self, vocab: WhisperVocab, offset: float) -> list[DecodedSegment]:
+        """The kept segments as ``DecodedSegment`` (times from ``offset`` seconds)."""
+        text = "".join(vocab.decode(list(s.tokens)) for s in self.segments)
+        return [
+            DecodedSegment(
+                start=offset + s.start,
+                end=offset + (self.duration if s.end is None else s.end),
+                text=vocab.decode(list(s.tokens)),
+                tokens=s.tokens,
+                avg_logprob=self.avg_logprob,
+                no_speech_prob=self.no_speech_prob,
+                compression_ratio=compression_ratio(text),
+            )
+            for s in self.segments
+        ]
 
 
 def keep_until_resume(

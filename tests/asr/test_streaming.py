@@ -8,8 +8,9 @@ import random
 import pytest
 
 from asr.engines.base import MODEL_RATE, AsrHypothesis, Token, Word
+from asr.hypothesis import pieces, token_entries
 from asr.messages import DELTAS
-from asr.streaming import DecodePlan, Emission, StreamState, pieces, token_entries
+from asr.streaming import DecodePlan, Emission, StreamState
 
 
 def hyp(text: str, ends: list[float] | None = None, prob: float = 0.8) -> AsrHypothesis:

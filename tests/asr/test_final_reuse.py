@@ -81,15 +81,16 @@ async def transcribe(
         AsrOpen(job_id="j", reply_channel="r", deadline=0.0, model="m"), engine, send
     )  # type: ignore[arg-type]
     reused: list[tuple[AsrHypothesis, Any, Any, int]] = []
-    reusable = job._reusable
+    reusable = job.cadence.reusable
 
     def spy(item: Any, total: int) -> Any:
         found = reusable(item, total)
         if found is not None:  # the plan a full final decode would have run, now
-            reused.append((found[0], item, item.state.plan(total, final=True), total))
+            plan = item.state.final_plan(total, words=False)
+            reused.append((found[0], item, plan, total))
         return found
 
-    job._reusable = spy  # type: ignore[method-assign]
+    job.cadence.reusable = spy  # type: ignore[method-assign]
     task = asyncio.create_task(job.run())
     job.item_open(AsrItemOpen(job_id="j", item_seq=0, stream=True))
     for offset in range(0, len(pcm) // 2, SECOND):
@@ -130,7 +131,7 @@ async def transcribe(
         hyp, item, plan, total = reused[0]
         full = await job._decode(item, plan, total)
         full_finals.append((hyp.text, full.text))
-    return deltas + final.text
+    return deltas + final.text if final.transcript is None else final.transcript
 
 
 async def test_reused_finals_equal_full_final_decodes_on_the_corpus(

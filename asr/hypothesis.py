@@ -5,6 +5,7 @@ logprob entries of a stretch of its text (IT-10), its timed words and Whisper se
 from __future__ import annotations
 
 import re
+from dataclasses import asdict
 from typing import Any
 
 from asr.engines.base import MODEL_RATE, AsrHypothesis, Token
@@ -97,19 +98,15 @@ def timed_words(
 
 
 def timed_segments(hyp: AsrHypothesis, start: int) -> list[dict[str, Any]]:
-    """The Whisper segments of a decode of the item's samples from ``start``, times in
-    item seconds (``verbose_json``)."""
+    """The Whisper segments of a decode of the item's samples from ``start``
+    (``DecodedSegment`` fields, msgpack-ready), times in item seconds (``verbose_json``)."""
     offset = start / MODEL_RATE
     return [
         {
+            **asdict(s),
             "start": round(offset + s.start, 3),
             "end": round(offset + s.end, 3),
-            "text": s.text,
             "tokens": list(s.tokens),
-            "avg_logprob": s.avg_logprob,
-            "no_speech_prob": s.no_speech_prob,
-            "compression_ratio": s.compression_ratio,
-            "temperature": s.temperature,
         }
         for s in hyp.segments
     ]

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from asr.engines.base import DecodedSegment
 from openai_rest.split import Piece
 from openai_rest.transcription_request import TranscriptFormat
 
@@ -26,27 +27,14 @@ _WORD = re.compile(r"\s*\S+")
 
 
 @dataclass(frozen=True)
-class Segment:
-    """One Whisper segment of the file: its times in file seconds, text and confidence."""
-
-    start: float
-    end: float
-    text: str = field(repr=False)
-    tokens: tuple[int, ...] = field(default=(), repr=False)
-    avg_logprob: float = 0.0
-    no_speech_prob: float = 0.0
-    compression_ratio: float = 0.0
-    temperature: float = 0.0
-    seek: int = 0
-
-
-@dataclass(frozen=True)
 class PieceTranscript:
-    """A piece's transcript, its Whisper segments and timed words (file seconds)."""
+    """A piece's transcript, its Whisper segments and timed words (file seconds), and
+    ``seek``, the piece's start in Whisper's 10 ms frames."""
 
     text: str = field(repr=False)
-    segments: tuple[Segment, ...] = ()
+    segments: tuple[DecodedSegment, ...] = ()
     words: tuple[dict[str, Any], ...] | None = field(default=None, repr=False)
+    seek: int = 0
 
 
 def piece_transcript(
@@ -71,21 +59,20 @@ def piece_transcript(
     return PieceTranscript(
         text=text.strip(),
         segments=tuple(
-            Segment(
-                start=time(s["start"]),
-                end=time(s["end"]),
-                text=s["text"].strip(),
-                tokens=tuple(s["tokens"]),
-                avg_logprob=s["avg_logprob"],
-                no_speech_prob=s["no_speech_prob"],
-                compression_ratio=s["compression_ratio"],
-                temperature=s["temperature"],
-                seek=round(at * FRAMES_PER_S),
+            DecodedSegment(
+                **{
+                    **s,
+                    "start": time(s["start"]),
+                    "end": time(s["end"]),
+                    "text": s["text"].strip(),
+                    "tokens": tuple(s["tokens"]),
+                }
             )
             for s in segments or ()
             if s["text"].strip()
         ),
         words=timed,
+        seek=round(at * FRAMES_PER_S),
     )
 
 
@@ -119,6 +106,7 @@ def render(
     """The body (a JSON object, or text) and its content type."""
     text = full_text(pieces)
     segments = [s for p in pieces for s in p.segments]
+    seeks = [p.seek for p in pieces for _ in p.segments]
     if fmt == "json":
         return {"text": text, "usage": usage(duration_s)}, "application/json"
     if fmt == "text":
@@ -132,7 +120,10 @@ def render(
         "language": LANGUAGE_NAMES.get(language or "", language or "unknown"),
         "duration": round(duration_s, 3),
         "text": text,
-        "segments": [verbose_segment(i, s) for i, s in enumerate(segments)],
+        "segments": [
+            verbose_segment(i, s, seek)
+            for i, (s, seek) in enumerate(zip(segments, seeks, strict=True))
+        ],
         "usage": usage(duration_s),
     }
     if words and all(p.words is not None for p in pieces):
@@ -140,11 +131,11 @@ def render(
     return verbose, "application/json"
 
 
-def verbose_segment(index: int, segment: Segment) -> dict[str, Any]:
+def verbose_segment(index: int, segment: DecodedSegment, seek: int) -> dict[str, Any]:
     """A ``verbose_json`` segment, as Whisper's ``transcribe`` reports it."""
     return {
         "id": index,
-        "seek": segment.seek,
+        "seek": seek,
         "start": segment.start,
         "end": segment.end,
         "text": " " + segment.text,
@@ -164,7 +155,7 @@ def _clock(seconds: float, sep: str) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
 
 
-def srt(segments: list[Segment]) -> str:
+def srt(segments: list[DecodedSegment]) -> str:
     """SubRip cues, numbered from 1."""
     cues = [
         f"{n}\n{_clock(s.start, ',')} --> {_clock(s.end, ',')}\n{s.text}\n"
@@ -173,7 +164,7 @@ def srt(segments: list[Segment]) -> str:
     return "\n".join(cues) + ("\n" if cues else "")
 
 
-def vtt(segments: list[Segment]) -> str:
+def vtt(segments: list[DecodedSegment]) -> str:
     """WebVTT cues."""
     cues = [
         f"{_clock(s.start, '.')} --> {_clock(s.end, '.')}\n{s.text}\n"

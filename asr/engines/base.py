@@ -52,9 +52,10 @@ class Token:
 
 @dataclass(frozen=True)
 class DecodedSegment:
-    """One of Whisper's segments: times in seconds from the start of the decoded audio,
-    its text tokens, and the decode's confidence (as Whisper's ``transcribe`` reports it:
-    the window's average token log probability and its ``<|nospeech|>`` probability)."""
+    """One of Whisper's segments: times in seconds from the start of the decoded audio (of
+    the file, once placed in it), its tokens (timestamps included), and the decode's
+    confidence as Whisper's ``transcribe`` reports it: the window's average token log
+    probability, its ``<|nospeech|>`` probability and its text's compression ratio."""
 
     start: float
     end: float

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
+from asr.engines.base import DecodedSegment as Segment
 from openai_rest.encode import RESPONSE_FORMATS, StreamEncoder
 from openai_rest.errors import OpenAiError, denial_error
 from openai_rest.speech_request import parse_speech, tts_request
 from openai_rest.split import MAX_PIECE_S, Piece, split_pieces
 from openai_rest.transcripts import (
     PieceTranscript,
-    Segment,
     piece_transcript,
     render,
     srt,

@@ -16,7 +16,6 @@ from django.conf import settings
 
 from asr.engines.base import MODEL_RATE, AsrHypothesis
 from asr.gate import DecodeGate
-from asr.hypothesis import timed_words
 from asr.messages import AsrItemOpen
 from asr.streaming import DecodePlan, StreamState
 
@@ -128,8 +127,9 @@ class Cadence:
             return None  # the final's transcript is always a full-context decode's
         if covered > total or covered < min(item.speech_end, total):
             return None
-        words = item.options.words and item.state.final_is_whole  # deltas: no times
-        if words and timed_words(hyp, plan.start, plan.end) is None:
+        # Word times, when asked for, of a decode that asked for them (with "deltas" the
+        # transcript has none); an engine that times no word gives none either way.
+        if item.options.words and item.state.final_is_whole and not plan.words:
             return None
         if (item.state.logprobs and not hyp.tokens) or (
             item.options.segments and not hyp.segments

@@ -257,7 +257,8 @@ class RealtimeSession:
         if item.opened:
             outs.append(WorkerCommit(item, item.retained))
             return outs
-        return outs + self._finish(item, Completed(item, ""))
+        words = [] if item.options is not None and item.options.words else None
+        return outs + self._finish(item, Completed(item, "", words=words))
 
     def clear(self) -> list[Out]:
         """Drop the current item (IT-14); the VAD restarts at the clock."""

@@ -471,6 +471,7 @@ def closing_note(levels: list[Level]) -> str:
         latency = statistics.median(row.latencies)
         compared = (
             f", ÷ deltas mode {latency / statistics.median(before.latencies):.2f}"
+            " (≤ 1.00)"
             if before
             else ""
         )
@@ -480,7 +481,7 @@ def closing_note(levels: list[Level]) -> str:
             f"{ratio(corpus_wer(row.wer), corpus_wer(row.wer_alone))} (target ≤ 1.10); "
             f"first delta p50 {first} (≤ 1.0 s); words shown by speech end p50 "
             f"{statistics.median(row.shown) * 100:.0f} % (≥ 90 %); commit→completed p50 "
-            f"{latency * 1000:.0f} ms{compared} (≤ 1.00)"
+            f"{latency * 1000:.0f} ms{compared}"
         )
     return "\n".join(out)
 

@@ -176,6 +176,15 @@ def test_completed_carries_the_final_transcript_and_word_times_from_the_item_sta
     ]
 
 
+def test_a_speechless_item_has_no_words_when_they_were_asked_for() -> None:
+    s = session()
+    s.config = dataclasses.replace(s.config, timestamp_granularities=("word",))
+    feed(s, 60, QUIET)
+    *_, completed = s.commit()
+    assert isinstance(completed, Completed)
+    assert (completed.transcript, completed.words) == ("", [])
+
+
 def test_asr_it14_clear_drops_the_worker_item_and_reserves_a_new_id() -> None:
     s = session()
     feed(s, 10, QUIET)

@@ -65,6 +65,7 @@ async def transcribe(
     pcm: bytes,
     parts: list[tuple[str, str]] | None = None,
     full_finals: list[tuple[str, str]] | None = None,
+    transcript: str = "final",
 ) -> str:
     """Stream ``pcm`` (16 kHz PCM16) as described above; the joined transcript.
 
@@ -92,7 +93,8 @@ async def transcribe(
 
     job.cadence.reusable = spy  # type: ignore[method-assign]
     task = asyncio.create_task(job.run())
-    job.item_open(AsrItemOpen(job_id="j", item_seq=0, stream=True))
+    opened = AsrItemOpen(job_id="j", item_seq=0, stream=True, transcript=transcript)
+    job.item_open(opened)
     for offset in range(0, len(pcm) // 2, SECOND):
         piece = pcm[2 * offset : 2 * (offset + SECOND)]
         before = engine.done
@@ -157,11 +159,14 @@ async def test_reused_finals_equal_full_final_decodes_on_the_corpus(
 async def test_the_pause_decode_shows_every_word_before_the_commit(
     settings: Any, whisper: FasterWhisperAsr, clips: dict[str, Clip], confirm: bool
 ) -> None:
-    """Issue 13 (ASR_PAUSE_CONFIRM): the decode of the pause confirms all its words."""
+    """Issue 13 (ASR_PAUSE_CONFIRM): the decode of the pause confirms all its words. It
+    continues the shown words with the "deltas" option; with "final" it is the whole
+    decode, which confirms them only where it agrees with the preview (issue 34)."""
     settings.ASR_PAUSE_CONFIRM = confirm
     parts: list[tuple[str, str]] = []
     for clip in clips.values():
-        await transcribe(Counting(whisper), clip.pcm16k.astype("<i2").tobytes(), parts)
+        pcm = clip.pcm16k.astype("<i2").tobytes()
+        await transcribe(Counting(whisper), pcm, parts, transcript="deltas")
     shown = sum(len(before.split()) for before, _ in parts)
     words = sum(len((before + rest).split()) for before, rest in parts)
     if confirm:

@@ -45,25 +45,12 @@ def piece_transcript(
 ) -> PieceTranscript:
     """A transcribed piece; segment and word times move from the piece to the file (and
     stay inside the piece)."""
-    at = piece.start_s
-
-    def time(seconds: float) -> float:
-        return round(min(at + seconds, piece.end_s), 3)
-
-    timed = None
-    if words is not None:
-        timed = tuple(
-            {"word": w["word"], "start": time(w["start"]), "end": time(w["end"])}
-            for w in words
-        )
     return PieceTranscript(
         text=text.strip(),
         segments=tuple(
             DecodedSegment(
                 **{
-                    **s,
-                    "start": time(s["start"]),
-                    "end": time(s["end"]),
+                    **_placed(piece, s),
                     "text": s["text"].strip(),
                     "tokens": tuple(s["tokens"]),
                 }
@@ -71,9 +58,18 @@ def piece_transcript(
             for s in segments or ()
             if s["text"].strip()
         ),
-        words=timed,
-        seek=round(at * FRAMES_PER_S),
+        words=None if words is None else tuple(_placed(piece, w) for w in words),
+        seek=round(piece.start_s * FRAMES_PER_S),
     )
+
+
+def _placed(piece: Piece, timed: dict[str, Any]) -> dict[str, Any]:
+    """``timed`` (with ``start`` and ``end`` in piece seconds) in file seconds."""
+
+    def moved(seconds: float) -> float:
+        return round(min(piece.start_s + seconds, piece.end_s), 3)
+
+    return {**timed, "start": moved(timed["start"]), "end": moved(timed["end"])}
 
 
 def word_deltas(index: int, text: str) -> list[str]:

@@ -257,7 +257,8 @@ class RealtimeSession:
         if item.opened:
             outs.append(WorkerCommit(item, item.retained))
             return outs
-        words = [] if item.options is not None and item.options.words else None
+        asked = item.options is not None and item.options.words
+        words: list[dict[str, Any]] | None = [] if asked else None
         return outs + self._finish(item, Completed(item, "", words=words))
 
     def clear(self) -> list[Out]:

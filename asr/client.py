@@ -6,7 +6,8 @@ channel of its own and feeds every reply and timer to the same ``WorkerLink`` th
 consumer uses (admission retries, busy / not_ready / no answer, pinning, keepalives, stall
 detection, the cancel of late acceptances). The file's pieces are items of one job: each is
 opened, sent as 500 ms ``asr.job.audio`` messages and committed at once, so the worker holds
-them all and decodes each with its final decode; the texts come back in item order.
+them all and decodes each with its final decode (with Whisper's segments); the texts come back
+in item order.
 """
 
 from __future__ import annotations
@@ -43,13 +44,15 @@ class AsrJobError(Exception):
 
 @dataclass(frozen=True)
 class PieceText:
-    """The transcript of one piece (item) of the file."""
+    """The transcript of one piece (item) of the file: its final decode's text, Whisper
+    segments (``asr.hypothesis.timed_segments``) and timed words, in piece seconds."""
 
     seq: int
     text: str = field(repr=False)
     audio_ms: int
     completion_tokens: int
     words: list[dict[str, Any]] | None = field(default=None, repr=False)
+    segments: list[dict[str, Any]] | None = field(default=None, repr=False)
 
 
 class FileJob:
@@ -135,6 +138,7 @@ class FileJob:
                     language=self.language,
                     prompt=self.prompt,
                     words=self.words,
+                    segments=True,
                 )
             )
         for at in range(offset, end - start, AUDIO_SAMPLES):
@@ -180,10 +184,12 @@ class FileJob:
                 final = AsrFinal.from_message(message)
                 done[final.item_seq] = PieceText(
                     seq=final.item_seq,
-                    text=final.text,
+                    # No deltas precede it: the remainder is the whole transcript.
+                    text=final.text if final.transcript is None else final.transcript,
                     audio_ms=final.audio_ms,
                     completion_tokens=final.completion_tokens,
                     words=final.words,
+                    segments=final.segments,
                 )
                 while next_seq in done:
                     yield done.pop(next_seq)

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from asr.audio import InputFormat
+from asr.messages import FINAL
 
 LOGPROBS_INCLUDE = "item.input_audio_transcription.logprobs"
+WORD_GRANULARITY = "word"  # ``timestamp_granularities``: completed has word times
 DEFAULT_RATE = 24_000
 VLLM_RATE = 16_000
 BETA_FORMATS = {
@@ -65,11 +67,32 @@ class SessionConfig:
     turn_detection: TurnDetection | None = None
     noise_reduction: dict[str, Any] | None = None
     include: tuple[str, ...] | None = None
+    transcript: str = FINAL  # asr.messages.TRANSCRIPT_SOURCES
+    timestamp_granularities: tuple[str, ...] | None = None
 
     @property
     def logprobs(self) -> bool:
         """Whether deltas carry logprobs (IT-10)."""
         return LOGPROBS_INCLUDE in (self.include or ())
+
+    @property
+    def words(self) -> bool:
+        """Whether ``completed`` carries the times of its words (extension)."""
+        return WORD_GRANULARITY in (self.timestamp_granularities or ())
+
+    def transcription(self) -> dict[str, Any]:
+        """The echoed ``transcription`` object (SE-3); the extensions only when they are
+        not at their defaults, so a client that never sets them sees OpenAI's object."""
+        echo: dict[str, Any] = {
+            "model": self.model,
+            "language": self.language,
+            "prompt": self.prompt,
+        }
+        if self.transcript != FINAL:
+            echo["transcript"] = self.transcript
+        if self.timestamp_granularities is not None:
+            echo["timestamp_granularities"] = list(self.timestamp_granularities)
+        return echo
 
 
 @dataclass(frozen=True)
@@ -136,11 +159,7 @@ def session_object(
             "input": {
                 "format": fmt,
                 "noise_reduction": config.noise_reduction,
-                "transcription": {
-                    "model": config.model,
-                    "language": config.language,
-                    "prompt": config.prompt,
-                },
+                "transcription": config.transcription(),
                 "turn_detection": turn,
             }
         },
@@ -154,11 +173,7 @@ def beta_session_object(config: SessionConfig, *, session_id: str) -> dict[str, 
         "id": session_id,
         "object": "realtime.transcription_session",
         "input_audio_format": BETA_FORMAT_NAMES[config.format],
-        "input_audio_transcription": {
-            "model": config.model,
-            "language": config.language,
-            "prompt": config.prompt,
-        },
+        "input_audio_transcription": config.transcription(),
         "turn_detection": config.turn_detection.echo()
         if config.turn_detection
         else None,

@@ -170,7 +170,9 @@ def openai_events(out: ItemOut, *, beta: bool, logprobs: bool) -> list[dict[str,
             "usage": {"type": "duration", "seconds": item.usage_seconds},
         }
         if logprobs:
-            fields["logprobs"] = item.logprobs
+            fields["logprobs"] = out.logprobs or []
+        if out.words is not None:  # extension: timestamp_granularities ["word"]
+            fields["words"] = out.words
         done = item_done(item, out.transcript, beta=beta)
         return [
             server_event(

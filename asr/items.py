@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asr.engines.base import MODEL_RATE
+from asr.messages import FINAL
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,8 @@ class ItemOptions:
     language: str | None
     prompt: str
     logprobs: bool
+    transcript: str = FINAL  # asr.messages.TRANSCRIPT_SOURCES
+    words: bool = False  # completed carries word times (extension)
 
 
 @dataclass(eq=False)
@@ -123,12 +126,15 @@ class Delta:
 
 @dataclass(frozen=True)
 class Completed:
-    """The item's transcript (IT-11), then item.done."""
+    """The item's transcript (IT-11), then item.done; its logprobs (IT-10) and word times
+    (extension) when asked for."""
 
     item: Item
     transcript: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    logprobs: list[dict[str, Any]] | None = None
+    words: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,9 @@ new audio arrived since the last decode started, at most one at a time per item,
 skips intermediate states instead of queueing them (SA-2). At commit the in-flight chunk decode is
 cancelled and the final decode runs with priority over every chunk decode of the process (SA-7):
 chunk decodes ask the engine for background priority, and the gate never holds a final for one.
+With the ``final`` transcript option (issue 34) the final decode is ``final_request``: the
+item's whole audio decoded as a whole-file transcription decodes it; the decode that starts
+once the speech has paused is that same decode, so a commit after the pause reuses it.
 """
 
 from __future__ import annotations
@@ -13,15 +16,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from django.conf import settings
 
 from asr.audio import loud_end
-from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrEngine, AsrHypothesis
+from asr.cadence import Cadence, Item
+from asr.engines.base import (
+    MODEL_RATE,
+    AsrDecodeRequest,
+    AsrEngine,
+    AsrHypothesis,
+    final_request,
+)
 from asr.gate import decode_gate
+from asr.hypothesis import timed_segments, timed_words
 from asr.messages import (
     AsrAudio,
     AsrCommit,
@@ -32,7 +42,7 @@ from asr.messages import (
     AsrOpen,
     AsrResync,
 )
-from asr.streaming import DecodePlan, StreamState, timed_words
+from asr.streaming import DecodePlan, StreamState
 from gateway.contracts import JobFailed, Kind, Message
 from gateway.jobs import ReplyLost, Sender
 
@@ -40,37 +50,6 @@ logger = logging.getLogger(__name__)
 
 FINAL_ATTEMPTS = 2  # WK-8: a failed final decode is retried once
 STALE_JOB_GRACE_S = 60  # WK-9: a job older than ASR_MAX_SESSION_S + this is dropped
-
-
-@dataclass
-class Item:
-    """One item's audio and decoding state in the worker."""
-
-    seq: int
-    options: AsrItemOpen
-    state: StreamState
-    pcm: bytearray = field(default_factory=bytearray)
-    commit_total: int | None = None
-    decoded_at: int = 0  # samples when the last chunk decode started
-    speech_end: int = 0  # end of the last audio above the silence threshold
-    # The last chunk decode that finished: its hypothesis, plan and the samples it covered.
-    last_chunk: tuple[AsrHypothesis, DecodePlan, int] | None = None
-    # The chunk decode in flight started after speech ended: a likely final (issue 13).
-    speculative: bool = False
-    resync_pending: bool = False
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
-    chunk: asyncio.Task[AsrHypothesis] | None = None
-    task: asyncio.Task[None] | None = None
-
-    @property
-    def samples(self) -> int:
-        """Samples buffered so far."""
-        return len(self.pcm) // 2
-
-    def audio(self, start: int) -> np.ndarray:
-        """The item's audio from sample ``start`` as float32 in [-1, 1)."""
-        pcm = np.frombuffer(self.pcm, dtype="<i2")[start:]
-        return pcm.astype(np.float32) / 32768.0
 
 
 class AsrJob:
@@ -85,16 +64,12 @@ class AsrJob:
         self.send = send
         self.items: dict[int, Item] = {}
         self.gate = decode_gate(engine)
+        self.cadence = Cadence(self.gate)
         self.max_samples = int(settings.ASR_MAX_BUFFER_S * MODEL_RATE)
-        self.reuse = settings.ASR_FINAL_REUSE
         self.silence_dbfs = settings.ASR_SILENCE_DBFS
-        self.pause_samples = int(settings.ASR_PAUSE_DECODE_S * MODEL_RATE)
         self.pause_confirm = settings.ASR_PAUSE_CONFIRM
         context_s = settings.ASR_CHUNK_CONTEXT_S
         self.chunk_context_s = context_s if 0 < context_s < 30 else None
-        chunk_s = min(settings.ASR_CHUNK_MIN_S, settings.ASR_CHUNK_S)
-        self.idle_chunk_samples = int(chunk_s * MODEL_RATE)
-        self.first_words = settings.ASR_CHUNK_MIN_FIRST_WORDS
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def run(self) -> None:
@@ -140,6 +115,7 @@ class AsrJob:
             agree_followed=settings.ASR_AGREE_FOLLOWED,
             followed_both_samples=int(settings.ASR_AGREE_FOLLOWED_BOTH_S * MODEL_RATE),
             logprobs=opened.logprobs,
+            transcript=opened.transcript,
         )
         item = Item(seq=opened.item_seq, options=opened, state=state)
         self.items[item.seq] = item
@@ -170,7 +146,7 @@ class AsrJob:
         item.commit_total = min(commit.total_samples, self.max_samples)
         if item.samples < item.commit_total:
             self._resync(item)
-        if item.chunk is not None and not self._will_cover(item):
+        if item.chunk is not None and not self.cadence.will_cover(item):
             item.chunk.cancel()  # SA-7: the final decode replaces it
         item.wake.set()
 
@@ -205,7 +181,11 @@ class AsrJob:
                 if total is not None and item.samples >= total:
                     await self._final(item, total)
                     return
-                if total is None and item.options.stream and self._chunk_due(item):
+                if (
+                    total is None
+                    and item.options.stream
+                    and self.cadence.chunk_due(item)
+                ):
                     if not await self._chunk(item):
                         return
         except ReplyLost:
@@ -225,83 +205,12 @@ class AsrJob:
             if self.items.get(item.seq) is item:
                 del self.items[item.seq]
 
-    def _chunk_due(self, item: Item) -> bool:
-        """A chunk of new audio, or a pause after speech the last decode did not cover.
-
-        While no other decode runs, ``ASR_CHUNK_MIN_S`` of new audio is a chunk (issue 13).
-        Audio that is all silence since the last decode started is never one: decoding it
-        adds no word, and a decode still running at the commit would delay the completed
-        event (at a 0.3 s cadence, by 0.3 s on average).
-        """
-        if item.decoded_at >= item.speech_end:
-            return self._full_decode_of_pause_due(item)
-        new = item.samples - item.decoded_at
-        if new >= item.state.chunk_samples:
-            return True
-        gate_idle = self.gate.idle(final=False) and self.gate.idle(final=True)
-        first = self.first_words and not item.state.emitted
-        if new >= self.idle_chunk_samples and (
-            gate_idle or (first and self.gate.free(final=False))
-        ):
-            return True
-        return self._after_pause(item)
-
-    def _full_decode_of_pause_due(self, item: Item) -> bool:
-        """The speech ended inside the last chunk decode, which had a short encoder context
-        (``ASR_CHUNK_CONTEXT_S``), and a pause follows: decode it once more with the full
-        context, at final priority, so the commit can complete from that decode (issue 13)."""
-        last = item.last_chunk
-        return (
-            last is not None and not last[0].full_context and self._may_be_final(item)
-        )
-
-    def _after_pause(self, item: Item) -> bool:
-        """``ASR_PAUSE_DECODE_S`` of silence follows the item's speech."""
-        return (
-            self.pause_samples > 0
-            and item.samples - item.speech_end >= self.pause_samples
-        )
-
-    def _may_be_final(self, item: Item) -> bool:
-        """A decode started now is likely the item's last: after a pause, with no final
-        waiting, it runs at final priority so the commit can wait for it (issue 13)."""
-        return self.reuse and self._after_pause(item) and self.gate.idle(final=True)
-
-    def _will_cover(self, item: Item) -> bool:
-        """The chunk decode in flight is a likely final that covers every sound (issue 13).
-
-        It runs at final priority, so it ends sooner than a final decode started now.
-        """
-        total = item.commit_total
-        return (
-            self.reuse
-            and item.speculative
-            and total is not None
-            and min(item.speech_end, total) <= item.decoded_at <= total
-        )
-
-    def _reusable(
-        self, item: Item, total: int
-    ) -> tuple[AsrHypothesis, DecodePlan] | None:
-        """The last chunk hypothesis and its plan when it covered every sound up to
-        ``total`` (issue 13) and has what the final needs (word times, when asked for)."""
-        if not self.reuse or item.last_chunk is None:
-            return None
-        hyp, plan, covered = item.last_chunk
-        if not hyp.full_context:
-            return None  # the final's transcript is always a full-context decode's
-        if covered > total or covered < min(item.speech_end, total):
-            return None
-        if item.options.words and timed_words(hyp, plan) is None:
-            return None
-        return (hyp, plan) if item.state.completes(hyp, plan) else None
-
     async def _chunk(self, item: Item) -> bool:
         """One chunk decode; False when it failed and the job must end (IT-13)."""
         item.decoded_at = item.samples
-        plan = item.state.plan(item.samples, final=False)
-        after_pause = self._after_pause(item)
-        item.speculative = self._may_be_final(item)
+        after_pause = self.cadence.after_pause(item)
+        item.speculative = self.cadence.may_be_final(item)
+        plan = self._chunk_plan(item)
         item.chunk = self._spawn(
             self._decode(item, plan, item.samples, final=item.speculative)
         )
@@ -342,28 +251,46 @@ class AsrJob:
                     logprobs=emission.logprobs,
                 )
             )
-        if self._chunk_due(item):
+        if self.cadence.chunk_due(item):
             item.wake.set()  # audio arrived while decoding: decode the latest state
         return True
 
+    def _chunk_plan(self, item: Item) -> DecodePlan:
+        """The next chunk decode: with the ``final`` option, a likely final is the final
+        decode itself (a whole decode), so that the commit can reuse it (issue 34)."""
+        state, total = item.state, item.samples
+        if item.speculative and state.final_is_whole:
+            return state.whole_plan(total, words=item.options.words, final=False)
+        return state.plan(total, final=False)
+
     async def _final(self, item: Item, total: int) -> None:
         started = time.monotonic()
-        decoded = self._reusable(item, total) or await self._final_decode(item, total)
+        decoded = self.cadence.reusable(item, total) or await self._final_decode(
+            item, total
+        )
         if decoded is None:
             return
         hyp, plan = decoded
-        emission = item.state.on_final(hyp)
+        final = item.state.on_final(hyp, plan)
         await self.send(
             AsrFinal(
                 job_id=self.job_id,
                 item_seq=item.seq,
-                text=emission.text,
+                text=final.remainder.text,
                 prompt_tokens=hyp.prompt_tokens,
                 completion_tokens=hyp.completion_tokens,
-                logprobs=emission.logprobs,
+                logprobs=final.remainder.logprobs,
                 audio_ms=total * 1000 // MODEL_RATE,
                 decode_ms=int((time.monotonic() - started) * 1000),
-                words=timed_words(hyp, plan) if item.options.words else None,
+                # Times of the transcript's words: the final decode's, when it is one.
+                words=timed_words(hyp, plan.start, plan.end)
+                if item.options.words and final.transcript is not None
+                else None,
+                transcript=final.transcript,
+                transcript_logprobs=final.logprobs,
+                segments=timed_segments(hyp, plan.start)
+                if item.options.segments
+                else None,
             )
         )
 
@@ -371,7 +298,7 @@ class AsrJob:
         self, item: Item, total: int
     ) -> tuple[AsrHypothesis, DecodePlan] | None:
         """The full final decode and its plan, retried once (WK-8); None when it failed."""
-        plan = item.state.plan(total, final=True)
+        plan = item.state.final_plan(total, words=item.options.words)
         for attempt in range(1, FINAL_ATTEMPTS + 1):
             try:
                 return await self._decode(item, plan, total), plan
@@ -397,16 +324,29 @@ class AsrJob:
     ) -> AsrHypothesis:
         """Decode ``plan`` up to ``total`` as a final or chunk decode (default: the plan's)."""
         final = plan.final if final is None else final
-        request = AsrDecodeRequest(
-            audio=item.audio(plan.start)[: total - plan.start],
-            prompt=plan.prompt,
-            prefix=plan.prefix,
-            language=item.options.language,
-            word_timestamps=plan.words or (plan.final and item.options.words),
-            logprobs=item.state.logprobs,
-            background=not final,
-            context_s=None if final else self.chunk_context_s,
-        )
+        audio = item.audio(plan.start)[: total - plan.start]
+        options = item.options
+        if final:
+            request = final_request(
+                audio,
+                prompt=plan.prompt,
+                prefix=plan.prefix,
+                language=options.language,
+                words=plan.words or (plan.final and options.words),
+                logprobs=item.state.logprobs,
+                segments=plan.final and options.segments,
+            )
+        else:
+            request = AsrDecodeRequest(
+                audio=audio,
+                prompt=plan.prompt,
+                prefix=plan.prefix,
+                language=options.language,
+                word_timestamps=plan.words,
+                logprobs=item.state.logprobs,
+                background=True,
+                context_s=self.chunk_context_s,
+            )
         async with self.gate.slot(final=final):
             return await self.engine.decode(request)
 

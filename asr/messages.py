@@ -12,6 +12,10 @@ from typing import Any
 from gateway.contracts import Message
 
 LogProbs = list[dict[str, Any]] | None
+# What an item's transcript is (the session's ``transcript`` option, issue 34).
+FINAL = "final"  # the final decode of the item's whole audio; deltas are its preview
+DELTAS = "deltas"  # the deltas joined exactly
+TRANSCRIPT_SOURCES = (FINAL, DELTAS)
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,9 @@ class AsrItemOpen(Message):
     stream: bool = False
     prefix_text: str = field(default="", repr=False)
     logprobs: bool = False
-    words: bool = False  # time the final decode's words (POST /v1/audio/transcriptions)
+    words: bool = False  # time the final decode's words (realtime extension, REST)
+    segments: bool = False  # Whisper's segments of the final decode (REST verbose_json)
+    transcript: str = FINAL  # TRANSCRIPT_SOURCES
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,8 @@ class AsrDelta(Message):
 
 @dataclass(frozen=True)
 class AsrFinal(Message):
-    """The remainder of an item's transcript after every delta already sent."""
+    """The item's final decode: its last delta ``text`` (the remainder after every delta
+    already sent) and, with the "final" option, the item's ``transcript``."""
 
     TYPE = "gpu.asr.final"
     item_seq: int
@@ -90,6 +97,11 @@ class AsrFinal(Message):
     # With ``AsrItemOpen.words``: the final decode's words as ``{"word", "start", "end"}``,
     # seconds from the item's start; None when not asked for or the engine lacks their times.
     words: list[dict[str, Any]] | None = field(default=None, repr=False)
+    # The item's transcript with the "final" option; None with "deltas" (every delta joined).
+    transcript: str | None = field(default=None, repr=False)
+    transcript_logprobs: LogProbs = field(default=None, repr=False)
+    # With ``AsrItemOpen.segments``: Whisper's segments (``streaming.timed_segments``).
+    segments: list[dict[str, Any]] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ def worker_message(out: WorkerOut, job_id: str) -> Message:
             stream=out.stream,
             prefix_text=item.emitted,
             logprobs=item.options.logprobs,
+            words=item.options.words,
+            transcript=item.options.transcript,
         )
     if isinstance(out, Forward):
         return AsrAudio(

@@ -125,6 +125,7 @@ class VllmSessionUpdate(ClientEvent):
     language: Any = None
     prompt: Any = Field(default=None, repr=False)
     include: Any = None
+    transcript: Any = None  # extension (issue 34): "final" or "deltas"
 
 
 class AudioAppend(ClientEvent):
@@ -224,7 +225,7 @@ def parse_client_event(
     if kind == "input_audio_buffer.append":
         return AudioAppend(audio=_audio(body, pcm16, head), **head)
     if vllm and kind == "session.update":
-        fields = ("model", "language", "prompt", "include")
+        fields = ("model", "language", "prompt", "include", "transcript")
         return VllmSessionUpdate.model_validate(head | {k: body.get(k) for k in fields})
     if vllm and kind == "input_audio_buffer.commit":
         return VllmCommit(final=body.get("final") is True, **head)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asr.config import SessionConfig
@@ -125,9 +125,7 @@ class RealtimeSession:
     def _reopen(self, logprobs: bool | None = None) -> list[Out]:
         item = self.current
         if item.options is not None and logprobs is not None:
-            item.options = ItemOptions(
-                item.options.language, item.options.prompt, logprobs
-            )
+            item.options = replace(item.options, logprobs=logprobs)
         return [OpenItem(item, self.stream)] if item.opened else []
 
     def _turn_params(self) -> TurnParams:
@@ -169,7 +167,9 @@ class RealtimeSession:
 
     def _options(self) -> ItemOptions:
         c = self.config
-        return ItemOptions(c.language, c.prompt or "", c.logprobs)
+        return ItemOptions(
+            c.language, c.prompt or "", c.logprobs, c.transcript, c.words
+        )
 
     def _turn(self, turn: SpeechStart | SpeechStop) -> list[Out]:
         item = self.current
@@ -257,7 +257,9 @@ class RealtimeSession:
         if item.opened:
             outs.append(WorkerCommit(item, item.retained))
             return outs
-        return outs + self._finish(item, Completed(item, ""))
+        asked = item.options is not None and item.options.words
+        words: list[dict[str, Any]] | None = [] if asked else None
+        return outs + self._finish(item, Completed(item, "", words=words))
 
     def clear(self) -> list[Out]:
         """Drop the current item (IT-14); the VAD restarts at the clock."""
@@ -283,12 +285,21 @@ class RealtimeSession:
         return self.delta(item, delta.text, delta.logprobs) if item else []
 
     def on_final(self, f: AsrFinal) -> list[Out]:
-        """gpu.asr.final: the remainder of a committed, unfinished item."""
+        """gpu.asr.final: the remainder of a committed, unfinished item, then its
+        transcript: the final decode's, or with the "deltas" option every delta joined."""
         item = self.find(f.item_seq)
         if item is None or item.commit_point is None:
             return []
+        outs = self.delta(item, f.text, f.logprobs)
+        logprobs: list[dict[str, Any]] | None
+        if f.transcript is None:  # the "deltas" option: every delta joined
+            transcript, logprobs = item.emitted, item.logprobs
+        else:
+            transcript, logprobs = f.transcript, f.transcript_logprobs
         tokens = (f.prompt_tokens, f.completion_tokens)
-        return self.final(item, f.text, f.logprobs, *tokens)
+        words = _from_item_start(f.words, item)
+        done = Completed(item, transcript, *tokens, logprobs, words)
+        return outs + self._finish(item, done)
 
     def on_resync(self, resync: AsrResync) -> list[Out]:
         """gpu.asr.resync: resend an item's audio from what the worker has (WK-6)."""
@@ -319,20 +330,6 @@ class RealtimeSession:
         item.emitted += text
         item.logprobs += logprobs or []
         return self._deliver(item, [Delta(item, text, logprobs)])
-
-    def final(
-        self,
-        item: Item,
-        text: str,
-        logprobs: list[dict[str, Any]] | None,
-        prompt_tokens: int,
-        completion_tokens: int,
-    ) -> list[Out]:
-        """The remainder and completion of a committed item (SA-7)."""
-        outs = self.delta(item, text, logprobs)
-        return outs + self._finish(
-            item, Completed(item, item.emitted, prompt_tokens, completion_tokens)
-        )
 
     def failed(self, item: Item) -> list[Out]:
         """The final decode failed (IT-12)."""
@@ -388,3 +385,17 @@ class RealtimeSession:
             )
             item.sent += n
         return outs
+
+
+def _from_item_start(
+    words: list[dict[str, Any]] | None, item: Item
+) -> list[dict[str, Any]] | None:
+    """Word times of the item's retained audio as seconds from the item's start (its
+    boundary): the audio ``usage.seconds`` counts, trimmed non-speech included."""
+    if words is None:
+        return None
+    shift = (item.buf_start - item.boundary) / MODEL_RATE
+    return [
+        {**w, "start": round(w["start"] + shift, 3), "end": round(w["end"] + shift, 3)}
+        for w in words
+    ]

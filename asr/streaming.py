@@ -13,30 +13,25 @@ followed by another was heard whole, where a hypothesis' last word may be a gues
 off. Until the item holds ``followed_both_samples``, the previous one must hold as many after
 it too: the first second or two of short-context decodes mishear most ("the like house").
 Confirmed text is appended to ``E`` and never retracted; the final decode's
-remainder completes it (SA-7), so ``E + R`` is the transcript.
+remainder ``R`` completes it (SA-7). Which text is the item's transcript is the session's
+``transcript`` option (issue 34): ``final`` (the default) is a decode of the item's whole audio
+as a whole-file transcription decodes it (no forced prefix, the session prompt only), so the
+deltas are a live preview the transcript replaces; ``deltas`` keeps ``E + R``, the deltas
+joined exactly, with the final decode forced to continue ``Ew``.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import unicodedata
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from asr.engines.base import MODEL_RATE, WINDOW_SAMPLES, AsrHypothesis
+from asr.hypothesis import LogProb, pieces, token_entries
+from asr.messages import DELTAS, FINAL
 
-_PIECE = re.compile(r"\s*\S+")
 PROMPT_CONTEXT_CHARS = 200  # SA-3: emitted text before the window, as prompt context
-MIN_PROBABILITY = 1e-10  # ln(0) is -inf; JSON has no infinities
-
-LogProb = dict[str, object]  # {"token", "logprob", "bytes"} (realtime IT-10)
-
-
-def pieces(text: str) -> list[str]:
-    """Split ``text`` into pieces that keep their leading whitespace (SA-4)."""
-    return _PIECE.findall(text)
 
 
 def normalized(piece: str) -> str:
@@ -58,23 +53,6 @@ def _agreeing(hyp: list[str], done: list[str]) -> int:
             break
         count += 1
     return count
-
-
-def logprob_entry(token: str, probability: float) -> LogProb:
-    """One logprob entry covering ``token`` exactly (IT-10)."""
-    return {
-        "token": token,
-        "logprob": math.log(max(probability, MIN_PROBABILITY)),
-        "bytes": list(token.encode("utf-8")),
-    }
-
-
-def piece_probabilities(hyp: AsrHypothesis) -> list[float] | None:
-    """The probability of each piece of ``hyp.text`` from its words, or None if unknown."""
-    owners = _piece_words(hyp)
-    if owners is None:
-        return None
-    return [1.0 if w is None else hyp.words[w].probability for w in owners]
 
 
 def _piece_words(hyp: AsrHypothesis) -> list[int | None] | None:
@@ -100,6 +78,9 @@ class DecodePlan:
     prefix: str = field(repr=False)
     words: bool
     final: bool
+    # A decode of the item's whole audio without a forced prefix: the transcript of the
+    # ``final`` option, which a decode after the speech may stand in for.
+    whole: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,6 +89,16 @@ class Emission:
 
     text: str = field(repr=False)
     logprobs: list[LogProb] | None = None
+
+
+@dataclass(frozen=True)
+class FinalText:
+    """What the final decode gives: the last delta (the remainder ``R``) and, with the
+    ``final`` option, the transcript of record and its logprobs (None: ``E + R``)."""
+
+    remainder: Emission
+    transcript: str | None = field(default=None, repr=False)
+    logprobs: list[LogProb] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -131,6 +122,7 @@ class StreamState:
     agree_followed: int = 0
     followed_both_samples: int = 0
     logprobs: bool = False
+    transcript: str = FINAL  # TRANSCRIPT_SOURCES
 
     @classmethod
     def resumed(cls, prefix_text: str, **options: Any) -> StreamState:
@@ -172,14 +164,42 @@ class StreamState:
             final=final,
         )
 
+    @property
+    def final_is_whole(self) -> bool:
+        """Whether the final decode is a whole decode (the ``final`` option)."""
+        return self.transcript != DELTAS
+
+    def whole_plan(self, total: int, *, words: bool, final: bool) -> DecodePlan:
+        """A decode of the item's ``total`` samples as a whole-file transcription decodes
+        them: from the start, the session prompt only, no prefix (issue 34)."""
+        return DecodePlan(
+            start=0,
+            end=total,
+            prompt=self.prompt.strip(),
+            prefix="",
+            words=words,
+            final=final,
+            whole=True,
+        )
+
+    def final_plan(self, total: int, *, words: bool) -> DecodePlan:
+        """The final decode of the item's ``total`` samples for its ``transcript`` option."""
+        if self.final_is_whole:
+            return self.whole_plan(total, words=words, final=True)
+        return self.plan(total, final=True)
+
     def on_chunk(
         self, hyp: AsrHypothesis, plan: DecodePlan, *, settled: bool = False
     ) -> Emission | None:
         """Confirm what two hypotheses agree on (SA-5); None when nothing new.
 
         A ``settled`` hypothesis is of audio that ends in a pause after the speech (issue 13):
-        no later audio can change its words, so all of them are confirmed at once.
+        no later audio can change its words, so all of them are confirmed at once. A whole
+        decode of an item whose window moved confirms nothing (its text is not the window's).
         """
+        if plan.start != self.window_start:
+            self.chunks += 1
+            return None
         hyp_pieces = pieces(hyp.text)
         done = pieces(self.window_text)
         self.chunks += 1
@@ -241,18 +261,39 @@ class StreamState:
     def completes(self, hyp: AsrHypothesis, plan: DecodePlan) -> bool:
         """Whether a chunk hypothesis can stand in for the final decode (issue 13).
 
-        It must be of the current window, and begin with everything confirmed from it, so
-        that its remainder after ``Ew`` completes ``E`` exactly as a final's would (SA-7).
+        With the ``final`` option it must be a whole decode (or one planned as it would
+        be: from the start, unforced, the session prompt only). With ``deltas`` it must be of
+        the current window, and begin with everything confirmed from it, so that its
+        remainder after ``Ew`` completes ``E`` exactly as a final's would (SA-7).
         """
-        return plan.start == self.window_start and starts_with(
-            pieces(hyp.text), pieces(self.window_text)
+        if self.final_is_whole:
+            return plan.whole or (
+                plan.start == 0
+                and not plan.prefix
+                and plan.prompt == self.prompt.strip()
+            )
+        return (
+            not plan.whole
+            and plan.start == self.window_start
+            and starts_with(pieces(hyp.text), pieces(self.window_text))
         )
 
-    def on_final(self, hyp: AsrHypothesis) -> Emission:
-        """The remainder ``R`` after ``Ew`` of the final hypothesis (SA-7)."""
+    def on_final(self, hyp: AsrHypothesis, plan: DecodePlan) -> FinalText:
+        """The remainder ``R`` of the final hypothesis after what the deltas showed (SA-7),
+        and with the ``final`` option the hypothesis as the transcript (issue 34).
+
+        ``R`` follows the pieces of ``Ew`` (of ``E`` for a whole decode); where the final
+        hypothesis heard them differently, ``R`` starts after as many of its pieces.
+        """
         hyp_pieces = pieces(hyp.text)
-        skip = len(pieces(self.window_text))
-        return self._emit(hyp, hyp_pieces, skip, len(hyp_pieces))
+        shown = self.emitted if plan.whole else self.window_text
+        remainder = self._emit(hyp, hyp_pieces, len(pieces(shown)), len(hyp_pieces))
+        if not self.final_is_whole:
+            return FinalText(remainder)
+        entries = (
+            token_entries(hyp, 0, len(hyp.text), hyp.text) if self.logprobs else None
+        )
+        return FinalText(remainder, hyp.text, entries)
 
     def _emit(
         self, hyp: AsrHypothesis, hyp_pieces: list[str], first: int, stop: int
@@ -263,13 +304,11 @@ class StreamState:
         text = "".join(chosen)
         self.emitted += text
         self.window_text += text
-        if not self.logprobs:
+        if not self.logprobs or not text:
             return Emission(text=text)
-        probs = piece_probabilities(hyp) or [1.0] * len(hyp_pieces)
-        entries = [
-            logprob_entry(piece, probs[first + i]) for i, piece in enumerate(chosen)
-        ]
-        return Emission(text=text, logprobs=entries)
+        begin = len("".join(hyp_pieces[:first]))
+        end = begin + len("".join(hyp_pieces[first:stop]))
+        return Emission(text=text, logprobs=token_entries(hyp, begin, end, text))
 
     def _joinable(self, piece: str) -> str:
         """The first new piece: no leading space at item start, a space after text."""
@@ -317,20 +356,3 @@ class StreamState:
         self.window_start = end
         self.window_text = "".join(pieces(self.emitted)[self.confirmed_pieces :])
         self.history.clear()
-
-
-def timed_words(hyp: AsrHypothesis, plan: DecodePlan) -> list[dict[str, Any]] | None:
-    """The hypothesis' words in item seconds; None unless every word has both times."""
-    offset = plan.start / MODEL_RATE
-    words = []
-    for word in hyp.words:
-        if word.start is None or word.end is None:
-            return None
-        words.append(
-            {
-                "word": word.text.strip(),
-                "start": round(offset + word.start, 3),
-                "end": round(offset + word.end, 3),
-            }
-        )
-    return words

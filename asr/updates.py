@@ -18,16 +18,22 @@ from asr.config import (
     BETA_FORMATS,
     DEFAULT_RATE,
     LOGPROBS_INCLUDE,
+    WORD_GRANULARITY,
     ConfigError,
     Models,
     SessionConfig,
     TurnDetection,
     turn_fields,
 )
+from asr.messages import FINAL, TRANSCRIPT_SOURCES
 from asr.protocol import VllmSessionUpdate
 from gateway.wording import count
 
 NOISE_TYPES = ("near_field", "far_field")
+# Extensions of ``transcription`` (issue 34), merged and echoed like its other keys.
+EXTENSION_KEYS = ("transcript", "timestamp_granularities")
+MAX_GRANULARITIES = 4
+TRANSCRIPTION_KEYS = ("model", "language", "prompt", *EXTENSION_KEYS)
 MAX_MS = 10_000  # SE-9 row 12
 # SE-9 row 4: the keys a GA transcription session may carry (None = a leaf).
 Schema = dict[str, "Schema | None"]
@@ -53,7 +59,7 @@ GA_SCHEMA: Schema = {
         "input": {
             "format": {"type": None, "rate": None},
             "transcription": dict.fromkeys(
-                ("model", "language", "prompt", "languages", "keywords", "delay")
+                (*TRANSCRIPTION_KEYS, "languages", "keywords", "delay")
             ),
             "turn_detection": TURN_KEYS,
             "noise_reduction": {"type": None, "strength": None},
@@ -68,7 +74,7 @@ BETA_SCHEMA: Schema = {
     "modalities": None,
     "include": None,
     "input_audio_format": None,
-    "input_audio_transcription": {"model": None, "language": None, "prompt": None},
+    "input_audio_transcription": dict.fromkeys(TRANSCRIPTION_KEYS),
     "turn_detection": TURN_KEYS,
     "input_audio_noise_reduction": {"type": None},
 }
@@ -197,8 +203,11 @@ def _check_types(u: Update) -> None:
     _expect_object(u.transcription, nullable=True)
     if isinstance(u.transcription.value, dict):
         t, path = u.transcription.value, u.transcription.path
-        for key in ("model", "language", "prompt"):
+        for key in ("model", "language", "prompt", "transcript"):
             _expect(t.get(key), f"{path}.{key}", str)
+        _expect_strings(
+            t.get("timestamp_granularities"), f"{path}.timestamp_granularities"
+        )
     _expect_object(u.turn_detection, nullable=True)
     if isinstance(u.turn_detection.value, dict):
         td, path = u.turn_detection.value, u.turn_detection.path
@@ -220,11 +229,15 @@ def _check_types(u: Update) -> None:
             float,
         )
     if u.include.present:
-        value = u.include.value
-        if value is not None and not (
-            isinstance(value, list) and all(isinstance(v, str) for v in value)
-        ):
-            raise _fail("invalid_value", u.include.path)
+        _expect_strings(u.include.value, u.include.path)
+
+
+def _expect_strings(value: Any, path: str) -> None:
+    """Null or a list of strings."""
+    if value is not None and not (
+        isinstance(value, list) and all(isinstance(v, str) for v in value)
+    ):
+        raise _fail("invalid_value", path)
 
 
 def _check_values(u: Update, models: Models) -> None:
@@ -257,6 +270,7 @@ def _check_values(u: Update, models: Models) -> None:
     for key in ("languages", "keywords", "delay"):
         if t.get(key) is not None:
             raise _fail("not_supported", f"{path}.{key}", f"'{key}' is not supported.")
+    _check_extensions(t, path)
     _check_turn(u.turn_detection)
     nr = u.noise_reduction.value
     if isinstance(nr, dict) and nr.get("type") not in NOISE_TYPES:
@@ -266,6 +280,24 @@ def _check_values(u: Update, models: Models) -> None:
         or any(v != LOGPROBS_INCLUDE for v in u.include.value)
     ):
         raise _fail("invalid_value", u.include.path)
+
+
+def _check_extensions(t: dict[str, Any], path: str) -> None:
+    """``transcript`` and ``timestamp_granularities`` (issue 34)."""
+    _check_transcript(t.get("transcript"), "invalid_value", f"{path}.transcript")
+    granularities = t.get("timestamp_granularities") or []
+    if len(granularities) > MAX_GRANULARITIES or any(
+        g != WORD_GRANULARITY for g in granularities
+    ):
+        message = f"'timestamp_granularities' may only contain '{WORD_GRANULARITY}'."
+        raise _fail("invalid_value", f"{path}.timestamp_granularities", message)
+
+
+def _check_transcript(value: Any, code: str, param: str) -> None:
+    """The ``transcript`` extension: null or one of ``TRANSCRIPT_SOURCES``."""
+    if value is not None and value not in TRANSCRIPT_SOURCES:
+        shown = " or ".join(f"'{s}'" for s in TRANSCRIPT_SOURCES)
+        raise ConfigError(code, f"'transcript' must be {shown}.", param)
 
 
 def _check_turn(field: Field) -> None:
@@ -301,15 +333,7 @@ def _merged(current: SessionConfig, u: Update, models: Models) -> SessionConfig:
         default = DEFAULT_RATE if fmt["type"] == "audio/pcm" else G711_RATE
         changes.update(format=fmt["type"], rate=fmt.get("rate") or default)
     if u.transcription.present:
-        t = u.transcription.value
-        if t is None:
-            changes.update(model=models.served, language=None, prompt=None)
-        else:
-            for key in ("model", "language", "prompt"):
-                if key in t:
-                    changes[key] = t[key]
-            if "model" in t and t["model"] is None:
-                changes["model"] = models.served
+        changes.update(_transcription_changes(u.transcription.value, models))
     if u.turn_detection.present:
         td = u.turn_detection.value
         changes["turn_detection"] = TurnDetection(**turn_fields(td)) if td else None
@@ -320,6 +344,20 @@ def _merged(current: SessionConfig, u: Update, models: Models) -> SessionConfig:
         inc = u.include.value
         changes["include"] = tuple(inc) if inc is not None else None
     return dataclasses.replace(current, **changes)
+
+
+def _transcription_changes(t: Any, models: Models) -> dict[str, Any]:
+    """SE-5: merged key by key; a key set to null, or ``transcription: null``, resets."""
+    given = dict.fromkeys(TRANSCRIPTION_KEYS) if t is None else t
+    defaults = {"model": models.served, "transcript": FINAL}
+    changes: dict[str, Any] = {
+        key: defaults.get(key) if given[key] is None else given[key]
+        for key in TRANSCRIPTION_KEYS
+        if key in given
+    }
+    if changes.get("timestamp_granularities") is not None:
+        changes["timestamp_granularities"] = tuple(changes["timestamp_granularities"])
+    return changes
 
 
 def validate_update(
@@ -361,6 +399,7 @@ def validate_vllm_update(
     language = event.language
     if language is not None and not models.language_ok(language):
         raise ConfigError("invalid_event", "Invalid language.", "language")
+    _check_transcript(event.transcript, "invalid_event", "transcript")
     prompt = event.prompt
     if prompt is not None and not isinstance(prompt, str):
         raise ConfigError("invalid_event", "Field 'prompt' must be a string.", "prompt")
@@ -374,4 +413,5 @@ def validate_vllm_update(
         language=language,
         prompt=prompt,
         include=tuple(include) if include is not None else None,
+        transcript=event.transcript or FINAL,
     )

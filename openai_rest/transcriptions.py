@@ -6,7 +6,8 @@ PyAV (capped by ``OPENAI_TRANSCRIBE_MAX_BYTES`` and ``OPENAI_TRANSCRIBE_MAX_SECO
 its seconds, cut it into pieces of at most 28 s (``openai_rest.split``) and transcribe them as
 the items of one worker job (``asr.client``); a file of any length is transcribed completely.
 One usage record per call (its audio seconds). ``stream=true`` answers with SSE
-``transcript.text.delta`` (one per piece, as it is done) and ``transcript.text.done``.
+``transcript.text.delta`` (one a word, each piece's words as soon as its decode is done) and
+``transcript.text.done`` (the deltas joined).
 """
 
 from __future__ import annotations
@@ -63,7 +64,13 @@ from openai_rest.transcription_request import (
     check_length,
     parse_transcription,
 )
-from openai_rest.transcripts import Segment, delta_text, full_text, render, segment_of
+from openai_rest.transcripts import (
+    PieceTranscript,
+    full_text,
+    piece_transcript,
+    render,
+    word_deltas,
+)
 from openai_rest.transcripts import usage as usage_of
 from tts.views import http_scope, rest_request_id
 
@@ -144,10 +151,7 @@ class Transcription:
                 response["Cache-Control"] = "no-cache"
                 response["x-request-id"] = self.request_id
                 return response
-            segments = [
-                segment_of(pieces[t.seq], t.text, t.completion_tokens, t.words)
-                async for t in texts
-            ]
+            transcripts = [_transcript(pieces, t) async for t in texts]
         except OpenAiError as error:
             await self.end("failed", error.code or "invalid_request")
             return error_response(error, self.request_id)
@@ -160,9 +164,9 @@ class Transcription:
         except TimeoutError:
             await self.end("failed", "timeout")
             return error_response(timeout_error(), self.request_id)
-        self._count(segments, len(pcm))
+        self._count(transcripts, len(pcm))
         await self.end("completed")
-        return self.response(req, segments, len(pcm) / MODEL_RATE)
+        return self.response(req, transcripts, len(pcm) / MODEL_RATE)
 
     async def _texts(
         self, req: TranscriptionRequest, pcm: npt.NDArray[np.int16], pieces: list[Piece]
@@ -187,19 +191,22 @@ class Transcription:
         finally:
             await source.aclose()
 
-    def _count(self, segments: list[Segment], samples: int) -> None:
+    def _count(self, transcripts: list[PieceTranscript], samples: int) -> None:
         """Meter the completed call: its audio, and its transcript as one item."""
         self.usage.audio(samples, MODEL_RATE)
-        chars = len(full_text(segments))
+        chars = len(full_text(transcripts))
         self.usage.item(chars, time.monotonic() - self.started)
 
     def response(
-        self, req: TranscriptionRequest, segments: list[Segment], duration_s: float
+        self,
+        req: TranscriptionRequest,
+        transcripts: list[PieceTranscript],
+        duration_s: float,
     ) -> HttpResponse:
         """The transcript in ``response_format``."""
         body, content_type = render(
             req.response_format,
-            segments,
+            transcripts,
             duration_s=duration_s,
             language=req.language,
             words=req.words,
@@ -219,18 +226,17 @@ class Transcription:
         pieces: list[Piece],
         samples: int,
     ) -> AsyncIterator[bytes]:
-        """SSE: a delta per piece with text, then done with the whole text and usage."""
-        segments: list[Segment] = []
+        """SSE: a delta a word, then done with the whole text and usage."""
+        transcripts: list[PieceTranscript] = []
         status: UsageStatus = "failed"
         code = "internal_error"
         try:
             try:
                 text = first
                 while text is not None:
-                    segments.append(
-                        segment_of(pieces[text.seq], text.text, text.completion_tokens)
-                    )
-                    if delta := delta_text(len(segments) - 1, text.text):
+                    shown = bool(full_text(transcripts))
+                    transcripts.append(_transcript(pieces, text))
+                    for delta in word_deltas(int(shown), text.text):
                         yield sse({"type": "transcript.text.delta", "delta": delta})
                     text = await anext(texts, None)
             except Exception as exc:  # boundary: the SSE body, once its 200 is out
@@ -240,10 +246,10 @@ class Transcription:
                 code = error.code or "internal_error"
                 yield sse({"type": "error", "error": error.body()["error"]})
                 return
-            self._count(segments, samples)
+            self._count(transcripts, samples)
             done = {
                 "type": "transcript.text.done",
-                "text": "".join(delta_text(i, s.text) for i, s in enumerate(segments)),
+                "text": full_text(transcripts),
                 "usage": usage_of(samples / MODEL_RATE),
             }
             yield sse(done)
@@ -257,6 +263,11 @@ class Transcription:
             except Exception:  # boundary: the job's iterator; its job is withdrawn
                 logger.exception("transcription stream: job not closed cleanly")
             await asyncio.shield(self.end(status, code))
+
+
+def _transcript(pieces: list[Piece], text: PieceText) -> PieceTranscript:
+    """A piece's transcript in file seconds."""
+    return piece_transcript(pieces[text.seq], text.text, text.segments, text.words)
 
 
 def _decode(req: TranscriptionRequest) -> npt.NDArray[np.int16]:

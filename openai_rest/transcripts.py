@@ -1,69 +1,89 @@
 """A file's transcript in each ``response_format``, and its stream events.
 
-One segment per piece the file was cut into (``openai_rest.split``), with that piece's times;
-``verbose_json`` has ``words`` when they were asked for and the engine timed every one
-(faster-whisper does; Whisper on vLLM times segments only). ``usage`` counts the file's audio seconds (``duration``),
-as whisper-1 does.
+The file was cut into pieces (``openai_rest.split``), each decoded as one item by the final
+decode (``asr.engines.base.final_request``, with timestamps). Its segments are Whisper's, with
+their times moved from the piece to the file and the decode's own ``tokens``, ``avg_logprob``,
+``no_speech_prob``, ``compression_ratio`` and ``temperature``; ``seek`` is the piece's start
+in 10 ms frames (a piece is at most 28 s, one Whisper window). ``verbose_json`` has ``words``
+when they were asked for and the engine timed every one (faster-whisper does; Whisper on vLLM
+times segments only). ``usage`` counts the file's audio seconds (``duration``), as whisper-1
+does. A stream sends one delta a word, each piece's words as its final decode ends.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from asr.engines.base import DecodedSegment
 from openai_rest.split import Piece
 from openai_rest.transcription_request import TranscriptFormat
 
 LANGUAGE_NAMES = {"en": "english"}
+FRAMES_PER_S = 100  # Whisper's seek unit: mel frames of 10 ms
+_WORD = re.compile(r"\s*\S+")
 
 
 @dataclass(frozen=True)
-class Segment:
-    """One piece's text and times."""
+class PieceTranscript:
+    """A piece's transcript, its Whisper segments and timed words (file seconds), and
+    ``seek``, the piece's start in Whisper's 10 ms frames."""
 
-    start: float
-    end: float
     text: str = field(repr=False)
-    tokens: int = 0
+    segments: tuple[DecodedSegment, ...] = ()
     words: tuple[dict[str, Any], ...] | None = field(default=None, repr=False)
+    seek: int = 0
 
 
-def segment_of(
+def piece_transcript(
     piece: Piece,
     text: str,
-    tokens: int,
+    segments: list[dict[str, Any]] | None,
     words: list[dict[str, Any]] | None = None,
-) -> Segment:
-    """The segment of a transcribed piece; word times move from the piece to the file."""
-    timed = None
-    if words is not None:
-        timed = tuple(
-            {
-                "word": w["word"],
-                "start": round(piece.start_s + w["start"], 3),
-                "end": round(piece.start_s + w["end"], 3),
-            }
-            for w in words
-        )
-    return Segment(
-        start=piece.start_s,
-        end=piece.end_s,
+) -> PieceTranscript:
+    """A transcribed piece; segment and word times move from the piece to the file (and
+    stay inside the piece)."""
+    return PieceTranscript(
         text=text.strip(),
-        tokens=tokens,
-        words=timed,
+        segments=tuple(
+            DecodedSegment(
+                **{
+                    **_placed(piece, s),
+                    "text": s["text"].strip(),
+                    "tokens": tuple(s["tokens"]),
+                }
+            )
+            for s in segments or ()
+            if s["text"].strip()
+        ),
+        words=None if words is None else tuple(_placed(piece, w) for w in words),
+        seek=round(piece.start_s * FRAMES_PER_S),
     )
 
 
-def delta_text(index: int, text: str) -> str:
-    """The text a piece adds to the transcript: a space before all but the first."""
-    text = text.strip()
-    return (" " + text if index else text) if text else ""
+def _placed(piece: Piece, timed: dict[str, Any]) -> dict[str, Any]:
+    """``timed`` (with ``start`` and ``end`` in piece seconds) in file seconds."""
+
+    def moved(seconds: float) -> float:
+        return round(min(piece.start_s + seconds, piece.end_s), 3)
+
+    return {**timed, "start": moved(timed["start"]), "end": moved(timed["end"])}
 
 
-def full_text(segments: list[Segment]) -> str:
+def word_deltas(index: int, text: str) -> list[str]:
+    """The stream deltas of piece ``index``: one a word, each with the space before it
+    (none before the file's first word)."""
+    words = _WORD.findall(text.strip())
+    if words and index:
+        words[0] = " " + words[0]
+    return words
+
+
+def full_text(pieces: list[PieceTranscript]) -> str:
     """The whole transcript."""
-    return " ".join(s.text for s in segments if s.text)
+    return " ".join(p.text for p in pieces if p.text)
 
 
 def usage(duration_s: float) -> dict[str, Any]:
@@ -73,14 +93,16 @@ def usage(duration_s: float) -> dict[str, Any]:
 
 def render(
     fmt: TranscriptFormat,
-    segments: list[Segment],
+    pieces: list[PieceTranscript],
     *,
     duration_s: float,
     language: str | None,
     words: bool = False,
 ) -> tuple[str | dict[str, Any], str]:
     """The body (a JSON object, or text) and its content type."""
-    text = full_text(segments)
+    text = full_text(pieces)
+    segments = [s for p in pieces for s in p.segments]
+    seeks = [p.seek for p in pieces for _ in p.segments]
     if fmt == "json":
         return {"text": text, "usage": usage(duration_s)}, "application/json"
     if fmt == "text":
@@ -94,27 +116,30 @@ def render(
         "language": LANGUAGE_NAMES.get(language or "", language or "unknown"),
         "duration": round(duration_s, 3),
         "text": text,
-        "segments": [verbose_segment(i, s) for i, s in enumerate(segments)],
+        "segments": [
+            verbose_segment(i, s, seek)
+            for i, (s, seek) in enumerate(zip(segments, seeks, strict=True))
+        ],
         "usage": usage(duration_s),
     }
-    if words and all(s.words is not None for s in segments):
-        verbose["words"] = [w for s in segments for w in s.words or ()]
+    if words and all(p.words is not None for p in pieces):
+        verbose["words"] = [w for p in pieces for w in p.words or ()]
     return verbose, "application/json"
 
 
-def verbose_segment(index: int, segment: Segment) -> dict[str, Any]:
-    """A ``verbose_json`` segment; the fields Whisper has and we do not are neutral."""
+def verbose_segment(index: int, segment: DecodedSegment, seek: int) -> dict[str, Any]:
+    """A ``verbose_json`` segment, as Whisper's ``transcribe`` reports it."""
     return {
         "id": index,
-        "seek": round(segment.start * 100),
-        "start": round(segment.start, 3),
-        "end": round(segment.end, 3),
+        "seek": seek,
+        "start": segment.start,
+        "end": segment.end,
         "text": " " + segment.text,
-        "tokens": [],
-        "temperature": 0.0,
-        "avg_logprob": 0.0,
-        "compression_ratio": 1.0,
-        "no_speech_prob": 0.0,
+        "tokens": list(segment.tokens),
+        "temperature": segment.temperature,
+        "avg_logprob": round(segment.avg_logprob, 6),
+        "compression_ratio": round(segment.compression_ratio, 6),
+        "no_speech_prob": round(segment.no_speech_prob, 6),
     }
 
 
@@ -126,7 +151,7 @@ def _clock(seconds: float, sep: str) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
 
 
-def srt(segments: list[Segment]) -> str:
+def srt(segments: list[DecodedSegment]) -> str:
     """SubRip cues, numbered from 1."""
     cues = [
         f"{n}\n{_clock(s.start, ',')} --> {_clock(s.end, ',')}\n{s.text}\n"
@@ -135,7 +160,7 @@ def srt(segments: list[Segment]) -> str:
     return "\n".join(cues) + ("\n" if cues else "")
 
 
-def vtt(segments: list[Segment]) -> str:
+def vtt(segments: list[DecodedSegment]) -> str:
     """WebVTT cues."""
     cues = [
         f"{_clock(s.start, '.')} --> {_clock(s.end, '.')}\n{s.text}\n"

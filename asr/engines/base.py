@@ -43,6 +43,31 @@ class Word:
 
 
 @dataclass(frozen=True)
+class Token:
+    """A generated text token: its text and the engine's log probability of it (≤ 0)."""
+
+    text: str = field(repr=False)
+    logprob: float = 0.0
+
+
+@dataclass(frozen=True)
+class DecodedSegment:
+    """One of Whisper's segments: times in seconds from the start of the decoded audio (of
+    the file, once placed in it), its tokens (timestamps included), and the decode's
+    confidence as Whisper's ``transcribe`` reports it: the window's average token log
+    probability, its ``<|nospeech|>`` probability and its text's compression ratio."""
+
+    start: float
+    end: float
+    text: str = field(repr=False)
+    tokens: tuple[int, ...] = field(default=(), repr=False)
+    avg_logprob: float = 0.0
+    no_speech_prob: float = 0.0
+    compression_ratio: float = 1.0
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
 class AsrDecodeRequest:
     """One decode of a window of audio, optionally forcing a known prefix."""
 
@@ -51,14 +76,40 @@ class AsrDecodeRequest:
     prefix: str = field(default="", repr=False)
     language: str | None = "en"
     word_timestamps: bool = False
-    # The client asked for log probabilities (realtime IT-10): word probabilities matter.
+    # The client asked for log probabilities (realtime IT-10): the hypothesis carries its
+    # generated tokens with their log probabilities.
     logprobs: bool = False
+    # Whisper's segments with times and confidence (``verbose_json``): a timestamped decode.
+    segments: bool = False
     # A chunk decode: it may run slower, and must not slow a final decode down.
     background: bool = False
     # A chunk decode may encode this many seconds of context instead of Whisper's 30 (the
     # audio and 2 s of padding, at least this much; issue 13); None: the full 30 s. An engine
     # without the notion ignores it. Finals are never shortened.
     context_s: float | None = None
+
+
+def final_request(
+    audio: Pcm,
+    *,
+    prompt: str = "",
+    prefix: str = "",
+    language: str | None = "en",
+    words: bool = False,
+    logprobs: bool = False,
+    segments: bool = False,
+) -> AsrDecodeRequest:
+    """The product's final decode of ``audio``: the full 30 s encoder context, greedy,
+    at final priority (bench/asr.py decodes whole items with it, side by side)."""
+    return AsrDecodeRequest(
+        audio=audio,
+        prompt=prompt,
+        prefix=prefix,
+        language=language,
+        word_timestamps=words,
+        logprobs=logprobs,
+        segments=segments,
+    )
 
 
 @dataclass(frozen=True)
@@ -69,6 +120,11 @@ class AsrHypothesis:
     words: tuple[Word, ...] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # With ``logprobs``: the generated text tokens in order; their texts join to the text
+    # after the forced prefix (a forced prefix has none: it was not generated).
+    tokens: tuple[Token, ...] = ()
+    # With ``segments``: Whisper's segments of the decode.
+    segments: tuple[DecodedSegment, ...] = ()
     # False: decoded with less than Whisper's 30 s of encoder context (a quick chunk decode,
     # issue 13); such a hypothesis never stands in for a final decode.
     full_context: bool = True

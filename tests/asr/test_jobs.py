@@ -641,3 +641,76 @@ async def test_asr_chunk_min_first_words_uses_a_free_slot_until_a_word_is_shown(
 
     assert len(engine.calls) == decodes
     await stop(task)
+
+
+@pytest.mark.parametrize("transcript", ["final", "deltas"])
+async def test_the_final_decode_of_each_transcript_option(transcript: str) -> None:
+    """Issue 34: with "final" the final decode is the whole item, unforced, and its text is
+    the transcript; with "deltas" it continues the shown words and the transcript is None
+    (the deltas joined)."""
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    job.item_open(open_(0, stream=True, prompt="Zulu", transcript=transcript))
+    for i in range(30):  # 6 s in 200 ms messages
+        job.audio(audio(0, i * 3200, 3200))
+        await asyncio.sleep(0.002)
+    await asyncio.sleep(0.05)
+    shown = "".join(d.text for d in rec.of(AsrDelta))
+    assert shown  # the preview streamed
+    job.audio(audio(0, 6 * SECOND, SECOND))  # a last second of speech, then the commit
+    job.commit(commit(7 * SECOND))
+    await settle(rec, AsrFinal)
+    final, request = rec.of(AsrFinal)[0], engine.calls[-1]
+    assert not request.background and len(request.audio) == 7 * SECOND
+    if transcript == "final":
+        assert (request.prefix, request.prompt) == ("", "Zulu")
+        assert final.transcript == fake_transcript(7)
+    else:
+        assert request.prefix == " " + shown and request.prompt.startswith("Zulu")
+        assert final.transcript is None
+    assert shown + final.text == fake_transcript(7)
+    await stop(task)
+
+
+@pytest.mark.parametrize("transcript", ["final", "deltas"])
+async def test_the_pause_decode_is_the_final_decode_and_stands_in_for_it(
+    transcript: str,
+) -> None:
+    """Issue 34: with "final", the decode after the speech pauses is a whole decode (from
+    the start, unforced, at final priority) and the commit completes from it."""
+    engine = FakeAsr()
+    job, rec, task = make_job(engine)
+    job.item_open(open_(0, stream=True, transcript=transcript, words=True))
+    job.audio(audio(0, 0, 7 * SECOND // 2))
+    await asyncio.sleep(0.05)
+    job.audio(audio(0, 7 * SECOND // 2, SECOND // 2))
+    job.audio(quiet(0, 4 * SECOND, SECOND // 4))  # the pause: its decode
+    await asyncio.sleep(0.05)
+    pause = engine.calls[-1]
+    calls = len(engine.calls)
+    job.commit(commit(4 * SECOND + SECOND // 4))
+    await settle(rec, AsrFinal)
+    final = rec.of(AsrFinal)[0]
+    assert len(engine.calls) == calls  # reused
+    assert not pause.background
+    if transcript == "final":
+        assert pause.prefix == "" and pause.word_timestamps
+        assert final.transcript == fake_transcript(4)
+        assert final.words is not None and len(final.words) == 4
+    else:
+        assert final.transcript is None and final.words is None
+    await stop(task)
+
+
+async def test_final_logprobs_cover_the_transcript() -> None:
+    job, rec, task = make_job(FakeAsr())
+    job.item_open(open_(0, logprobs=True))
+    job.audio(audio(0, 0, 3 * SECOND))
+    job.commit(commit(3 * SECOND))
+    await settle(rec, AsrFinal)
+    final = rec.of(AsrFinal)[0]
+    assert final.transcript == fake_transcript(3)
+    tokens = [e["token"] for e in final.transcript_logprobs]
+    assert "".join(tokens) == final.transcript and len(tokens) == 3
+    assert all(e["logprob"] < 0 for e in final.transcript_logprobs)
+    await stop(task)

@@ -209,6 +209,28 @@ def test_asr_it1_ids_have_prefix_and_16_random_characters() -> None:
             {"type": "transcription", "include": "foo"},
             ("invalid_value", "session.include"),
         ),
+        (
+            ga(transcription={"transcript": "joined"}),
+            ("invalid_value", "session.audio.input.transcription.transcript"),
+        ),
+        (
+            ga(transcription={"transcript": 1}),
+            ("invalid_value", "session.audio.input.transcription.transcript"),
+        ),
+        (
+            ga(transcription={"timestamp_granularities": ["segment"]}),
+            (
+                "invalid_value",
+                "session.audio.input.transcription.timestamp_granularities",
+            ),
+        ),
+        (
+            ga(transcription={"timestamp_granularities": "word"}),
+            (
+                "invalid_value",
+                "session.audio.input.transcription.timestamp_granularities",
+            ),
+        ),
     ],
 )
 def test_asr_se9_first_failure_with_code_and_param(
@@ -403,6 +425,41 @@ def test_asr_vl2_vllm_update_rules() -> None:
         MODELS,
     )
     assert (new.model, new.language, new.prompt) == ("whisper-1", "en", "p")
+    assert new.transcript == "final"
+    assert code({"model": "whisper-1", "transcript": "all"})[0] == "invalid_event"
+    exact = VllmSessionUpdate(model="whisper-1", transcript="deltas")
+    assert validate_vllm_update(exact, DEFAULT, MODELS).transcript == "deltas"
+    # Replaced as a whole (VL-2): an update without it is back to "final".
+    plain = VllmSessionUpdate(model="whisper-1")
+    exact_config = validate_vllm_update(exact, DEFAULT, MODELS)
+    assert validate_vllm_update(plain, exact_config, MODELS).transcript == "final"
+
+
+def test_transcript_and_word_times_options_merge_and_echo_when_set() -> None:
+    """Issue 34: the ``transcription`` extensions merge like its other keys and are echoed
+    only away from their defaults, so the OpenAI object is unchanged otherwise."""
+    options = {"transcript": "deltas", "timestamp_granularities": ["word"]}
+    new = validate_update(ga(transcription=options), DEFAULT, MODELS)
+    assert (new.transcript, new.words, new.model) == ("deltas", True, DEFAULT.model)
+    echo = session_object(new, session_id="s", expires_at=1)
+    transcription = echo["audio"]["input"]["transcription"]
+    assert transcription["transcript"] == "deltas"
+    assert transcription["timestamp_granularities"] == ["word"]
+    GA.validate_python(server_event("session.updated", session=echo))
+    kept = validate_update(ga(transcription={"language": "en"}), new, MODELS)
+    assert (kept.transcript, kept.words) == ("deltas", True)
+    back = validate_update(ga(transcription={"transcript": None}), kept, MODELS)
+    assert back.transcript == "final" and back.words
+    reset = validate_update(ga(transcription=None), kept, MODELS)
+    assert (reset.transcript, reset.timestamp_granularities) == ("final", None)
+    plain = session_object(reset, session_id="s", expires_at=1)
+    assert set(plain["audio"]["input"]["transcription"]) == {
+        "model",
+        "language",
+        "prompt",
+    }
+    beta = {"input_audio_transcription": {"transcript": "deltas"}}
+    assert validate_update(beta, DEFAULT, MODELS, beta=True).transcript == "deltas"
 
 
 # Server events.

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 import websockets
+from openai.types.realtime import RealtimeServerEvent as ServerEvent
+from pydantic import TypeAdapter
 
 from tests.asr.conftest import Clip, b64, silence
 from tests.support.live_gateway import (
@@ -26,6 +28,8 @@ from tests.support.live_gateway import (
     server_vad_two_utterances,
 )
 from tests.wer import word_error_rate
+
+RealtimeServerEvent = TypeAdapter(ServerEvent)
 
 pytestmark = pytest.mark.slow
 
@@ -58,10 +62,48 @@ async def test_asr_t_c6_openai_sdk_transcribes_8k_pcmu(
     text = clips["clip"].text + " " + clips["clip2"].text
     audio = clips["clip"].g711("audio/pcmu") + clips["clip2"].g711("audio/pcmu")
     kinds, events = await sdk_transcribe(
-        gateway, audio, {"type": "audio/pcmu"}, chunk=800
+        gateway,
+        audio,
+        {"type": "audio/pcmu"},
+        chunk=800,
+        transcription={"transcript": "deltas"},  # issue 34: the deltas joined exactly
+    )
+    transcript = check_flow(kinds, events, joined=True)
+    assert_transcribed(text, transcript, "8 kHz pcmu")
+
+
+async def test_openai_sdk_with_logprobs_and_word_times(
+    gateway: Gateway, clips: dict[str, Clip]
+) -> None:
+    """Issue 34: the SDK parses every event with ``include`` logprobs and word times set;
+    the entries are the engine's tokens (≤ 0) covering each text, the words rise inside
+    the item's audio."""
+    audio = clips["clip2"].bytes_at(24000) + silence(0.6)
+    kinds, events = await sdk_transcribe(
+        gateway,
+        audio,
+        {"type": "audio/pcm", "rate": 24000},
+        chunk=4800,
+        pace_s=0.05,  # 2 × real time: deltas stream before the commit
+        transcription={"timestamp_granularities": ["word"]},
+        include=["item.input_audio_transcription.logprobs"],
     )
     transcript = check_flow(kinds, events)
-    assert_transcribed(text, transcript, "8 kHz pcmu")
+    assert_transcribed(clips["clip2"].text, transcript, "logprobs")
+    for event in events:
+        RealtimeServerEvent.validate_python(event.model_dump(exclude_unset=True))
+    timed = [e for e in events if e.type in (DELTA, COMPLETED)]
+    for event in timed:
+        text = event.delta if event.type == DELTA else event.transcript
+        assert event.logprobs and "".join(p.token for p in event.logprobs) == text
+        assert all(
+            p.logprob <= 0 and p.bytes == list(p.token.encode()) for p in event.logprobs
+        )
+    completed = timed[-1]
+    words = (completed.model_extra or {})["words"]
+    starts = [w["start"] for w in words]
+    assert starts == sorted(starts) and len(words) == len(transcript.split())
+    assert all(0 <= w["start"] <= w["end"] <= completed.usage.seconds for w in words)
 
 
 async def test_asr_t_s2_browser_subprotocols_get_realtime(gateway: Gateway) -> None:

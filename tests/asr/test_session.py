@@ -20,6 +20,7 @@ from asr.items import (
     SpeechStopped,
     WorkerCommit,
 )
+from asr.messages import AsrFinal
 from asr.protocol import ProtocolError, parse_client_event
 from asr.session import (
     MAX_FORWARD,
@@ -136,11 +137,52 @@ def test_asr_it5_events_of_later_items_wait_for_earlier_items() -> None:
     third_item = s.current
     assert s.delta(third_item, "early", None) == []
     assert s.delta(first, "Hello", None) == [Delta(first, "Hello", None)]
-    released = s.final(first, " world.", None, 3, 2)
+    final = AsrFinal(job_id="j", item_seq=first.seq, text=" world.", transcript=None)
+    released = s.on_final(final)
     assert kinds(released) == ["Delta", "Completed", "Completed", "Delta"]
-    assert released[1].transcript == "Hello world."
+    assert released[1].transcript == "Hello world."  # the "deltas" option: joined
     assert released[2].item is not first and released[3].item is third_item
     assert list(s.pending) == []
+
+
+def test_completed_carries_the_final_transcript_and_word_times_from_the_item_start() -> (
+    None
+):
+    """Issue 34: with the "final" option the worker's transcript is the item's, whatever the
+    deltas showed; word times move from the retained audio to the item's start."""
+    s = session()
+    feed(s, 40, QUIET)  # 1.28 s of silence: retained audio starts 300 ms before speech
+    feed(s, 60, SPEECH)
+    item = s.commit()[-1].item
+    shift = (item.buf_start - item.boundary) / 16000
+    assert shift > 0
+    s.delta(item, "Hello word", None)
+    words = [{"word": "Hello", "start": 0.1, "end": 0.4}]
+    final = AsrFinal(
+        job_id="j",
+        item_seq=item.seq,
+        text=".",
+        transcript="Hello world.",
+        transcript_logprobs=[{"token": "Hello world.", "logprob": -0.1, "bytes": []}],
+        words=words,
+    )
+    delta, completed = s.on_final(final)
+    assert isinstance(delta, Delta) and delta.text == "."
+    assert isinstance(completed, Completed)
+    assert completed.transcript == "Hello world." and item.emitted == "Hello word."
+    assert completed.logprobs == final.transcript_logprobs
+    assert completed.words == [
+        {"word": "Hello", "start": round(0.1 + shift, 3), "end": round(0.4 + shift, 3)}
+    ]
+
+
+def test_a_speechless_item_has_no_words_when_they_were_asked_for() -> None:
+    s = session()
+    s.config = dataclasses.replace(s.config, timestamp_granularities=("word",))
+    feed(s, 60, QUIET)
+    *_, completed = s.commit()
+    assert isinstance(completed, Completed)
+    assert (completed.transcript, completed.words) == ("", [])
 
 
 def test_asr_it14_clear_drops_the_worker_item_and_reserves_a_new_id() -> None:

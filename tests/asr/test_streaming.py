@@ -7,20 +7,33 @@ import random
 
 import pytest
 
-from asr.engines.base import MODEL_RATE, AsrHypothesis, Word
-from asr.streaming import StreamState, pieces
+from asr.engines.base import MODEL_RATE, AsrHypothesis, Token, Word
+from asr.hypothesis import pieces, token_entries
+from asr.messages import DELTAS
+from asr.streaming import DecodePlan, Emission, StreamState
 
 
 def hyp(text: str, ends: list[float] | None = None, prob: float = 0.8) -> AsrHypothesis:
+    """A hypothesis with one token a piece (log ``prob``), and word times with ``ends``."""
     words = ()
+    parts = pieces(text)
     if ends is not None:
-        parts = pieces(text)
         assert len(parts) == len(ends)
         words = tuple(
             Word(text=p, start=max(0.0, e - 0.3), end=e, probability=prob)
             for p, e in zip(parts, ends, strict=True)
         )
-    return AsrHypothesis(text=text, words=words)
+    tokens = tuple(
+        Token((" " if i else "") + p.lstrip(), math.log(prob))
+        for i, p in enumerate(parts)
+    )
+    return AsrHypothesis(text=text, words=words, tokens=tokens)
+
+
+def final_of(state: StreamState, final: AsrHypothesis) -> Emission:
+    """The remainder of a final decode of the current window (SA-7)."""
+    plan = DecodePlan(state.window_start, 0, "", "", words=False, final=True)
+    return state.on_final(final, plan).remainder
 
 
 def run(hypotheses: list[str], final: str, **options: object) -> tuple[list[str], str]:
@@ -33,7 +46,7 @@ def run(hypotheses: list[str], final: str, **options: object) -> tuple[list[str]
         if emission is not None:
             deltas.append(emission.text)
     state.plan(len(hypotheses) * MODEL_RATE, final=True)
-    remainder = state.on_final(hyp(final)).text
+    remainder = final_of(state, hyp(final)).text
     if remainder:
         deltas.append(remainder)
     assert state.emitted == "".join(deltas)
@@ -79,7 +92,7 @@ GROWING_EN = [
     ],
 )
 def test_asr_it8_deltas_join_to_transcript(hypotheses: list[str], final: str) -> None:
-    deltas, transcript = run(hypotheses, final)
+    deltas, transcript = run(hypotheses, final, transcript=DELTAS)
     assert "".join(deltas) == transcript
     assert all(deltas)
     assert not deltas[0][:1].isspace()
@@ -200,7 +213,7 @@ def test_asr_sa7_final_not_starting_with_window_text_skips_as_many_pieces() -> N
     for n in (1, 2):
         state.on_chunk(hyp("one two"), state.plan(n * MODEL_RATE, final=False))
     assert state.emitted == "one two"
-    assert state.on_final(hyp("won too three")).text == " three"
+    assert final_of(state, hyp("won too three")).text == " three"
     assert state.emitted == "one two three"
 
 
@@ -255,7 +268,7 @@ def test_asr_sa6_segment_times_move_the_window_to_a_segment_end_only() -> None:
         )
     assert emitted is not None and emitted.text == " e f"
     assert state.emitted == "a b. c d e f"  # nothing emitted twice
-    final = state.on_final(segment_hyp("c d e f g.", {4: 5.0}))
+    final = final_of(state, segment_hyp("c d e f g.", {4: 5.0}))
     assert state.emitted == "a b. c d e f g." and final.text == " g."
 
 
@@ -306,7 +319,7 @@ def test_asr_sa3_no_prefix_is_forced_on_more_than_one_whisper_window(
     assert plan.start == 0 and plan.prefix == ""  # nothing to slide to: unforced
     assert plan.words or final
     # The final after such a decode skips the confirmed pieces as SA-7 says.
-    assert state.on_final(hyp("a b c d")).text == " d"
+    assert final_of(state, hyp("a b c d")).text == " d"
 
 
 def test_asr_sa6_a_final_past_one_whisper_window_slides_first() -> None:
@@ -319,7 +332,7 @@ def test_asr_sa6_a_final_past_one_whisper_window_slides_first() -> None:
     assert plan.start == 0 and plan.prefix == " a b. c"
     plan = state.plan(31 * MODEL_RATE, final=True)
     assert plan.start == 20 * MODEL_RATE and plan.prefix == " c"
-    assert state.on_final(hyp("c d.")).text == " d."
+    assert final_of(state, hyp("c d.")).text == " d."
     assert state.emitted == "a b. c d."
 
 
@@ -347,7 +360,7 @@ def test_asr_it10_logprobs_cover_each_delta_exactly() -> None:
     for entry in emitted.logprobs:
         assert entry["logprob"] == pytest.approx(math.log(0.8))
         assert entry["bytes"] == list(entry["token"].encode("utf-8"))
-    final = state.on_final(hyp("Grüß dich, Welt heute.", [0.3, 0.6, 0.9, 1.2]))
+    final = final_of(state, hyp("Grüß dich, Welt heute.", [0.3, 0.6, 0.9, 1.2]))
     assert final.logprobs is not None
     assert "".join(e["token"] for e in final.logprobs) == final.text
 
@@ -387,7 +400,7 @@ def test_asr_it8_random_revisions_never_retract(seed: int) -> None:
         state.on_chunk(hyp(text), state.plan(n * MODEL_RATE, final=False))
         assert state.emitted.startswith(seen)
         seen = state.emitted
-    remainder = state.on_final(hyp(" ".join(truth))).text
+    remainder = final_of(state, hyp(" ".join(truth))).text
     assert state.emitted == seen + remainder
     assert not state.emitted[:1].isspace()
 
@@ -402,7 +415,7 @@ def test_a_settled_hypothesis_confirms_every_word_without_agreement() -> None:
     plan = state.plan(2 * MODEL_RATE, final=False)
     settled = state.on_chunk(hyp("one two three four five"), plan, settled=True)
     assert settled is not None and settled.text == "one two three four five"
-    assert state.on_final(hyp("one two three four five")).text == ""
+    assert final_of(state, hyp("one two three four five")).text == ""
 
 
 def test_a_settled_hypothesis_disagreeing_with_emitted_text_emits_nothing() -> None:
@@ -413,3 +426,114 @@ def test_a_settled_hypothesis_disagreeing_with_emitted_text_emits_nothing() -> N
     plan = state.plan(3 * MODEL_RATE, final=False)
     assert state.on_chunk(hyp("won too three"), plan, settled=True) is None
     assert state.emitted == "one two"
+
+
+def test_final_option_plans_a_whole_decode_with_the_session_prompt_only() -> None:
+    """Issue 34: the final decode of the ``final`` option decodes the item's whole audio as
+    a whole-file transcription does: from its start, no forced prefix, no emitted text as
+    prompt, even after the window moved."""
+    state = StreamState(unfixed_words=0, window_samples=6 * MODEL_RATE, prompt=" Zulu ")
+    for n in (5, 6):
+        state.on_chunk(
+            segment_hyp("a b. c d", {1: 2.0}), state.plan(n * MODEL_RATE, final=False)
+        )
+    state.plan(7 * MODEL_RATE, final=False)
+    assert state.window_start == 2 * MODEL_RATE  # the window moved
+    plan = state.final_plan(7 * MODEL_RATE, words=True)
+    assert (plan.start, plan.end, plan.prefix, plan.prompt) == (
+        0,
+        7 * MODEL_RATE,
+        "",
+        "Zulu",
+    )
+    assert plan.whole and plan.final and plan.words
+    deltas = StreamState(
+        unfixed_words=0, window_samples=6 * MODEL_RATE, transcript=DELTAS
+    )
+    assert not deltas.final_plan(MODEL_RATE, words=True).whole
+
+
+def test_final_option_transcript_is_the_final_decode_and_the_remainder_follows_the_deltas() -> (
+    None
+):
+    state = confirmed(["one two", "one two"])
+    assert state.emitted == "one two"
+    plan = state.final_plan(3 * MODEL_RATE, words=False)
+    final = state.on_final(hyp("won to three four."), plan)
+    assert (
+        final.transcript == "won to three four."
+    )  # what the item said, not the preview
+    assert final.remainder.text == " three four."  # after as many pieces as were shown
+    assert state.emitted == "one two three four."
+
+
+def test_deltas_option_transcript_is_none_the_deltas_joined() -> None:
+    state = confirmed(["one two", "one two"], transcript=DELTAS)
+    plan = state.final_plan(3 * MODEL_RATE, words=False)
+    assert plan.prefix == " one two" and not plan.whole
+    final = state.on_final(hyp("one two three"), plan)
+    assert final.transcript is None and final.remainder.text == " three"
+
+
+def test_only_a_whole_decode_stands_in_for_a_final_with_the_final_option() -> None:
+    state = confirmed(["one two", "one two"])
+    chunk = state.plan(3 * MODEL_RATE, final=False)
+    whole = state.whole_plan(3 * MODEL_RATE, words=False, final=False)
+    text = hyp("one two three")
+    assert state.completes(text, whole) and not state.completes(text, chunk)
+    exact = confirmed(["one two", "one two"], transcript=DELTAS)
+    assert exact.completes(text, exact.plan(3 * MODEL_RATE, final=False))
+    assert not exact.completes(text, whole)
+
+
+def test_a_whole_decode_of_a_moved_window_confirms_nothing() -> None:
+    state = StreamState(unfixed_words=0, window_samples=6 * MODEL_RATE)
+    for n in (5, 6):
+        state.on_chunk(
+            segment_hyp("a b. c d", {1: 2.0}), state.plan(n * MODEL_RATE, final=False)
+        )
+    state.plan(7 * MODEL_RATE, final=False)
+    whole = state.whole_plan(7 * MODEL_RATE, words=False, final=False)
+    assert state.on_chunk(hyp("a b. c d e f"), whole) is None
+    assert state.emitted == "a b. c d"
+
+
+def test_final_option_logprobs_cover_the_transcript_exactly() -> None:
+    state = confirmed(["one two", "one two"], logprobs=True)
+    final = state.on_final(
+        hyp("One two three."), state.final_plan(3 * MODEL_RATE, words=False)
+    )
+    assert final.logprobs is not None
+    assert "".join(e["token"] for e in final.logprobs) == "One two three."
+    assert [e["logprob"] for e in final.logprobs] == pytest.approx([math.log(0.8)] * 3)
+
+
+def test_token_entries_split_pieces_at_token_boundaries_or_sum_them() -> None:
+    tokens = (
+        Token(" Hel", -0.5),
+        Token("lo", -0.25),
+        Token(",", -0.1),
+        Token(" world", -1.0),
+    )
+    h = AsrHypothesis(text="Hello, world", tokens=tokens)
+    entries = token_entries(h, 0, len(h.text), h.text)
+    assert [e["token"] for e in entries] == ["Hel", "lo", ",", " world"]
+    assert [e["bytes"] for e in entries] == [list(e["token"].encode()) for e in entries]
+    # A delta whose first piece gained a space, after the first piece.
+    entries = token_entries(h, 6, len(h.text), " world")
+    assert entries == [{"token": " world", "logprob": -1.0, "bytes": list(b" world")}]
+    # Tokens that do not spell the text: one entry per piece, their log probabilities summed.
+    odd = AsrHypothesis(
+        text="Hello, world",
+        tokens=(Token(" Hello,", -0.85), Token(" wor", -0.5), Token("ld!", -0.5)),
+    )
+    assert token_entries(odd, 0, len(odd.text), odd.text) == []
+    shifted = AsrHypothesis(
+        text="Hello, world", tokens=tokens[:2] + (Token(", world", -1.1),)
+    )
+    # A token spanning two pieces ("," and " world"): the first piece alone gets one entry
+    # of the log probabilities of the tokens that start in it.
+    entries = token_entries(shifted, 0, 6, "Hello,")
+    assert entries == [
+        {"token": "Hello,", "logprob": pytest.approx(-1.85), "bytes": list(b"Hello,")}
+    ]

@@ -75,7 +75,13 @@ async def test_asr_vllm_dialect_with_the_openai_sdk(
     events: list[dict[str, Any]] = []
     async with client.realtime.connect(extra_query={"dialect": "vllm"}) as conn:
         assert json.loads(await conn.recv_bytes())["type"] == "session.created"
-        await conn.send({"type": "session.update", "model": "whisper-1"})  # type: ignore[arg-type, typeddict-unknown-key]
+        update = {
+            "type": "session.update",
+            "model": "whisper-1",
+            "transcript": "deltas",  # issue 34: done.text is the deltas joined
+            "include": ["item.input_audio_transcription.logprobs"],
+        }
+        await conn.send(update)  # type: ignore[arg-type]
         assert json.loads(await conn.recv_bytes()) == {
             "type": "session.updated",
             "model": "whisper-1",
@@ -92,6 +98,10 @@ async def test_asr_vllm_dialect_with_the_openai_sdk(
     deltas = [e["delta"] for e in events if e["type"] == "transcription.delta"]
     done = events[-1]
     assert done["text"] == "".join(deltas) and all(deltas)
+    for event in events[:-1]:  # the engine's token log probabilities (VL-6)
+        entries = event["logprobs"]
+        assert "".join(e["token"] for e in entries) == event["delta"]
+        assert entries and all(e["logprob"] <= 0 for e in entries)
     assert done["usage"]["completion_tokens"] > 0
     assert_transcribed(text, done["text"], "vLLM, vLLM dialect")
 

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from asr.engines.tokens import average_logprob, text_tokens
 from asr.engines.whisper_tokens import (
     PROMPT_TOKENS,
     Segment,
     Transcript,
     WhisperVocab,
+    Window,
     keep_until_resume,
     split_segments,
 )
@@ -144,3 +146,45 @@ def test_transcript_words_carry_segment_ends_and_piece_probabilities(
     assert [w.end for w in words] == [12.0, None, None, None]
     assert words[0].probability == pytest.approx(math.exp(-0.3))
     assert all(0 < w.probability <= 1 for w in words)
+    # Issue 34: the decoded tokens, with their log probabilities, spell the text after
+    # the forced prefix (which has none).
+    assert "".join(t.text for t in transcript.tokens) == " world. This is it"
+    assert [t.logprob for t in transcript.tokens][:2] == [-0.1, -0.2]
+
+
+def test_window_segments_have_file_times_and_the_windows_confidence(
+    vocab: WhisperVocab,
+) -> None:
+    hello, world = vocab.encode(" Hello"), vocab.encode(" world.")
+    window = Window(
+        segments=[
+            Segment(0.0, 1.5, tuple(hello), (-0.1,) * len(hello)),
+            Segment(1.5, None, tuple(world), (-0.2,) * len(world)),
+        ],
+        advance=30.0,
+        prompt_tokens=3,
+        text_tokens=len(hello) + len(world),
+        duration=4.0,
+        avg_logprob=average_logprob([-0.1, -0.2, -0.3]),
+        no_speech_prob=0.02,
+    )
+    first, second = window.decoded(vocab, offset=30.0)
+    assert (first.start, first.end, second.start, second.end) == (
+        30.0,
+        31.5,
+        31.5,
+        34.0,
+    )
+    assert (first.text, second.text) == (" Hello", " world.")
+    assert first.avg_logprob == pytest.approx(-0.15) and second.no_speech_prob == 0.02
+    assert first.compression_ratio == second.compression_ratio > 0
+
+
+def test_text_tokens_give_a_split_character_to_the_token_that_completes_it(
+    vocab: WhisperVocab,
+) -> None:
+    ids = vocab.encode(" naïve 你好")
+    tokens = text_tokens(ids, [-0.5] * len(ids), vocab.decode)
+    assert "".join(t.text for t in tokens) == " naïve 你好"
+    assert all(t.text and "\ufffd" not in t.text for t in tokens)
+    assert sum(t.logprob for t in tokens) == pytest.approx(-0.5 * len(ids))

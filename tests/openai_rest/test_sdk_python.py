@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -160,8 +161,11 @@ def test_transcription_response_formats(
     assert_wer(TEXT, text, "text")
     srt = create(model="whisper-1", file=("a.wav", wav), response_format="srt")
     lines = str(srt).splitlines()
-    assert lines[0] == "1" and lines[1].startswith("00:00:00,000 --> 00:00:0")
-    assert_wer(TEXT, " ".join(lines[2:]), "srt")
+    assert lines[0] == "1" and lines[1].startswith("00:00:00,")
+    said = [
+        line for line in lines[2:] if line and "-->" not in line and not line.isdigit()
+    ]
+    assert_wer(TEXT, " ".join(said), "srt")
     vtt = create(model="whisper-1", file=("a.wav", wav), response_format="vtt")
     assert str(vtt).startswith("WEBVTT\n\n00:00:00.000 --> ")
     verbose = create(
@@ -179,8 +183,20 @@ def test_transcription_response_formats(
     assert starts == sorted(starts) and verbose.words[-1].end <= verbose.duration + 0.05
     assert verbose.language == "english"
     assert verbose.duration == pytest.approx(len(speech_pcm) / 24000, abs=0.05)
-    assert verbose.segments and verbose.segments[0].start == 0.0
+    assert verbose.segments and verbose.segments[0].start < 1.0
     assert_wer(TEXT, " ".join(s.text for s in verbose.segments), "verbose_json")
+    check_segments(verbose.segments, verbose.duration)
+
+
+def check_segments(segments: list[Any], duration: float) -> None:
+    """Issue 34: Whisper's own segments, their confidence the decode's (no placeholders)."""
+    ends = [0.0]
+    for segment in segments:
+        assert ends[-1] <= segment.start <= segment.end <= duration + 0.05
+        ends.append(segment.end)
+        assert segment.tokens and segment.temperature == 0.0
+        assert segment.avg_logprob < 0 and 0 < segment.no_speech_prob < 1
+        assert segment.compression_ratio > 0
 
 
 def test_long_file_transcribed_completely(
@@ -192,7 +208,8 @@ def test_long_file_transcribed_completely(
     assert verbose.duration > 30
     assert verbose.segments is not None and len(verbose.segments) >= 2
     assert all(s.end - s.start <= 28.0 for s in verbose.segments)
-    assert verbose.segments[-1].end == pytest.approx(verbose.duration, abs=0.05)
+    assert verbose.segments[-1].end > verbose.duration - 3  # the speech to its end
+    check_segments(verbose.segments, verbose.duration)
     assert_wer(LONG, verbose.text, "long file")
 
 
@@ -206,7 +223,8 @@ def test_transcription_stream_deltas_join_to_the_final_text(
     deltas = [e.delta for e in events if e.type == "transcript.text.delta"]
     done = [e for e in events if e.type == "transcript.text.done"]
     assert len(done) == 1 and events[-1] is done[0]
-    assert len(deltas) >= 2
+    # Issue 34: a delta a word, not one a piece of the file.
+    assert len(deltas) == len(done[0].text.split()) > 10
     assert "".join(deltas) == done[0].text
     assert_wer(LONG, done[0].text, "stream")
 

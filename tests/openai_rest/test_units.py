@@ -11,11 +11,19 @@ import pytest
 import soundfile as sf
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
+from asr.engines.base import DecodedSegment as Segment
 from openai_rest.encode import RESPONSE_FORMATS, StreamEncoder
 from openai_rest.errors import OpenAiError, denial_error
 from openai_rest.speech_request import parse_speech, tts_request
-from openai_rest.split import MAX_PIECE_S, split_pieces
-from openai_rest.transcripts import Segment, delta_text, render, srt, vtt
+from openai_rest.split import MAX_PIECE_S, Piece, split_pieces
+from openai_rest.transcripts import (
+    PieceTranscript,
+    piece_transcript,
+    render,
+    srt,
+    vtt,
+    word_deltas,
+)
 
 RATE = 16000
 
@@ -61,24 +69,83 @@ def test_pieces_of_continuous_speech_are_at_most_the_window() -> None:
 
 def test_transcript_formats() -> None:
     segments = [Segment(0.0, 2.5, "Hello there."), Segment(2.5, 3661.25, "Bye.")]
+    pieces = [
+        PieceTranscript("Hello there.", segments[:1]),
+        PieceTranscript("Bye.", segments[1:]),
+    ]
     assert srt(segments) == (
         "1\n00:00:00,000 --> 00:00:02,500\nHello there.\n\n"
         "2\n00:00:02,500 --> 01:01:01,250\nBye.\n\n"
     )
     assert vtt(segments).startswith("WEBVTT\n\n00:00:00.000 --> 00:00:02.500\nHello")
-    body, kind = render("json", segments, duration_s=3.2, language="en")
+    body, kind = render("json", pieces, duration_s=3.2, language="en")
     assert body == {
         "text": "Hello there. Bye.",
         "usage": {"type": "duration", "seconds": 4},
     }
     assert kind == "application/json"
-    verbose, _ = render("verbose_json", segments, duration_s=3.2, language="en")
+    verbose, _ = render("verbose_json", pieces, duration_s=3.2, language="en")
     assert isinstance(verbose, dict) and verbose["language"] == "english"
     assert [s["id"] for s in verbose["segments"]] == [0, 1]
-    text, kind = render("text", segments, duration_s=3.2, language="en")
+    text, kind = render("text", pieces, duration_s=3.2, language="en")
     assert text == "Hello there. Bye.\n" and kind.startswith("text/plain")
-    assert delta_text(0, " Hi.") == "Hi." and delta_text(1, "Yes.") == " Yes."
-    assert delta_text(2, "  ") == ""
+    assert word_deltas(0, " Hi there.") == ["Hi", " there."]
+    assert word_deltas(1, "Yes.") == [" Yes."] and word_deltas(2, "  ") == []
+
+
+def test_verbose_segments_are_the_decodes_moved_to_file_times() -> None:
+    """Issue 34: Whisper's segments with the decode's own confidence, no placeholders;
+    times move from the piece to the file and stay inside the piece."""
+    decoded = [
+        {
+            "start": 0.0,
+            "end": 2.4,
+            "text": " Hello there.",
+            "tokens": [50363, 2425, 612, 13, 50483],
+            "avg_logprob": -0.21,
+            "no_speech_prob": 0.013,
+            "compression_ratio": 0.9,
+            "temperature": 0.0,
+        },
+        {
+            "start": 2.4,
+            "end": 6.0,  # past the piece's 5.5 s
+            "text": " Bye.",
+            "tokens": [50483, 47043, 13, 50663],
+            "avg_logprob": -0.5,
+            "no_speech_prob": 0.02,
+            "compression_ratio": 0.7,
+            "temperature": 0.0,
+        },
+    ]
+    words = [{"word": "Hello", "start": 0.0, "end": 0.5}]
+    piece = piece_transcript(
+        Piece(16000, 16000 * 6), " Hello there. Bye.", decoded, words
+    )
+    assert piece.text == "Hello there. Bye."
+    assert [(s.start, s.end) for s in piece.segments] == [(1.0, 3.4), (3.4, 6.0)]
+    assert piece.words == ({"word": "Hello", "start": 1.0, "end": 1.5},)
+    verbose, _ = render(
+        "verbose_json", [piece], duration_s=6.0, language="en", words=True
+    )
+    assert isinstance(verbose, dict)
+    first = verbose["segments"][0]
+    assert first == {
+        "id": 0,
+        "seek": 100,
+        "start": 1.0,
+        "end": 3.4,
+        "text": " Hello there.",
+        "tokens": [50363, 2425, 612, 13, 50483],
+        "temperature": 0.0,
+        "avg_logprob": -0.21,
+        "compression_ratio": 0.9,
+        "no_speech_prob": 0.013,
+    }
+    assert verbose["words"] == [{"word": "Hello", "start": 1.0, "end": 1.5}]
+    from openai.types.audio import TranscriptionVerbose
+
+    TranscriptionVerbose.model_validate(verbose)
 
 
 def encoded(fmt: str, whole: bool) -> tuple[bytes, list[bytes], bytes]:

@@ -77,7 +77,7 @@ class SessionConfig:
 
     @property
     def words(self) -> bool:
-        """Whether ``completed`` carries the times of its words (extension)."""
+        """Whether ``completed`` carries the times of its words (IT-16)."""
         return WORD_GRANULARITY in (self.timestamp_granularities or ())
 
     def transcription(self) -> dict[str, Any]:

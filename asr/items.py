@@ -126,8 +126,8 @@ class Delta:
 
 @dataclass(frozen=True)
 class Completed:
-    """The item's transcript (IT-11), then item.done; its logprobs (IT-10) and word times
-    (extension) when asked for."""
+    """The item's transcript (IT-11, IT-15), then item.done; its logprobs (IT-10) and word
+    times (IT-16) when asked for."""
 
     item: Item
     transcript: str

@@ -12,7 +12,7 @@ from typing import Any
 from gateway.contracts import Message
 
 LogProbs = list[dict[str, Any]] | None
-# What an item's transcript is (the session's ``transcript`` option, issue 34).
+# What an item's transcript is (the session's ``transcript`` option, IT-15).
 FINAL = "final"  # the final decode of the item's whole audio; deltas are its preview
 DELTAS = "deltas"  # the deltas joined exactly
 TRANSCRIPT_SOURCES = (FINAL, DELTAS)

@@ -283,7 +283,7 @@ def _check_values(u: Update, models: Models) -> None:
 
 
 def _check_extensions(t: dict[str, Any], path: str) -> None:
-    """``transcript`` and ``timestamp_granularities`` (issue 34)."""
+    """``transcript`` and ``timestamp_granularities`` (IT-15, IT-16)."""
     _check_transcript(t.get("transcript"), "invalid_value", f"{path}.transcript")
     granularities = t.get("timestamp_granularities") or []
     if len(granularities) > MAX_GRANULARITIES or any(

@@ -3,7 +3,8 @@
 Whisper sees 30 s at a time; a piece is at most ``MAX_PIECE_S`` (the streaming window), and
 ends at the first pause of ``PAUSE_S`` after ``MIN_PIECE_S`` of audio, else at the quietest
 ``QUIET_S`` of its second half. Pieces with no frame above the silence gate are skipped (Whisper
-invents text for silence). Each piece is one ``verbose_json`` segment, with its times.
+invents text for silence). Each piece is one item of the worker job; its Whisper segments
+are ``verbose_json``'s, moved to file times (``openai_rest.transcripts``).
 """
 
 from __future__ import annotations

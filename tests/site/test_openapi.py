@@ -106,3 +106,50 @@ def test_client_secret_sessions_name_only_keys_the_server_accepts() -> None:
     assert set(schemas["TtsClientSecret"]["properties"]["session"]["properties"]) == (
         set(SESSION_KEYS)
     )
+
+
+def test_transcription_schemas_are_the_sdks_models() -> None:
+    """verbose_json and the stream events name the fields of the openai SDK's models, and
+    every field those models require (``TranscriptionVerbose`` is validated strictly)."""
+    from openai.types.audio import (
+        TranscriptionSegment,
+        TranscriptionTextDeltaEvent,
+        TranscriptionTextDoneEvent,
+        TranscriptionVerbose,
+        TranscriptionWord,
+    )
+
+    schemas = openapi_document()["components"]["schemas"]
+    verbose = schemas["VerboseTranscription"]
+    segment = verbose["properties"]["segments"]["items"]
+    word = verbose["properties"]["words"]["items"]
+    pairs = [
+        (verbose, TranscriptionVerbose),
+        (segment, TranscriptionSegment),
+        (word, TranscriptionWord),
+        (schemas["TranscriptTextDeltaEvent"], TranscriptionTextDeltaEvent),
+        (schemas["TranscriptTextDoneEvent"], TranscriptionTextDoneEvent),
+    ]
+    for schema, model in pairs:
+        required = {n for n, f in model.model_fields.items() if f.is_required()}
+        assert required <= set(schema["required"]), model.__name__
+        assert set(schema["properties"]) - {"task"} <= set(model.model_fields)
+    assert set(segment["required"]) == set(TranscriptionSegment.model_fields)
+
+
+def test_every_event_stream_names_its_events() -> None:
+    document = openapi_document()
+    schemas = document["components"]["schemas"]
+    streams = [
+        content["text/event-stream"]
+        for item in document["paths"].values()
+        for operation in item.values()
+        for answer in operation["responses"].values()
+        if "text/event-stream" in (content := answer.get("content", {}))
+    ]
+    assert len(streams) == 2  # speech (stream_format sse) and transcriptions (stream)
+    for stream in streams:
+        names = [r["$ref"].rsplit("/", 1)[1] for r in stream["x-events"]["oneOf"]]
+        assert names and all(name in schemas for name in names)
+        consts = [schemas[n]["properties"]["type"]["const"] for n in names]
+        assert len(set(consts)) == len(consts)

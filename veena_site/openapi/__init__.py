@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from veena_site.openapi.client_secrets import secret_paths, secret_schemas
+from veena_site.openapi.events import event_schemas
 from veena_site.openapi.paths import paths
 from veena_site.openapi.schemas import components
+from veena_site.openapi.transcriptions import transcription_schemas
 
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "1"
@@ -20,7 +22,7 @@ API_VERSION = "1"
 def openapi_document() -> dict[str, Any]:
     """The whole document."""
     parts = components()
-    parts["schemas"] |= secret_schemas()
+    parts["schemas"] |= transcription_schemas() | event_schemas() | secret_schemas()
     return {
         "openapi": OPENAPI_VERSION,
         "info": {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from veena_site.openapi.events import sse_content
 from veena_site.openapi.schemas import INTEGER, STRING, Schema, ref, usage_limits
 
 BINARY: Schema = {"contentMediaType": "application/octet-stream"}
@@ -51,7 +52,15 @@ def _speech() -> dict[str, Any]:
         "words: [{word, start_ms, end_ms}]}`, ms from the start of the audio) comes "
         "before the delta its words start in."
     )
-    audio["text/event-stream"] = {"schema": {**STRING, "description": events}}
+    audio["text/event-stream"] = sse_content(
+        events,
+        [
+            "SpeechAudioDeltaEvent",
+            "SpeechAudioWordsEvent",
+            "SpeechAudioDoneEvent",
+            "StreamErrorEvent",
+        ],
+    )
     return {
         "post": {
             "operationId": "createSpeech",
@@ -72,6 +81,13 @@ def _speech() -> dict[str, Any]:
     }
 
 
+TRANSCRIPT_EVENTS = (
+    "With `stream=true`: a `transcript.text.delta` event per word (each piece's words as "
+    "soon as its decode is done, in file order), then `transcript.text.done` with the "
+    "whole text (the deltas joined exactly) and the file's duration usage (or `error`)."
+)
+
+
 def _transcriptions() -> dict[str, Any]:
     form = {"multipart/form-data": {"schema": ref("TranscriptionRequest")}}
     body = {"anyOf": [ref("Transcription"), ref("VerboseTranscription")]}
@@ -88,7 +104,14 @@ def _transcriptions() -> dict[str, Any]:
                         **json_content(body),
                         "text/plain": {"schema": STRING},
                         "text/vtt": {"schema": STRING},
-                        "text/event-stream": {"schema": STRING},
+                        "text/event-stream": sse_content(
+                            TRANSCRIPT_EVENTS,
+                            [
+                                "TranscriptTextDeltaEvent",
+                                "TranscriptTextDoneEvent",
+                                "StreamErrorEvent",
+                            ],
+                        ),
                     },
                 },
                 **error_answers(

@@ -13,7 +13,6 @@ from django.conf import settings
 
 from accounts.selectors.openai_usage import GROUPS, LIMITS, WIDTHS
 from openai_rest.encode import RESPONSE_FORMATS
-from openai_rest.transcription_request import TRANSCRIPT_FORMATS
 from tts.audio import FORMATS, SAMPLE_RATES
 from tts.protocol import ERROR_CODES
 
@@ -41,15 +40,19 @@ NUMBER: Schema = {"type": "number"}
 BOOLEAN: Schema = {"type": "boolean"}
 
 
-def _openai_error() -> Schema:
-    detail = obj(
+def _openai_error_detail() -> Schema:
+    return obj(
         ["message", "type", "param", "code"],
         message=STRING,
         type=STRING,
         param=nullable(STRING),
         code=nullable(STRING),
     )
-    return {**obj(["error"], error=detail), "description": "OpenAI's error envelope."}
+
+
+def _openai_error() -> Schema:
+    envelope = obj(["error"], error=ref("OpenAIErrorDetail"))
+    return {**envelope, "description": "OpenAI's error envelope."}
 
 
 def _veena_error() -> Schema:
@@ -98,75 +101,6 @@ def _speech_request() -> Schema:
         },
     )
     return {**fields, "if": timed, "then": sse}
-
-
-def _transcription_request() -> Schema:
-    """The multipart form; every field but the file is text on the wire."""
-    return obj(
-        ["file", "model"],
-        file={"contentMediaType": "application/octet-stream"},
-        model={**STRING, "description": "A name from GET /v1/models (kind asr)."},
-        language=STRING,
-        prompt={**STRING, "maxLength": settings.ASR_MAX_PROMPT_CHARS},
-        temperature={**STRING, "description": "A number from 0 to 1; ignored."},
-        response_format={
-            "type": "string",
-            "enum": list(TRANSCRIPT_FORMATS),
-            "default": "json",
-        },
-        stream={
-            "type": "string",
-            "enum": ["true", "false", "True", "False", "1", "0"],
-            "description": "true: server-sent events.",
-        },
-        **{
-            "timestamp_granularities[]": {
-                "type": "array",
-                "items": {"type": "string", "enum": ["word", "segment"]},
-            },
-            "include[]": {"type": "array", "items": STRING},
-        },
-        chunking_strategy=STRING,
-    )
-
-
-def _duration_usage() -> Schema:
-    return obj(
-        ["type", "seconds"],
-        type={"const": "duration"},
-        seconds={"type": "integer", "minimum": 0},
-    )
-
-
-def _transcription() -> Schema:
-    return obj(["text", "usage"], text=STRING, usage=ref("DurationUsage"))
-
-
-def _verbose_transcription() -> Schema:
-    segment = obj(
-        ["id", "start", "end", "text"],
-        id=INTEGER,
-        seek=INTEGER,
-        start=NUMBER,
-        end=NUMBER,
-        text=STRING,
-        tokens={"type": "array", "items": INTEGER},
-        temperature=NUMBER,
-        avg_logprob=NUMBER,
-        compression_ratio=NUMBER,
-        no_speech_prob=NUMBER,
-    )
-    word = obj(["word", "start", "end"], word=STRING, start=NUMBER, end=NUMBER)
-    return obj(
-        ["task", "language", "duration", "text", "segments", "usage"],
-        task={"const": "transcribe"},
-        language=STRING,
-        duration=NUMBER,
-        text=STRING,
-        segments={"type": "array", "items": segment},
-        words={"type": "array", "items": word},
-        usage=ref("DurationUsage"),
-    )
 
 
 def _model() -> Schema:
@@ -370,13 +304,10 @@ def usage_limits() -> tuple[list[str], list[str], int]:
 def components() -> dict[str, Any]:
     """``components``: schemas and security schemes."""
     builders = {
+        "OpenAIErrorDetail": _openai_error_detail,
         "OpenAIError": _openai_error,
         "VeenaError": _veena_error,
         "SpeechRequest": _speech_request,
-        "TranscriptionRequest": _transcription_request,
-        "DurationUsage": _duration_usage,
-        "Transcription": _transcription,
-        "VerboseTranscription": _verbose_transcription,
         "Model": _model,
         "ModelList": _model_list,
         "TtsRequest": _tts_request,

@@ -5,11 +5,29 @@ from __future__ import annotations
 import re
 
 _NOT_WORD = re.compile(r"[^\w\s]")
+_ONES = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen"
+    " fourteen fifteen sixteen seventeen eighteen nineteen"
+).split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def _spoken(word: str) -> list[str]:
+    """A number under 100 written in digits as the words Whisper may write instead ("7"
+    and "seven" are the same word to a listener); any other word as it is."""
+    if not word.isdigit() or int(word) >= 100:
+        return [word]
+    n = int(word)
+    if n < 20:
+        return [_ONES[n]]
+    return [_TENS[n // 10]] + ([_ONES[n % 10]] if n % 10 else [])
 
 
 def normalized_words(text: str) -> list[str]:
-    """Lower-case, split hyphenated words, drop punctuation and split on whitespace."""
-    return _NOT_WORD.sub("", text.lower().replace("-", " ")).split()
+    """Lower-case, split hyphenated words, drop punctuation, split on whitespace, and spell
+    numbers under 100."""
+    words = _NOT_WORD.sub("", text.lower().replace("-", " ")).split()
+    return [spoken for word in words for spoken in _spoken(word)]
 
 
 def edit_distance(ref: list[str], hyp: list[str]) -> int:

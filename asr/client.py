@@ -24,10 +24,10 @@ import numpy.typing as npt
 from channels.layers import BaseChannelLayer
 from django.conf import settings
 
-from asr.engines.base import MODEL_RATE
 from asr.messages import AsrAudio, AsrCommit, AsrFinal, AsrItemOpen, AsrOpen, AsrResync
+from asr.worker.engines.base import MODEL_RATE
 from gateway.contracts import JobFailed, Message
-from gateway.jobclient import TIMER, Outcome, Phase, WorkerLink
+from gateway.link.jobclient import TIMER, Outcome, Phase, WorkerLink
 
 AUDIO_SAMPLES = MODEL_RATE // 2  # 500 ms per message (STYLE 24)
 FULL_RETRY_S = 0.05  # the worker's channel is full: send again after this
@@ -45,7 +45,7 @@ class AsrJobError(Exception):
 @dataclass(frozen=True)
 class PieceText:
     """The transcript of one piece (item) of the file: its final decode's text, Whisper
-    segments (``asr.hypothesis.timed_segments``) and timed words, in piece seconds."""
+    segments (``asr.worker.hypothesis.timed_segments``) and timed words, in piece seconds."""
 
     seq: int
     text: str = field(repr=False)

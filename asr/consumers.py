@@ -31,13 +31,14 @@ from asr.outbox import Flush, WorkerOutbox
 from asr.protocol import Dialect
 from asr.session import AsrState, RealtimeSession
 from asr.usage import RealtimeUsage, UsageStatus
-from gateway import jsontext, lifecycle, metrics
-from gateway.consumers import ReleaseStep, WorkerClientConsumer
+from gateway import jsontext, metrics
 from gateway.contracts import JobFailed
-from gateway.jobclient import Outcome
+from gateway.link.consumers import ReleaseStep, WorkerClientConsumer
+from gateway.link.jobclient import Outcome
+from gateway.link.timers import NamedTimers, Ticker
 from gateway.logs import new_request_id
 from gateway.outages import Failure
-from gateway.timers import NamedTimers, Ticker
+from gateway.server import lifecycle
 
 logger = logging.getLogger(__name__)
 

@@ -39,7 +39,7 @@ from asr.session import RealtimeSession
 from asr.updates import validate_update, validate_vllm_update
 from asr.usage import RealtimeUsage
 from asr.vad import AudioFrontEnd
-from gateway.budget import ControlBudget
+from gateway.link.budget import ControlBudget
 
 
 @dataclass(frozen=True)

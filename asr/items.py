@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from asr.engines.base import MODEL_RATE
 from asr.messages import FINAL
+from asr.worker.engines.base import MODEL_RATE
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from collections import deque
 from asr.items import Forward, OpenItem, WorkerCommit, WorkerOut
 from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen
 from gateway.contracts import Message
-from gateway.jobclient import WorkerLink
+from gateway.link.jobclient import WorkerLink
 
 
 def worker_message(out: WorkerOut, job_id: str) -> Message:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asr.config import SessionConfig
-from asr.engines.base import MODEL_RATE
 from asr.items import (
     Committed,
     Completed,
@@ -42,6 +41,7 @@ from asr.vad import (
     TurnDetector,
     TurnParams,
 )
+from asr.worker.engines.base import MODEL_RATE
 from gateway.contracts import JobFailed
 
 SAMPLES_PER_MS = MODEL_RATE // 1000

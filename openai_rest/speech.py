@@ -37,8 +37,8 @@ from django.views.decorators.http import require_POST
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
 from gateway import metrics
-from gateway.daphne_compat import ABORT_EXTENSION
 from gateway.outages import is_outage, log_failure
+from gateway.server.daphne_compat import ABORT_EXTENSION
 from openai_rest.encode import CONTENT_TYPES, StreamEncoder
 from openai_rest.errors import (
     OpenAiError,

@@ -11,7 +11,7 @@ import uuid
 from django.conf import settings
 
 from gateway import jsontext
-from gateway.budget import ControlBudget
+from gateway.link.budget import ControlBudget
 from gateway.wording import count
 from tts.events import Error, Pong, ServerWarning, rate_limit_message
 from tts.outputs import (

@@ -19,7 +19,7 @@ from tests.support.sources import parse
 ROOT = Path(__file__).resolve().parents[2]
 
 # The modules of each endpoint's gateway side (wire, consumer, REST) and the shared ones.
-SHARED = ("gateway/budget.py", "gateway/consumers.py")
+SHARED = ("gateway/link/budget.py", "gateway/link/consumers.py")
 TTS_MODULES = (
     "tts/consumers.py",
     "tts/protocol.py",
@@ -34,7 +34,7 @@ TTS_MODULES = (
     "tts/prepare.py",
     "tts/views.py",
     "tts/client.py",
-    "tts/jobs.py",
+    "tts/worker/jobs.py",
     *SHARED,
 )
 ASR_MODULES = (

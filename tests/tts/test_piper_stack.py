@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import soxr
 
-from asr.engines.base import MODEL_RATE, AsrDecodeRequest
-from asr.engines.faster_whisper import FasterWhisperAsr
+from asr.worker.engines.base import MODEL_RATE, AsrDecodeRequest
+from asr.worker.engines.faster_whisper import FasterWhisperAsr
 from gateway.pcm import pcm16_to_float, ulaw2lin
 from tests.tts.conftest import Opener, Stream
 from tests.wer import word_error_rate

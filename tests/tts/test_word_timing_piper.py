@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import soxr
 
-from asr.engines.base import MODEL_RATE, AsrDecodeRequest
-from asr.engines.faster_whisper import FasterWhisperAsr
+from asr.worker.engines.base import MODEL_RATE, AsrDecodeRequest
+from asr.worker.engines.faster_whisper import FasterWhisperAsr
 from tests.tts.conftest import Opener
 from tests.tts.test_piper_stack import piper_worker, whisper  # noqa: F401  (fixtures)
 from veena_site.runtime import WorkerRuntime

@@ -25,7 +25,7 @@ from channels.layers import BaseChannelLayer
 from django.conf import settings
 
 from asr.messages import AsrAudio, AsrCommit, AsrFinal, AsrItemOpen, AsrOpen, AsrResync
-from asr.worker.engines.base import MODEL_RATE
+from asr.whisper import MODEL_RATE
 from gateway.contracts import JobFailed, Message
 from gateway.link.jobclient import TIMER, Outcome, Phase, WorkerLink
 

@@ -18,7 +18,7 @@ from asr.config import Models, SessionConfig, default_config
 from asr.protocol import Dialect
 from asr.session import RealtimeSession
 from asr.updates import validate_update
-from asr.worker.engines.base import MODEL_RATE
+from asr.whisper import MODEL_RATE
 
 SUBPROTOCOLS = ("realtime", "openai-beta.realtime-v1")  # CN-3, in preference order
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asr.messages import FINAL
-from asr.worker.engines.base import MODEL_RATE
+from asr.whisper import MODEL_RATE
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from asr.vad import (
     TurnDetector,
     TurnParams,
 )
-from asr.worker.engines.base import MODEL_RATE
+from asr.whisper import MODEL_RATE
 from gateway.contracts import JobFailed
 
 SAMPLES_PER_MS = MODEL_RATE // 1000

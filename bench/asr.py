@@ -54,7 +54,7 @@ from channels.layers import get_channel_layer  # noqa: E402
 from channels.testing import WebsocketCommunicator  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from asr.worker.engines.base import MODEL_RATE  # noqa: E402
+from asr.whisper import MODEL_RATE  # noqa: E402
 
 
 def configure(**values: object) -> str:

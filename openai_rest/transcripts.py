@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from asr.worker.engines.base import DecodedSegment
+from asr.whisper import DecodedSegment
 from openai_rest.split import Piece
 from openai_rest.transcription_request import TranscriptFormat
 

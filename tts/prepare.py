@@ -11,12 +11,12 @@ from typing import Any
 
 from django.conf import settings
 
+from tts.engine_info import EngineInfo
+from tts.engine_info import engine_info as info_of
 from tts.normalize import has_speakable, normalize_text
 from tts.protocol import ProtocolError, TtsRequest
 from tts.speakers import UnknownSpeaker, resolve_speaker
 from tts.text import Segment, segment_text
-from tts.worker.engines import EngineInfo
-from tts.worker.engines import engine_info as info_of
 
 OFF_LOOP_CHARS = 2000  # T1: longer texts are segmented and normalised in a thread
 

@@ -19,6 +19,7 @@ from django.conf import settings
 from accounts.exceptions import AdmissionDenied
 from gateway import metrics
 from gateway.logs import request_id_var
+from tts.engine_info import EngineInfo
 from tts.errors import denial_fail
 from tts.messages import TtsSubmit, sampling_of
 from tts.outputs import Fail, refusal
@@ -27,7 +28,6 @@ from tts.prepare import engine_info, prepare_segments, resolve_voice
 from tts.protocol import ProtocolError, TtsRequest
 from tts.session import ActiveRequest, TtsSession
 from tts.usage import TtsUsage
-from tts.worker.engines import EngineInfo
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ import numpy as np
 from django.conf import settings
 
 from asr.messages import AsrItemOpen
-from asr.worker.engines.base import MODEL_RATE, AsrHypothesis
+from asr.whisper import MODEL_RATE
+from asr.worker.engines.base import AsrHypothesis
 from asr.worker.gate import DecodeGate
 from asr.worker.streaming import DecodePlan, StreamState
 

@@ -8,7 +8,8 @@ import re
 from dataclasses import asdict
 from typing import Any
 
-from asr.worker.engines.base import MODEL_RATE, AsrHypothesis, Token
+from asr.whisper import MODEL_RATE
+from asr.worker.engines.base import AsrHypothesis, Token
 
 _PIECE = re.compile(r"\s*\S+")
 

@@ -32,9 +32,9 @@ from asr.messages import (
     AsrOpen,
     AsrResync,
 )
+from asr.whisper import MODEL_RATE
 from asr.worker.cadence import Cadence, Item
 from asr.worker.engines.base import (
-    MODEL_RATE,
     AsrDecodeRequest,
     AsrEngine,
     AsrHypothesis,

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asr.messages import DELTAS, FINAL
-from asr.worker.engines.base import MODEL_RATE, WINDOW_SAMPLES, AsrHypothesis
+from asr.whisper import MODEL_RATE, WINDOW_SAMPLES
+from asr.worker.engines.base import AsrHypothesis
 from asr.worker.hypothesis import LogProb, pieces, token_entries
 
 PROMPT_CONTEXT_CHARS = 200  # SA-3: emitted text before the window, as prompt context

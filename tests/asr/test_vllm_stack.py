@@ -20,8 +20,8 @@ import pytest
 import pytest_asyncio
 from django.test import override_settings
 
+from asr.whisper import MODEL_RATE
 from asr.worker.engines.base import (
-    MODEL_RATE,
     NEW_TOKENS_MIN,
     NEW_TOKENS_PER_S,
     AsrDecodeRequest,

@@ -260,8 +260,8 @@ def json_block(section: Section) -> Any:
 
 
 def test_docs_tts_speakers_example_is_the_piper_listing(tts_page: Section) -> None:
+    from tts.engine_info import engine_info as info_of
     from tts.speakers import speakers_listing
-    from tts.worker.engines import engine_info as info_of
 
     documented = json_block(tts_page.child("GET /v1/tts/speakers"))
     assert documented == speakers_listing(info_of("piper"), ready=True)

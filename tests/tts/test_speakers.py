@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from tts.engine_info import ENGINE_INFO
 from tts.speakers import (
     UnknownSpeaker,
     accepted_names,
     resolve_speaker,
     speakers_listing,
 )
-from tts.worker.engines import ENGINE_INFO
 
 PIPER = ENGINE_INFO["piper"]
 REFERENCE = ("male1", "kavya", "agastya", "maitri", "vinaya")

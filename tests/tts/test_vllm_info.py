@@ -12,8 +12,9 @@ import pytest
 
 from tests.tts.conftest import Opener
 from tests.tts.test_rest import auth, request
+from tts.engine_info import engine_info
 from tts.speakers import accepted_names, resolve_speaker, speakers_listing
-from tts.worker.engines import engine_info, load_vllm
+from tts.worker.engines import load_vllm
 
 REFERENCE = ("male1", "kavya", "agastya", "maitri", "vinaya")
 

@@ -27,6 +27,8 @@ FRAME_TOKENS = 7
 AUDIO_LAST = AUDIO_BASE + FRAME_TOKENS * CODEBOOK_SIZE - 1  # 156937
 VOCAB_MIN = AUDIO_LAST + 1  # a checkpoint's vocabulary must cover the audio range
 
+SNAC_RATE = 24_000  # the SNAC codec's output rate, Hz
+
 # SNAC level of each slot: level 0 = [c0], 1 = [c1, c4], 2 = [c2, c3, c5, c6].
 SLOT_LEVELS = (0, 1, 2, 2, 1, 2, 2)
 

@@ -32,6 +32,7 @@ from django.conf import settings
 
 from gateway.contracts import Kind
 from gateway.worker.jobs import ReplyLost, Sender
+from tts.engine_info import segment_pause_ms
 from tts.messages import (
     FlushId,
     TtsAck,
@@ -45,7 +46,6 @@ from tts.messages import (
     TtsText,
     sampling_of,
 )
-from tts.worker.engines import segment_pause_ms
 from tts.worker.engines.base import (
     EngineStats,
     Pcm,

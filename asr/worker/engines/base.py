@@ -8,10 +8,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from asr.whisper import MODEL_RATE, DecodedSegment
+
 Pcm = npt.NDArray[np.float32]
-MODEL_RATE = 16_000
-# Whisper's encoder window, 30 s: longer audio is decoded window by window
-WINDOW_SAMPLES = 30 * MODEL_RATE
 # New tokens a decode may emit: far above speech's 3-5 a second (and 250 for a 30 s window,
 # above the 224 Whisper was trained to emit per window). A decode that loops on one syllable
 # runs on to Whisper's 448 tokens otherwise (~0.8 s on 2 vCPU), on noise or after a wrong
@@ -48,23 +47,6 @@ class Token:
 
     text: str = field(repr=False)
     logprob: float = 0.0
-
-
-@dataclass(frozen=True)
-class DecodedSegment:
-    """One of Whisper's segments: times in seconds from the start of the decoded audio (of
-    the file, once placed in it), its tokens (timestamps included), and the decode's
-    confidence as Whisper's ``transcribe`` reports it: the window's average token log
-    probability, its ``<|nospeech|>`` probability and its text's compression ratio."""
-
-    start: float
-    end: float
-    text: str = field(repr=False)
-    tokens: tuple[int, ...] = field(default=(), repr=False)
-    avg_logprob: float = 0.0
-    no_speech_prob: float = 0.0
-    compression_ratio: float = 1.0
-    temperature: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,8 @@ from collections import deque
 
 from django.conf import settings
 
-from asr.worker.engines.base import (
-    MODEL_RATE,
-    AsrDecodeRequest,
-    AsrHypothesis,
-    DecodedSegment,
-    Token,
-    Word,
-)
+from asr.whisper import MODEL_RATE, DecodedSegment
+from asr.worker.engines.base import AsrDecodeRequest, AsrHypothesis, Token, Word
 
 FAKE_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 FAKE_PROBABILITY = 0.9

@@ -13,11 +13,11 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from asr.whisper import DecodedSegment
 from asr.worker.engines.background import build_in_background
 from asr.worker.engines.base import (
     AsrDecodeRequest,
     AsrHypothesis,
-    DecodedSegment,
     Token,
     Word,
     new_token_limit,

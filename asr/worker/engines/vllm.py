@@ -23,12 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from django.conf import settings
 
+from asr.whisper import MODEL_RATE, WINDOW_SAMPLES, DecodedSegment
 from asr.worker.engines.base import (
-    MODEL_RATE,
-    WINDOW_SAMPLES,
     AsrDecodeRequest,
     AsrHypothesis,
-    DecodedSegment,
     Pcm,
     new_token_limit,
 )

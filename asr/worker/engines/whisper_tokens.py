@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from asr.worker.engines.base import DecodedSegment, Token, Word
+from asr.whisper import DecodedSegment
+from asr.worker.engines.base import Token, Word
 from asr.worker.engines.tokens import compression_ratio, text_tokens
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import soxr
 
+from asr.whisper import MODEL_RATE
 from asr.worker.engines.base import (
-    MODEL_RATE,
     NEW_TOKENS_MIN,
     NEW_TOKENS_PER_S,
     AsrDecodeRequest,

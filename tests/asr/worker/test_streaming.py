@@ -8,7 +8,8 @@ import random
 import pytest
 
 from asr.messages import DELTAS
-from asr.worker.engines.base import MODEL_RATE, AsrHypothesis, Token, Word
+from asr.whisper import MODEL_RATE
+from asr.worker.engines.base import AsrHypothesis, Token, Word
 from asr.worker.hypothesis import pieces, token_entries
 from asr.worker.streaming import DecodePlan, Emission, StreamState
 

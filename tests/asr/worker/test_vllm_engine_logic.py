@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asr.worker.engines.base import MODEL_RATE, AsrDecodeRequest
+from asr.whisper import MODEL_RATE
+from asr.worker.engines.base import AsrDecodeRequest
 from asr.worker.engines.whisper_tokens import WhisperVocab
 from tests.asr.worker.test_whisper_tokens import tiny_vocab
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tts.orpheus.snac_tokens import Frame
+from tts.orpheus.snac_tokens import SNAC_RATE, Frame
 from tts.worker.engines.base import Pcm
 from tts.worker.engines.snac_window import (
     MAX_STEP,
@@ -40,8 +40,6 @@ from tts.worker.engines.snac_window import (
 )
 
 logger = logging.getLogger(__name__)
-
-SNAC_RATE = 24_000
 
 
 class SnacCodec:

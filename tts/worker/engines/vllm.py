@@ -24,16 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from gateway.worker.vllm_runner import ENGINES
-from tts.orpheus.snac_tokens import VOCAB_MIN, FrameParser
+from tts.orpheus.snac_tokens import SNAC_RATE, VOCAB_MIN, FrameParser
 from tts.orpheus.vllm_config import WIRE_NAME, VllmTtsConfig
 from tts.orpheus.vllm_prompts import token_budget
 from tts.worker.engines.base import Pcm, TtsEngineRequest
-from tts.worker.engines.snac_decoder import (
-    SNAC_RATE,
-    SnacBatcher,
-    SnacCodec,
-    SnacStream,
-)
+from tts.worker.engines.snac_decoder import SnacBatcher, SnacCodec, SnacStream
 from tts.worker.engines.snac_slots import EXTRA_ARG, STOP_IDS_ARG
 from tts.worker.engines.snac_window import MAX_STEP
 from tts.worker.engines.word_marks import estimate_marks

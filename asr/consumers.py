@@ -22,12 +22,12 @@ from accounts.exceptions import AdmissionDenied
 from asr import connection, errors, events
 from asr.config import ConfigError
 from asr.connection import EarlyFrames
-from asr.errors import Fail, Reject
+from asr.errors import FailSession, Reject
 from asr.events import ClientOut, ErrorFields, SessionCreated
 from asr.handlers import Action, ClientHandlers, Meter
 from asr.items import Completed, Overflow, WorkerOut
 from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
-from asr.outbox import Flush, WorkerOutbox
+from asr.outbox import FlushResult, WorkerOutbox
 from asr.protocol import Dialect
 from asr.session import AsrState, RealtimeSession
 from asr.usage import RealtimeUsage, UsageStatus
@@ -83,7 +83,7 @@ class RealtimeConsumer(WorkerClientConsumer):
             connection.apply_secret_session(self.session, self.admission)
         except ConfigError:  # the served model changed since the secret was minted
             logger.info("client secret's session no longer valid")
-            await self.fail(Fail("invalid_session"))
+            await self.fail(FailSession("invalid_session"))
             return
         self.usage = RealtimeUsage.start(self.admission, accepted_at=accepted_at)
         self.session.expires_at = connection.expires_at(accepted_at, self.admission)
@@ -126,7 +126,7 @@ class RealtimeConsumer(WorkerClientConsumer):
             return
         if self.session.state is AsrState.ADMITTING:
             if not self.early.hold(text_data, bytes_data):  # issue 9: a few MB
-                await self.fail(Fail("buffer_overflow"))
+                await self.fail(FailSession("buffer_overflow"))
             return
         await self.handle_frame(text_data, bytes_data)
 
@@ -135,7 +135,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         self.last_message_at = time.monotonic()
         size = len(data) if data is not None else jsontext.utf8_size(text or "")
         if size > settings.ASR_MAX_MESSAGE_BYTES:
-            await self.fail(Fail("message_too_large"))
+            await self.fail(FailSession("message_too_large"))
             return
         version = self.link.model_version if self.link else ""
         large = size > PARSE_INLINE
@@ -169,7 +169,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         elif failed.code == "worker_shutdown":
             await self.failover()
         else:
-            await self.fail(Fail("inference_failed"))
+            await self.fail(FailSession("inference_failed"))
 
     async def gpu_job_heartbeat(self, message: dict[str, Any]) -> None:
         """Handle gpu.job.heartbeat: the pinned worker is alive."""
@@ -188,8 +188,8 @@ class RealtimeConsumer(WorkerClientConsumer):
                 return
             if isinstance(out, Overflow):
                 text = errors.message("pending_overflow") if out.pending else None
-                await self.fail(Fail("buffer_overflow", message=text))
-            elif isinstance(out, Fail):
+                await self.fail(FailSession("buffer_overflow", message=text))
+            elif isinstance(out, FailSession):
                 await self.fail(out)
             elif isinstance(out, Reject):
                 text, event_id = out.message, out.event_id
@@ -221,9 +221,9 @@ class RealtimeConsumer(WorkerClientConsumer):
         if self.link is None:
             return
         flushed = await self.outbox.flush(self.link)
-        if flushed is Flush.STALLED:
+        if flushed is FlushResult.STALLED:
             await self.failover()
-        elif flushed is Flush.RETRY and not self.timers.armed("pump"):
+        elif flushed is FlushResult.RETRY and not self.timers.armed("pump"):
             self.timers.arm("pump", PUMP_RETRY_S)
 
     async def send_error(
@@ -257,9 +257,11 @@ class RealtimeConsumer(WorkerClientConsumer):
             await self.failover()
         elif self.outbox.failing_over or outcome is Outcome.NOT_LOADED:
             first = not self.outbox.failing_over  # a failover's is no admission error
-            await self.fail(Fail("engine_unavailable", admission=first))
+            await self.fail(FailSession("engine_unavailable", admission=first))
         else:
-            busy = Fail("too_many_sessions", close_code=1013, retry_after_ms=1000)
+            busy = FailSession(
+                "too_many_sessions", close_code=1013, retry_after_ms=1000
+            )
             await self.fail(replace(busy, admission=True))
 
     async def open_session(self) -> None:
@@ -311,17 +313,17 @@ class RealtimeConsumer(WorkerClientConsumer):
             await self.pump()
         elif timer == "expire":
             why = connection.expiry_reason(self.admission)
-            await self.fail(Fail("session_expired", reason=why))
+            await self.fail(FailSession("session_expired", reason=why))
         elif timer == "idle":
             idle = time.monotonic() - self.last_message_at
             if idle >= settings.ASR_IDLE_TIMEOUT_S:
-                await self.fail(Fail("idle_timeout"))
+                await self.fail(FailSession("idle_timeout"))
             else:
                 self.timers.arm("idle", settings.ASR_IDLE_TIMEOUT_S - idle)
 
     # Termination.
 
-    async def fail(self, fail: Fail) -> None:
+    async def fail(self, fail: FailSession) -> None:
         """One error event, then close with the code as reason (ER-2, LM-7); the record
         is finished first (MT-1, U9) with the reason or the wire code as error_code."""
         if self.closed():

@@ -142,7 +142,7 @@ class Reject:
 
 
 @dataclass(frozen=True)
-class Fail:
+class FailSession:
     """End the session: one error event, then the close (ER-2, LM-7).
 
     ``admission``: the OpenAI envelope whatever the dialect (AU-4); ``reason``: the
@@ -172,14 +172,14 @@ class Fail:
         return self.code == "idle_timeout"
 
 
-def stop(reason: str) -> Fail:
+def stop(reason: str) -> FailSession:
     """accounts E7: the reason's wire error; the record keeps the reason (LM-5)."""
-    return Fail(STOPS.get(reason, "service_unavailable"), reason=reason)
+    return FailSession(STOPS.get(reason, "service_unavailable"), reason=reason)
 
 
 def denial(
     reason: str, retry_after_ms: int | None, cap: StreamCap | None = None
-) -> Fail:
+) -> FailSession:
     """AU-4: an admission denial, naming the concurrency cap that was full; unknown
     reasons are auth failures."""
     code, template = DENIALS.get(reason, DENIALS["invalid_api_key"])
@@ -189,10 +189,12 @@ def denial(
     text = template.format(s=seconds)
     limited = code in ("too_many_sessions", "rate_limit_exceeded")
     retry = (retry_after_ms or DEFAULT_RETRY_MS) if limited else None
-    return Fail(code, message=text, retry_after_ms=retry, admission=True)
+    return FailSession(code, message=text, retry_after_ms=retry, admission=True)
 
 
-def rate_limited(retry_after_ms: int) -> Fail:
+def rate_limited(retry_after_ms: int) -> FailSession:
     """Too many control events: the retry hint, then close."""
     text = message("rate_limit_exceeded", retry=retry_after_ms / 1000)
-    return Fail("rate_limit_exceeded", message=text, retry_after_ms=retry_after_ms)
+    return FailSession(
+        "rate_limit_exceeded", message=text, retry_after_ms=retry_after_ms
+    )

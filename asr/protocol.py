@@ -64,7 +64,7 @@ def new_id(prefix: str) -> str:
     return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(16))
 
 
-class ProtocolError(Exception):
+class RealtimeProtocolError(Exception):
     """A client event that cannot be applied: ``code``, fixed ``message`` and ``param``."""
 
     def __init__(
@@ -194,7 +194,7 @@ def parse_client_event(
     pcm16: bool = True,
 ) -> ClientEvent:
     """Parse one frame into the typed event of the dialect it is in (after its own DI-2
-    signal); ProtocolError for anything else. ``pcm16``: appends must have whole samples.
+    signal); RealtimeProtocolError for anything else. ``pcm16``: appends must have whole samples.
 
     Blocking on large frames (JSON and base64): the consumer runs those off the loop (AR-2).
     """
@@ -207,10 +207,10 @@ def parse_client_event(
         text = MESSAGES["event_id_too_long"].format(
             n=count(MAX_EVENT_ID_CHARS, "character")
         )
-        raise ProtocolError(code, text, "event_id")
+        raise RealtimeProtocolError(code, text, "event_id")
     if not isinstance(kind, str):
         code = "invalid_event" if vllm else "invalid_payload"
-        raise ProtocolError(code, MESSAGES["no_type"], "type", event_id)
+        raise RealtimeProtocolError(code, MESSAGES["no_type"], "type", event_id)
     if (VLLM_EVENTS if vllm else OPENAI_EVENTS).get(kind) is None:
         shown = kind if len(kind) <= 64 else kind[:61] + "..."
         message = (
@@ -218,7 +218,7 @@ def parse_client_event(
             if vllm
             else f"Unknown event type: '{shown}'."
         )
-        raise ProtocolError("unknown_event", message, None, event_id)
+        raise RealtimeProtocolError("unknown_event", message, None, event_id)
     selects = dialect_signal(kind, body) if dialect is Dialect.UNDETERMINED else None
     vllm = vllm or selects is Dialect.VLLM
     head: Body = {"event_id": event_id, "selects": selects}
@@ -239,16 +239,20 @@ def parse_client_event(
 def _object(text: str | None, vllm: bool) -> Body:
     """The frame as a JSON object (issue 9: ``gateway.jsontext`` rules)."""
     if text is None:
-        raise ProtocolError("invalid_payload", MESSAGES["binary_frame"])
+        raise RealtimeProtocolError("invalid_payload", MESSAGES["binary_frame"])
     try:
         body = jsontext.loads(text)
     except jsontext.JsonError:
         if vllm:
-            raise ProtocolError("invalid_json", MESSAGES["invalid_json"]) from None
-        raise ProtocolError("invalid_payload", MESSAGES["invalid_payload"]) from None
+            raise RealtimeProtocolError(
+                "invalid_json", MESSAGES["invalid_json"]
+            ) from None
+        raise RealtimeProtocolError(
+            "invalid_payload", MESSAGES["invalid_payload"]
+        ) from None
     if not isinstance(body, dict):
         code = "invalid_event" if vllm else "invalid_payload"
-        raise ProtocolError(code, MESSAGES["not_object"])
+        raise RealtimeProtocolError(code, MESSAGES["not_object"])
     return body
 
 
@@ -258,15 +262,19 @@ def _audio(body: Body, pcm16: bool, head: Body) -> bytes:
     event_id, selects = head["event_id"], head["selects"]
     if not isinstance(audio, str):
         text = MESSAGES["invalid_audio_value"]
-        raise ProtocolError("invalid_value", text, "audio", event_id, selects)
+        raise RealtimeProtocolError("invalid_value", text, "audio", event_id, selects)
     try:
         payload = pybase64.b64decode(audio, validate=True)
     except ValueError:
         text = MESSAGES["invalid_audio"]
-        raise ProtocolError("invalid_audio", text, "audio", event_id, selects) from None
+        raise RealtimeProtocolError(
+            "invalid_audio", text, "audio", event_id, selects
+        ) from None
     if pcm16 and len(payload) % 2:
         text = MESSAGES["invalid_audio_format"]
-        raise ProtocolError("invalid_audio_format", text, "audio", event_id, selects)
+        raise RealtimeProtocolError(
+            "invalid_audio_format", text, "audio", event_id, selects
+        )
     return payload
 
 

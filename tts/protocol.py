@@ -60,7 +60,7 @@ REST_EXCLUDED_FIELDS = ("keep_alive", "timestamps", "request_id")  # H1
 MAX_SAFE_INTEGER = 2**53 - 1  # I4: an integer flush_id every JSON client reads exactly
 
 
-class ProtocolError(Exception):
+class TtsProtocolError(Exception):
     """A client message that cannot be used: code, fixed message, close code, and context."""
 
     def __init__(
@@ -152,26 +152,28 @@ def _loads(data: str | bytes) -> Any:
     try:
         return jsontext.loads(data)
     except jsontext.JsonError as exc:
-        raise ProtocolError("INVALID_JSON", f"Invalid JSON: {exc.reason}") from None
+        raise TtsProtocolError("INVALID_JSON", f"Invalid JSON: {exc.reason}") from None
 
 
 def parse_client_event(text: str | None, data: bytes | None = None) -> ClientEvent:
-    """Parse one WebSocket message; raise ProtocolError (R3, R8)."""
+    """Parse one WebSocket message; raise TtsProtocolError (R3, R8)."""
     if text is None:
-        raise ProtocolError("INVALID_JSON", "Invalid JSON: binary message")
+        raise TtsProtocolError("INVALID_JSON", "Invalid JSON: binary message")
     message = _loads(text)
     if not isinstance(message, dict):
-        raise ProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
+        raise TtsProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
     event = message.get("event")
     name = "request" if event is None else str(event)[:40]
     parse = CLIENT_EVENTS.get(name)
     if parse is None:
-        error = ProtocolError("VALIDATION_ERROR", f"Unknown event '{name}'", event=name)
+        error = TtsProtocolError(
+            "VALIDATION_ERROR", f"Unknown event '{name}'", event=name
+        )
         error.raw = message
         raise error
     try:
         return parse(message)
-    except ProtocolError as exc:
+    except TtsProtocolError as exc:
         exc.event, exc.raw = name, message
         raise
 
@@ -180,7 +182,7 @@ def parse_rest_body(body: bytes) -> TtsRequest:
     """Parse a ``POST /v1/tts`` body (H1): the request fields except the WebSocket-only ones."""
     message = _loads(body)
     if not isinstance(message, dict):
-        raise ProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
+        raise TtsProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
     for name in REST_EXCLUDED_FIELDS:
         message.pop(name, None)
     return _parse_request(message)
@@ -190,11 +192,11 @@ def parse_rest_body(body: bytes) -> TtsRequest:
 # left out, so ``TtsRequest``'s own defaults apply), speaker last as in R1.
 
 
-def _invalid(message: str) -> ProtocolError:
-    return ProtocolError("VALIDATION_ERROR", message)
+def _invalid(message: str) -> TtsProtocolError:
+    return TtsProtocolError("VALIDATION_ERROR", message)
 
 
-def _field_error(name: str, expected: str) -> ProtocolError:
+def _field_error(name: str, expected: str) -> TtsProtocolError:
     """R2's wording: ``Field 'name' must be …``."""
     return _invalid(f"Field '{name}' must be {expected}")
 

@@ -1,6 +1,6 @@
 """When a worker item decodes, and which decode its final may reuse (realtime SA-2, SA-7).
 
-``Item`` is one item's audio and decoding state in the worker; ``Cadence`` holds the decode
+``WorkerItem`` is one item's audio and decoding state in the worker; ``Cadence`` holds the decode
 settings of a job and answers, from an item's state and the decode gate, whether a chunk
 decode is due, whether one started now is a likely final (issue 13: the decode of the pause
 after the speech), and whether the last one can stand in for the final decode.
@@ -18,16 +18,16 @@ from asr.messages import AsrItemOpen
 from asr.whisper import MODEL_RATE
 from asr.worker.engines.base import AsrHypothesis
 from asr.worker.gate import DecodeGate
-from asr.worker.streaming import DecodePlan, StreamState
+from asr.worker.streaming import DecodePlan, WordStreamState
 
 
 @dataclass
-class Item:
+class WorkerItem:
     """One item's audio and decoding state in the worker."""
 
     seq: int
     options: AsrItemOpen
-    state: StreamState
+    state: WordStreamState
     pcm: bytearray = field(default_factory=bytearray)
     commit_total: int | None = None
     decoded_at: int = 0  # samples when the last chunk decode started
@@ -63,7 +63,7 @@ class Cadence:
         self.idle_chunk_samples = int(chunk_s * MODEL_RATE)
         self.first_words = settings.ASR_CHUNK_MIN_FIRST_WORDS
 
-    def chunk_due(self, item: Item) -> bool:
+    def chunk_due(self, item: WorkerItem) -> bool:
         """A chunk of new audio, or a pause after speech the last decode did not cover.
 
         While no other decode runs, ``ASR_CHUNK_MIN_S`` of new audio is a chunk (issue 13).
@@ -84,26 +84,26 @@ class Cadence:
             return True
         return self.after_pause(item)
 
-    def _full_decode_of_pause_due(self, item: Item) -> bool:
+    def _full_decode_of_pause_due(self, item: WorkerItem) -> bool:
         """The speech ended inside the last chunk decode, which had a short encoder context
         (``ASR_CHUNK_CONTEXT_S``), and a pause follows: decode it once more with the full
         context, at final priority, so the commit can complete from that decode (issue 13)."""
         last = item.last_chunk
         return last is not None and not last[0].full_context and self.may_be_final(item)
 
-    def after_pause(self, item: Item) -> bool:
+    def after_pause(self, item: WorkerItem) -> bool:
         """``ASR_PAUSE_DECODE_S`` of silence follows the item's speech."""
         return (
             self.pause_samples > 0
             and item.samples - item.speech_end >= self.pause_samples
         )
 
-    def may_be_final(self, item: Item) -> bool:
+    def may_be_final(self, item: WorkerItem) -> bool:
         """A decode started now is likely the item's last: after a pause, with no final
         waiting, it runs at final priority so the commit can wait for it (issue 13)."""
         return self.reuse and self.after_pause(item) and self.gate.idle(final=True)
 
-    def will_cover(self, item: Item) -> bool:
+    def will_cover(self, item: WorkerItem) -> bool:
         """The chunk decode in flight is a likely final that covers every sound (issue 13).
 
         It runs at final priority, so it ends sooner than a final decode started now.
@@ -117,7 +117,7 @@ class Cadence:
         )
 
     def reusable(
-        self, item: Item, total: int
+        self, item: WorkerItem, total: int
     ) -> tuple[AsrHypothesis, DecodePlan] | None:
         """The last chunk hypothesis and its plan when it covered every sound up to
         ``total`` (issue 13) and has what the final needs (word times, when asked for)."""

@@ -33,7 +33,7 @@ from asr.messages import (
     AsrResync,
 )
 from asr.whisper import MODEL_RATE
-from asr.worker.cadence import Cadence, Item
+from asr.worker.cadence import Cadence, WorkerItem
 from asr.worker.engines.base import (
     AsrDecodeRequest,
     AsrEngine,
@@ -42,7 +42,7 @@ from asr.worker.engines.base import (
 )
 from asr.worker.gate import decode_gate
 from asr.worker.hypothesis import timed_segments, timed_words
-from asr.worker.streaming import DecodePlan, StreamState
+from asr.worker.streaming import DecodePlan, WordStreamState
 from gateway.contracts import JobFailed, Kind, Message
 from gateway.worker.jobs import ReplyLost, Sender
 
@@ -62,7 +62,7 @@ class AsrJob:
         self.reply_channel = open_.reply_channel
         self.engine = engine
         self.send = send
-        self.items: dict[int, Item] = {}
+        self.items: dict[int, WorkerItem] = {}
         self.gate = decode_gate(engine)
         self.cadence = Cadence(self.gate)
         self.max_samples = int(settings.ASR_MAX_BUFFER_S * MODEL_RATE)
@@ -104,7 +104,7 @@ class AsrJob:
             item.state.logprobs = opened.logprobs
             item.wake.set()
             return
-        state = StreamState.resumed(
+        state = WordStreamState.resumed(
             opened.prefix_text,
             prompt=opened.prompt,
             chunk_samples=int(settings.ASR_CHUNK_S * MODEL_RATE),
@@ -117,7 +117,7 @@ class AsrJob:
             logprobs=opened.logprobs,
             transcript=opened.transcript,
         )
-        item = Item(seq=opened.item_seq, options=opened, state=state)
+        item = WorkerItem(seq=opened.item_seq, options=opened, state=state)
         self.items[item.seq] = item
         item.task = self._spawn(self._drive(item))
 
@@ -162,7 +162,7 @@ class AsrJob:
             if task is not None:
                 task.cancel()
 
-    def _resync(self, item: Item) -> None:
+    def _resync(self, item: WorkerItem) -> None:
         if item.resync_pending:
             return
         item.resync_pending = True
@@ -171,7 +171,7 @@ class AsrJob:
         )
         self._spawn(self._send_quietly(resync))
 
-    async def _drive(self, item: Item) -> None:
+    async def _drive(self, item: WorkerItem) -> None:
         """The item's loop: chunk decodes while audio arrives, then the final decode."""
         try:
             while True:
@@ -205,7 +205,7 @@ class AsrJob:
             if self.items.get(item.seq) is item:
                 del self.items[item.seq]
 
-    async def _chunk(self, item: Item) -> bool:
+    async def _chunk(self, item: WorkerItem) -> bool:
         """One chunk decode; False when it failed and the job must end (IT-13)."""
         item.decoded_at = item.samples
         after_pause = self.cadence.after_pause(item)
@@ -255,7 +255,7 @@ class AsrJob:
             item.wake.set()  # audio arrived while decoding: decode the latest state
         return True
 
-    def _chunk_plan(self, item: Item) -> DecodePlan:
+    def _chunk_plan(self, item: WorkerItem) -> DecodePlan:
         """The next chunk decode: with the ``final`` option, a likely final is the final
         decode itself (a whole decode), so that the commit can reuse it (issue 34)."""
         state, total = item.state, item.samples
@@ -263,7 +263,7 @@ class AsrJob:
             return state.whole_plan(total, words=item.options.words, final=False)
         return state.plan(total, final=False)
 
-    async def _final(self, item: Item, total: int) -> None:
+    async def _final(self, item: WorkerItem, total: int) -> None:
         started = time.monotonic()
         decoded = self.cadence.reusable(item, total) or await self._final_decode(
             item, total
@@ -295,7 +295,7 @@ class AsrJob:
         )
 
     async def _final_decode(
-        self, item: Item, total: int
+        self, item: WorkerItem, total: int
     ) -> tuple[AsrHypothesis, DecodePlan] | None:
         """The full final decode and its plan, retried once (WK-8); None when it failed."""
         plan = item.state.final_plan(total, words=item.options.words)
@@ -320,7 +320,12 @@ class AsrJob:
         return None
 
     async def _decode(
-        self, item: Item, plan: DecodePlan, total: int, *, final: bool | None = None
+        self,
+        item: WorkerItem,
+        plan: DecodePlan,
+        total: int,
+        *,
+        final: bool | None = None,
     ) -> AsrHypothesis:
         """Decode ``plan`` up to ``total`` as a final or chunk decode (default: the plan's)."""
         final = plan.final if final is None else final

@@ -103,7 +103,7 @@ class FinalText:
 
 
 @dataclass
-class StreamState:
+class WordStreamState:
     """SA-1 state of one item in the worker."""
 
     prompt: str = ""
@@ -126,7 +126,7 @@ class StreamState:
     transcript: str = FINAL  # TRANSCRIPT_SOURCES
 
     @classmethod
-    def resumed(cls, prefix_text: str, **options: Any) -> StreamState:
+    def resumed(cls, prefix_text: str, **options: Any) -> WordStreamState:
         """State for an item whose ``prefix_text`` was already emitted (WK-7 failover)."""
         state = cls(emitted=prefix_text, window_text=prefix_text, **options)
         if prefix_text:

@@ -92,7 +92,7 @@ class Step:
 
 
 @dataclass
-class EngineStats:
+class RunnerStats:
     """The engine's own per-step statistics, and the requests this runner started and aborted.
 
     ``steps``, ``batched_steps`` and the ``recent`` steps come from vLLM's ``SchedulerStats``
@@ -134,7 +134,7 @@ class EngineStats:
         )
 
 
-def stats_logger_factory(stats: EngineStats) -> Any:
+def stats_logger_factory(stats: RunnerStats) -> Any:
     """A vLLM ``StatLoggerBase`` factory whose loggers write into ``stats``."""
     from vllm.v1.metrics.loggers import StatLoggerBase
 
@@ -275,7 +275,7 @@ ENGINES = OpenEngines()
 class VllmRunner:
     """A loaded ``AsyncLLM`` and its statistics; one per engine per worker process."""
 
-    def __init__(self, engine: AsyncLLM, stats: EngineStats) -> None:
+    def __init__(self, engine: AsyncLLM, stats: RunnerStats) -> None:
         self._engine: AsyncLLM | None = engine
         self.stats = stats
 
@@ -294,7 +294,7 @@ class VllmRunner:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         started = time.monotonic()
-        stats = EngineStats()
+        stats = RunnerStats()
         # No local name for the engine: something in vLLM keeps this frame alive, and
         # a reference from it would defer AsyncLLM.__del__ to interpreter exit.
         runner = cls(

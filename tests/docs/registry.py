@@ -2,7 +2,7 @@
 
 Where the code keeps a registry as data (``CLIENT_EVENTS``, ``CLOSE_CODES``, ``GA_SCHEMA``, the
 SDK event tables) it is imported. Where it does not (server event names built as dict
-literals, error codes passed to ``fail`` / ``ProtocolError``, settings read by the consumer
+literals, error codes passed to ``fail`` / the protocol errors, settings read by the consumer
 side), the source is parsed with ``ast``, so a new code in any of those places shows up here.
 """
 
@@ -51,7 +51,15 @@ ASR_MODULES = (
 )
 # Calls whose first argument (or ``code=``) is a wire error or warning code.
 ERROR_CALLS = frozenset(
-    ("ProtocolError", "ConfigError", "_fail", "fail", "send_error", "vllm_error")
+    (
+        "TtsProtocolError",
+        "RealtimeProtocolError",
+        "ConfigError",
+        "_fail",
+        "fail",
+        "send_error",
+        "vllm_error",
+    )
 )
 CLOSE_CALLS = frozenset(("close_stream", "close"))
 CLOSE_KEYWORDS = frozenset(("close_code", "code", "closing"))

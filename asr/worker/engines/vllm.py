@@ -32,10 +32,10 @@ from asr.worker.engines.base import (
 )
 from asr.worker.engines.tokens import average_logprob
 from asr.worker.engines.whisper_tokens import (
-    Segment,
-    Transcript,
+    DecodedWindow,
+    TimedText,
+    TokenSegment,
     WhisperVocab,
-    Window,
     keep_until_resume,
     split_segments,
 )
@@ -202,7 +202,7 @@ class VllmWhisperAsr:
             language = await self.detect_language(
                 req.audio[:WINDOW_SAMPLES], req.background
             )
-        transcript = Transcript.with_prefix(self.vocab, req.prefix)
+        transcript = TimedText.with_prefix(self.vocab, req.prefix)
         seek, prompt_tokens, completion_tokens = 0, 0, 0
         segments: list[DecodedSegment] = []
         while True:
@@ -226,7 +226,7 @@ class VllmWhisperAsr:
 
     async def _window(
         self, req: AsrDecodeRequest, seek: int, language: str | None, *, last: bool
-    ) -> Window:
+    ) -> DecodedWindow:
         """Decode the 30 s from sample ``seek``; only the first gets prompt and prefix.
 
         Every window but the last is decoded with timestamps, to know where the next starts.
@@ -254,7 +254,7 @@ class VllmWhisperAsr:
         no_speech = 0.0
         if req.segments:
             no_speech = await self._no_speech_prob(audio, ids, req.background)
-        return Window(
+        return DecodedWindow(
             segments=segments,
             advance=advance,
             prompt_tokens=len(ids),
@@ -271,13 +271,13 @@ class VllmWhisperAsr:
         window: Pcm,
         timestamps: bool,
         last: bool,
-    ) -> tuple[list[Segment], float]:
+    ) -> tuple[list[TokenSegment], float]:
         """A window's kept segments and, for all but the last, where the next starts."""
         duration = len(window) / MODEL_RATE
         if not timestamps:
             text = tuple(t for t in tokens if t < self.vocab.eot)
             probs = tuple(logprobs[: len(text)]) if logprobs else (0.0,) * len(text)
-            return [Segment(0.0, None, text, probs)], duration
+            return [TokenSegment(0.0, None, text, probs)], duration
         segments = split_segments(tokens, logprobs, self.vocab, duration=duration)
         return (segments, duration) if last else keep_until_resume(segments, duration)
 

@@ -128,7 +128,7 @@ class WhisperVocab:
 
 
 @dataclass(frozen=True)
-class Segment:
+class TokenSegment:
     """Text tokens between timestamps; ``end`` is None when no timestamp closed it."""
 
     start: float
@@ -139,13 +139,13 @@ class Segment:
 
 def split_segments(
     ids: list[int], logprobs: list[float], vocab: WhisperVocab, *, duration: float
-) -> list[Segment]:
+) -> list[TokenSegment]:
     """Segments of one window's output (its prompt ended with ``<|0.00|>``).
 
     Greedy decoding without Whisper's timestamp rules can emit times that go backwards or
     past the window; they are clamped, so segment times never decrease.
     """
-    segments: list[Segment] = []
+    segments: list[TokenSegment] = []
     start = 0.0
     tokens: list[int] = []
     probs: list[float] = []
@@ -156,23 +156,23 @@ def split_segments(
             at = min((token - vocab.timestamp_begin) * SECONDS_PER_TIMESTAMP, duration)
             at = max(at, start)
             if tokens:
-                segments.append(Segment(start, at, tuple(tokens), tuple(probs)))
+                segments.append(TokenSegment(start, at, tuple(tokens), tuple(probs)))
                 tokens, probs = [], []
             start = at
         elif token < vocab.eot:
             tokens.append(token)
             probs.append(logprobs[i] if i < len(logprobs) else 0.0)
     if tokens:
-        segments.append(Segment(start, None, tuple(tokens), tuple(probs)))
+        segments.append(TokenSegment(start, None, tuple(tokens), tuple(probs)))
     return segments
 
 
 @dataclass(frozen=True)
-class Window:
+class DecodedWindow:
     """One decoded window: kept segments, seconds to the next window, token counts, and
     Whisper's confidence of the window (with ``segments`` asked for)."""
 
-    segments: list[Segment]
+    segments: list[TokenSegment]
     advance: float
     prompt_tokens: int
     text_tokens: int
@@ -198,8 +198,8 @@ class Window:
 
 
 def keep_until_resume(
-    segments: list[Segment], window: float
-) -> tuple[list[Segment], float]:
+    segments: list[TokenSegment], window: float
+) -> tuple[list[TokenSegment], float]:
     """A non-final window's kept segments and where the next window starts (seconds).
 
     The next window starts at the end of the last complete segment, and a segment the output
@@ -214,7 +214,7 @@ def keep_until_resume(
 
 
 @dataclass
-class Transcript:
+class TimedText:
     """Text assembled window by window, with the time and probability of each piece."""
 
     vocab: WhisperVocab
@@ -228,12 +228,12 @@ class Transcript:
     tokens: list[Token] = field(default_factory=list)
 
     @classmethod
-    def with_prefix(cls, vocab: WhisperVocab, prefix: str) -> Transcript:
+    def with_prefix(cls, vocab: WhisperVocab, prefix: str) -> TimedText:
         """A transcript that begins with the forced ``prefix``."""
         text = " " + prefix.strip() if prefix.strip() else ""
         return cls(vocab=vocab, text=text, prefix_chars=len(text))
 
-    def add(self, segments: list[Segment], offset: float) -> None:
+    def add(self, segments: list[TokenSegment], offset: float) -> None:
         """Append a window's segments; their times count from ``offset`` seconds."""
         for segment in segments:
             at = len(self.text)

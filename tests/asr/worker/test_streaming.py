@@ -11,7 +11,7 @@ from asr.messages import DELTAS
 from asr.whisper import MODEL_RATE
 from asr.worker.engines.base import AsrHypothesis, Token, Word
 from asr.worker.hypothesis import pieces, token_entries
-from asr.worker.streaming import DecodePlan, Emission, StreamState
+from asr.worker.streaming import DecodePlan, Emission, WordStreamState
 
 
 def hyp(text: str, ends: list[float] | None = None, prob: float = 0.8) -> AsrHypothesis:
@@ -31,7 +31,7 @@ def hyp(text: str, ends: list[float] | None = None, prob: float = 0.8) -> AsrHyp
     return AsrHypothesis(text=text, words=words, tokens=tokens)
 
 
-def final_of(state: StreamState, final: AsrHypothesis) -> Emission:
+def final_of(state: WordStreamState, final: AsrHypothesis) -> Emission:
     """The remainder of a final decode of the current window (SA-7)."""
     plan = DecodePlan(state.window_start, 0, "", "", words=False, final=True)
     return state.on_final(final, plan).remainder
@@ -39,7 +39,7 @@ def final_of(state: StreamState, final: AsrHypothesis) -> Emission:
 
 def run(hypotheses: list[str], final: str, **options: object) -> tuple[list[str], str]:
     """Feed chunk hypotheses then a final one; return the deltas and the transcript."""
-    state = StreamState(**options)  # type: ignore[arg-type]
+    state = WordStreamState(**options)  # type: ignore[arg-type]
     deltas = []
     for n, text in enumerate(hypotheses, start=1):
         plan = state.plan(n * MODEL_RATE, final=False)
@@ -101,7 +101,7 @@ def test_asr_it8_deltas_join_to_transcript(hypotheses: list[str], final: str) ->
 
 
 def test_asr_sa5_words_wait_for_agreement_and_the_unfixed_tail() -> None:
-    state = StreamState(unfixed_words=3)
+    state = WordStreamState(unfixed_words=3)
     plan = state.plan(MODEL_RATE, final=False)
     assert state.on_chunk(hyp("one two three four five"), plan) is None  # no Hprev yet
     plan = state.plan(2 * MODEL_RATE, final=False)
@@ -118,7 +118,7 @@ def test_agreement_is_with_a_hypothesis_of_audio_agree_samples_shorter() -> None
     the word being spoken; a word is confirmed once a hypothesis of audio at least
     ``agree_samples`` shorter had it too."""
     step = MODEL_RATE // 5
-    state = StreamState(unfixed_words=0, agree_samples=3 * step)
+    state = WordStreamState(unfixed_words=0, agree_samples=3 * step)
     said = ["is", "is", "His daughter", "His daughter", "His daughter lived"]
     shown = []
     for n, text in enumerate(said, start=1):
@@ -132,7 +132,7 @@ def test_agreement_is_with_a_hypothesis_of_audio_agree_samples_shorter() -> None
     )
     assert emission is not None and emission.text == "His daughter"  # as said at 0.6 s
     # The previous hypothesis alone (agree_samples 0) had confirmed the misheard "is".
-    quick = StreamState(unfixed_words=0)
+    quick = WordStreamState(unfixed_words=0)
     quick.on_chunk(hyp("is"), quick.plan(step, final=False))
     first = quick.on_chunk(hyp("is"), quick.plan(2 * step, final=False))
     assert first is not None and first.text == "is"
@@ -149,7 +149,7 @@ def test_agree_followed_confirms_a_word_the_previous_hypothesis_heard_before_ano
     said = ["His", "His daughter", "His daughter lived", "His daughter lived in"]
 
     def shown(both_until: int = 0) -> list[str | None]:
-        state = StreamState(
+        state = WordStreamState(
             unfixed_words=0,
             agree_samples=3 * step,
             agree_followed=1,
@@ -169,14 +169,14 @@ def test_agree_followed_confirms_a_word_the_previous_hypothesis_heard_before_ano
     # Both until the item holds 0.6 s (the third hypothesis), the new one's after it.
     assert shown(both_until=3 * step) == [None, None, "His daughter", " lived"]
     # Disagreement on the word stops it whatever follows it ("is" for "His").
-    other = StreamState(unfixed_words=0, agree_samples=3 * step, agree_followed=1)
+    other = WordStreamState(unfixed_words=0, agree_samples=3 * step, agree_followed=1)
     other.on_chunk(hyp("is daughter"), other.plan(step, final=False))
     assert (
         other.on_chunk(hyp("His daughter"), other.plan(2 * step, final=False)) is None
     )
     # Off (0), the same hypotheses wait for agreement over agree_samples: "His" at the
     # fourth, with the first's.
-    off = StreamState(unfixed_words=0, agree_samples=3 * step)
+    off = WordStreamState(unfixed_words=0, agree_samples=3 * step)
     late = [
         off.on_chunk(hyp(t), off.plan(n * step, final=False))
         for n, t in enumerate(said, 1)
@@ -185,7 +185,7 @@ def test_agree_followed_confirms_a_word_the_previous_hypothesis_heard_before_ano
 
 
 def test_asr_sa5_hypothesis_disagreeing_with_emitted_text_emits_nothing() -> None:
-    state = StreamState(unfixed_words=0)
+    state = WordStreamState(unfixed_words=0)
     for n, text in enumerate(["a b c", "a b c"], start=1):
         state.on_chunk(hyp(text), state.plan(n * MODEL_RATE, final=False))
     assert state.emitted == "a b c"
@@ -195,7 +195,9 @@ def test_asr_sa5_hypothesis_disagreeing_with_emitted_text_emits_nothing() -> Non
 
 
 def test_asr_sa3_prefix_forced_after_unfixed_chunks_with_leading_space() -> None:
-    state = StreamState(unfixed_words=1, unfixed_chunks=2, prompt="Django, Channels")
+    state = WordStreamState(
+        unfixed_words=1, unfixed_chunks=2, prompt="Django, Channels"
+    )
     first = state.plan(MODEL_RATE, final=False)
     assert first.prefix == "" and first.prompt == "Django, Channels"
     state.on_chunk(hyp("Hello world"), first)
@@ -210,7 +212,7 @@ def test_asr_sa3_prefix_forced_after_unfixed_chunks_with_leading_space() -> None
 
 
 def test_asr_sa7_final_not_starting_with_window_text_skips_as_many_pieces() -> None:
-    state = StreamState(unfixed_words=0)
+    state = WordStreamState(unfixed_words=0)
     for n in (1, 2):
         state.on_chunk(hyp("one two"), state.plan(n * MODEL_RATE, final=False))
     assert state.emitted == "one two"
@@ -219,7 +221,7 @@ def test_asr_sa7_final_not_starting_with_window_text_skips_as_many_pieces() -> N
 
 
 def test_asr_sa6_window_slides_to_the_last_confirmed_word() -> None:
-    state = StreamState(
+    state = WordStreamState(
         unfixed_words=1, chunk_samples=MODEL_RATE, window_samples=4 * MODEL_RATE
     )
     texts = ["a b c", "a b c d", "a b c d e"]
@@ -248,7 +250,7 @@ def segment_hyp(text: str, ends: dict[int, float]) -> AsrHypothesis:
 
 
 def test_asr_sa6_segment_times_move_the_window_to_a_segment_end_only() -> None:
-    state = StreamState(
+    state = WordStreamState(
         unfixed_words=1, chunk_samples=MODEL_RATE, window_samples=6 * MODEL_RATE
     )
     # Two segments, "a b." (ends 2.0 s) and "c d e" (open); "a b. c d" gets confirmed.
@@ -274,7 +276,7 @@ def test_asr_sa6_segment_times_move_the_window_to_a_segment_end_only() -> None:
 
 
 def test_asr_sa6_a_segment_partly_confirmed_gives_no_window_end() -> None:
-    state = StreamState(unfixed_words=1, window_samples=6 * MODEL_RATE)
+    state = WordStreamState(unfixed_words=1, window_samples=6 * MODEL_RATE)
     for n in (5, 6):
         state.on_chunk(
             segment_hyp("a b c d", {3: 4.0}), state.plan(n * MODEL_RATE, final=False)
@@ -285,7 +287,7 @@ def test_asr_sa6_a_segment_partly_confirmed_gives_no_window_end() -> None:
 
 def test_asr_sa6_without_a_timed_confirmed_word_the_window_waits() -> None:
     """A slow engine may reach the window's edge before any decode asked for times."""
-    state = StreamState(unfixed_words=1, window_samples=6 * MODEL_RATE)
+    state = WordStreamState(unfixed_words=1, window_samples=6 * MODEL_RATE)
     for n in (2, 3):  # far from the edge: no times requested
         state.on_chunk(hyp("a b c d"), state.plan(n * MODEL_RATE, final=False))
     assert state.emitted == "a b c"
@@ -297,9 +299,9 @@ def test_asr_sa6_without_a_timed_confirmed_word_the_window_waits() -> None:
     assert state.emitted == "a b c d"
 
 
-def confirmed(texts: list[str], **options: object) -> StreamState:
+def confirmed(texts: list[str], **options: object) -> WordStreamState:
     """A state that confirmed ``texts`` from one chunk decode a second, untimed."""
-    state = StreamState(unfixed_words=0, **options)  # type: ignore[arg-type]
+    state = WordStreamState(unfixed_words=0, **options)  # type: ignore[arg-type]
     for n, text in enumerate(texts, start=1):
         state.on_chunk(hyp(text), state.plan(n * MODEL_RATE, final=False))
     return state
@@ -324,7 +326,7 @@ def test_asr_sa3_no_prefix_is_forced_on_more_than_one_whisper_window(
 
 
 def test_asr_sa6_a_final_past_one_whisper_window_slides_first() -> None:
-    state = StreamState(unfixed_words=0, window_samples=28 * MODEL_RATE)
+    state = WordStreamState(unfixed_words=0, window_samples=28 * MODEL_RATE)
     for n in (27, 28):
         plan = state.plan(n * MODEL_RATE, final=False)
         state.on_chunk(segment_hyp("a b. c", {1: 20.0}), plan)
@@ -351,7 +353,7 @@ def test_asr_sa6_unforced_decodes_near_the_edge_time_the_words_they_agree_on() -
 
 
 def test_asr_it10_logprobs_cover_each_delta_exactly() -> None:
-    state = StreamState(unfixed_words=1, logprobs=True)
+    state = WordStreamState(unfixed_words=1, logprobs=True)
     plan = state.plan(MODEL_RATE, final=False)
     state.on_chunk(hyp("Grüß dich, Welt", [0.3, 0.6, 0.9]), plan)
     plan = state.plan(2 * MODEL_RATE, final=False)
@@ -367,7 +369,7 @@ def test_asr_it10_logprobs_cover_each_delta_exactly() -> None:
 
 
 def test_asr_wk7_resumed_state_never_reemits_prefix_text() -> None:
-    state = StreamState.resumed("Hello world,", unfixed_words=0, unfixed_chunks=2)
+    state = WordStreamState.resumed("Hello world,", unfixed_words=0, unfixed_chunks=2)
     plan = state.plan(MODEL_RATE, final=False)
     assert plan.prefix == " Hello world,"
     state.on_chunk(hyp("Hello world, this is"), plan)
@@ -392,7 +394,7 @@ def test_asr_it8_random_revisions_never_retract(seed: int) -> None:
             words = [*words[:-1], rng.choice(["oops", "alpha", words[-1].upper()])]
         hypotheses.append(" ".join(words))
     seen = ""
-    state = StreamState(
+    state = WordStreamState(
         unfixed_words=rng.randint(0, 3),
         unfixed_chunks=rng.randint(0, 3),
         agree_samples=rng.choice([0, MODEL_RATE // 2, 2 * MODEL_RATE]),
@@ -408,7 +410,7 @@ def test_asr_it8_random_revisions_never_retract(seed: int) -> None:
 
 def test_a_settled_hypothesis_confirms_every_word_without_agreement() -> None:
     """Issue 13: the decode of a pause confirms all its words, after the confirmed ones."""
-    state = StreamState(unfixed_words=3)
+    state = WordStreamState(unfixed_words=3)
     first = state.on_chunk(
         hyp("one two three four"), state.plan(MODEL_RATE, final=False)
     )
@@ -420,7 +422,7 @@ def test_a_settled_hypothesis_confirms_every_word_without_agreement() -> None:
 
 
 def test_a_settled_hypothesis_disagreeing_with_emitted_text_emits_nothing() -> None:
-    state = StreamState(unfixed_words=0)
+    state = WordStreamState(unfixed_words=0)
     for n in (1, 2):
         state.on_chunk(hyp("one two"), state.plan(n * MODEL_RATE, final=False))
     assert state.emitted == "one two"
@@ -433,7 +435,9 @@ def test_final_option_plans_a_whole_decode_with_the_session_prompt_only() -> Non
     """Issue 34: the final decode of the ``final`` option decodes the item's whole audio as
     a whole-file transcription does: from its start, no forced prefix, no emitted text as
     prompt, even after the window moved."""
-    state = StreamState(unfixed_words=0, window_samples=6 * MODEL_RATE, prompt=" Zulu ")
+    state = WordStreamState(
+        unfixed_words=0, window_samples=6 * MODEL_RATE, prompt=" Zulu "
+    )
     for n in (5, 6):
         state.on_chunk(
             segment_hyp("a b. c d", {1: 2.0}), state.plan(n * MODEL_RATE, final=False)
@@ -448,7 +452,7 @@ def test_final_option_plans_a_whole_decode_with_the_session_prompt_only() -> Non
         "Zulu",
     )
     assert plan.whole and plan.final and plan.words
-    deltas = StreamState(
+    deltas = WordStreamState(
         unfixed_words=0, window_samples=6 * MODEL_RATE, transcript=DELTAS
     )
     assert not deltas.final_plan(MODEL_RATE, words=True).whole
@@ -488,7 +492,7 @@ def test_only_a_whole_decode_stands_in_for_a_final_with_the_final_option() -> No
 
 
 def test_a_whole_decode_of_a_moved_window_confirms_nothing() -> None:
-    state = StreamState(unfixed_words=0, window_samples=6 * MODEL_RATE)
+    state = WordStreamState(unfixed_words=0, window_samples=6 * MODEL_RATE)
     for n in (5, 6):
         state.on_chunk(
             segment_hyp("a b. c d", {1: 2.0}), state.plan(n * MODEL_RATE, final=False)

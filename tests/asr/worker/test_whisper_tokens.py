@@ -13,10 +13,10 @@ import pytest
 from asr.worker.engines.tokens import average_logprob, text_tokens
 from asr.worker.engines.whisper_tokens import (
     PROMPT_TOKENS,
-    Segment,
-    Transcript,
+    DecodedWindow,
+    TimedText,
+    TokenSegment,
     WhisperVocab,
-    Window,
     keep_until_resume,
     split_segments,
 )
@@ -130,13 +130,15 @@ def test_segments_split_at_timestamp_pairs_and_clamp_times(
 def test_transcript_words_carry_segment_ends_and_piece_probabilities(
     vocab: WhisperVocab,
 ) -> None:
-    transcript = Transcript.with_prefix(vocab, "Hello")
+    transcript = TimedText.with_prefix(vocab, "Hello")
     first = vocab.encode(" world. This")
     second = vocab.encode(" is it")
     transcript.add(
         [
-            Segment(0.0, 2.0, tuple(first[:2]), (-0.1, -0.2)),
-            Segment(2.0, None, (*first[2:], *second), (-0.3,) * (len(first) - 2 + 2)),
+            TokenSegment(0.0, 2.0, tuple(first[:2]), (-0.1, -0.2)),
+            TokenSegment(
+                2.0, None, (*first[2:], *second), (-0.3,) * (len(first) - 2 + 2)
+            ),
         ],
         offset=10.0,
     )
@@ -156,10 +158,10 @@ def test_window_segments_have_file_times_and_the_windows_confidence(
     vocab: WhisperVocab,
 ) -> None:
     hello, world = vocab.encode(" Hello"), vocab.encode(" world.")
-    window = Window(
+    window = DecodedWindow(
         segments=[
-            Segment(0.0, 1.5, tuple(hello), (-0.1,) * len(hello)),
-            Segment(1.5, None, tuple(world), (-0.2,) * len(world)),
+            TokenSegment(0.0, 1.5, tuple(hello), (-0.1,) * len(hello)),
+            TokenSegment(1.5, None, tuple(world), (-0.2,) * len(world)),
         ],
         advance=30.0,
         prompt_tokens=3,

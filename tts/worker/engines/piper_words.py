@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from tts.worker.engines.base import Pcm, TtsEngineRequest, WordMark
 from tts.worker.engines.piper_lanes import Spoken
-from tts.worker.engines.word_marks import Word, speakable_words
+from tts.worker.engines.word_marks import SpokenWord, speakable_words
 
 BOS, PAD, EOS = "^", "_", "$"  # piper.const
 STRESS = frozenset("ˈˌ")
@@ -101,7 +101,7 @@ def phoneme_spans(
 
 
 def sentence_marks(
-    words: Sequence[Word],
+    words: Sequence[SpokenWord],
     owners: Sequence[int | None],
     spans: Sequence[tuple[int, int]],
     *,
@@ -129,7 +129,7 @@ class SentenceClock:
 
     def __init__(
         self,
-        words: Sequence[Word],
+        words: Sequence[SpokenWord],
         owners: Owners,
         sentences: Sequence[Sequence[str]],
         *,

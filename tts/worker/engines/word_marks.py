@@ -24,7 +24,7 @@ GAP_UNITS = 1.5
 
 
 @dataclass(frozen=True)
-class Word:
+class SpokenWord:
     """A spoken word of a segment and its offsets in the segment's text."""
 
     text: str
@@ -36,7 +36,7 @@ def _speakable(char: str) -> bool:
     return unicodedata.category(char)[0] in "LN"
 
 
-def speakable_words(text: str) -> list[Word]:
+def speakable_words(text: str) -> list[SpokenWord]:
     """The segment's words, in order, without the punctuation around them."""
     words = []
     for piece in _PIECE.finditer(text):
@@ -46,7 +46,9 @@ def speakable_words(text: str) -> list[Word]:
             continue
         last = max(i for i, c in enumerate(chars) if _speakable(c))
         start = piece.start() + first
-        words.append(Word(chars[first : last + 1], start, piece.start() + last + 1))
+        words.append(
+            SpokenWord(chars[first : last + 1], start, piece.start() + last + 1)
+        )
     return words
 
 

@@ -97,7 +97,8 @@ class FileJob:
         deadline = time.monotonic() + timeout_s
         sender: asyncio.Task[None] | None = None
         try:
-            outcome = await link.submit(self._open, job_id=self.job_id)
+            build = AsrOpen.builder(self.channel, settings.ASR_MODEL)
+            outcome = await link.submit(build, job_id=self.job_id)
             while outcome is not Outcome.ACCEPTED:
                 if outcome is not None:
                     raise AsrJobError(outcome)
@@ -117,14 +118,6 @@ class FileJob:
                 with contextlib.suppress(BaseException):
                     await sender
             await asyncio.shield(self._withdraw(link))
-
-    def _open(self, job_id: str, deadline: float) -> AsrOpen:
-        return AsrOpen(
-            job_id=job_id,
-            reply_channel=self.channel,
-            deadline=deadline,
-            model=settings.ASR_MODEL,
-        )
 
     def _queue_item(self, seq: int, offset: int, *, opened: bool) -> None:
         """Queue an item's open (unless ``opened``), its audio from ``offset``, its commit."""

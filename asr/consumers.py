@@ -24,10 +24,10 @@ from asr.config import ConfigError
 from asr.connection import EarlyFrames
 from asr.errors import FailSession, Reject
 from asr.events import ClientOut, ErrorFields, SessionCreated
-from asr.handlers import Action, ClientHandlers, Meter
+from asr.handlers import PARSE_INLINE, Action, ClientHandlers, Meter
 from asr.items import Completed, Overflow, WorkerOut
 from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
-from asr.outbox import FlushResult, WorkerOutbox
+from asr.outbox import RETRY_S, FlushResult, WorkerOutbox
 from asr.protocol import Dialect
 from asr.session import AsrState, RealtimeSession
 from asr.usage import RealtimeUsage, UsageStatus
@@ -46,8 +46,6 @@ logger = logging.getLogger(__name__)
 # accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop
 # within accounts E7's 1 s even when the tick waits behind a client event.
 TICK_S = 0.5
-PARSE_INLINE = 64 * 1024  # AR-2: larger frames are parsed (JSON, base64) off the loop
-PUMP_RETRY_S = 0.05  # ChannelFull: retry the worker queue after this
 
 
 class RealtimeConsumer(WorkerClientConsumer):
@@ -107,13 +105,7 @@ class RealtimeConsumer(WorkerClientConsumer):
             wait_ms=settings.ASR_ADMISSION_WAIT_MS,
             stall_s=settings.ASR_WORKER_STALL_S,
         )
-
-        def build(job_id: str, deadline: float) -> AsrOpen:
-            own, model = self.channel_name, settings.ASR_MODEL
-            return AsrOpen(
-                job_id=job_id, reply_channel=own, deadline=deadline, model=model
-            )
-
+        build = AsrOpen.builder(self.channel_name, settings.ASR_MODEL)
         await self.on_outcome(await link.submit(build, job_id=job_id))
 
     # Client frames.
@@ -210,9 +202,7 @@ class RealtimeConsumer(WorkerClientConsumer):
     async def to_client(self, out: ClientOut) -> None:
         """Send an output's wire events; a completed item is metered (MT-4)."""
         if isinstance(out, Completed) and self.usage is not None:
-            latency = time.monotonic() - out.item.committed_at
-            metrics.TTFB.labels("asr").observe(latency)
-            self.usage.item(len(out.transcript), latency)
+            self.usage.completed(out)
         for event in events.server_events(out, self.session):
             await self.send_json(event)
 
@@ -224,7 +214,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         if flushed is FlushResult.STALLED:
             await self.failover()
         elif flushed is FlushResult.RETRY and not self.timers.armed("pump"):
-            self.timers.arm("pump", PUMP_RETRY_S)
+            self.timers.arm("pump", RETRY_S)
 
     async def send_error(
         self,
@@ -255,14 +245,9 @@ class RealtimeConsumer(WorkerClientConsumer):
             return
         if outcome is Outcome.LOST:  # the link confirmed the silence after its queue
             await self.failover()
-        elif self.outbox.failing_over or outcome is Outcome.NOT_LOADED:
-            first = not self.outbox.failing_over  # a failover's is no admission error
-            await self.fail(FailSession("engine_unavailable", admission=first))
         else:
-            busy = FailSession(
-                "too_many_sessions", close_code=1013, retry_after_ms=1000
-            )
-            await self.fail(replace(busy, admission=True))
+            failing_over = self.outbox.failing_over
+            await self.fail(errors.outcome_error(outcome, failing_over=failing_over))
 
     async def open_session(self) -> None:
         """AU-4, CN-7: usage record, session.created, timers, then the early frames."""
@@ -371,11 +356,8 @@ class RealtimeConsumer(WorkerClientConsumer):
         await self.close(code=1001)
 
     async def send_failure(self, failure: Failure) -> None:
-        """The boundary's error event: ``internal_error`` (vLLM ``processing_error``) for
-        a bug, ``service_unavailable`` for an outage (the limits store's code, §3.4)."""
-        code: str = failure
-        if failure == "internal_error" and self.session.dialect is Dialect.VLLM:
-            code = "processing_error"
+        """The boundary's error event (``asr.errors.failure_code``)."""
+        code = errors.failure_code(failure, vllm=self.session.dialect is Dialect.VLLM)
         self.session.state = AsrState.CLOSED
         await self.send_error(code, errors.message(code))
 

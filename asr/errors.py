@@ -12,6 +12,8 @@ from typing import Any
 from django.conf import settings
 
 from accounts.exceptions import StreamCap
+from gateway.link.jobclient import Outcome
+from gateway.outages import Failure
 from gateway.wording import count
 
 CLOSE_CODES = {
@@ -198,3 +200,20 @@ def rate_limited(retry_after_ms: int) -> FailSession:
     return FailSession(
         "rate_limit_exceeded", message=text, retry_after_ms=retry_after_ms
     )
+
+
+def outcome_error(outcome: Outcome, *, failing_over: bool) -> FailSession:
+    """A worker admission that failed (WK-2, AU-4), or a failover's (WK-7, no admission
+    error): no worker with the engine loaded, or every slot busy."""
+    if failing_over or outcome is Outcome.NOT_LOADED:
+        return FailSession("engine_unavailable", admission=not failing_over)
+    return FailSession(
+        "too_many_sessions", close_code=1013, retry_after_ms=1000, admission=True
+    )
+
+
+def failure_code(failure: Failure, *, vllm: bool) -> str:
+    """The consumer boundary's error code: ``internal_error`` (vLLM ``processing_error``)
+    for a bug, ``service_unavailable`` for an outage (the limits store's code, §3.4)."""
+    code = "processing_error" if failure == "internal_error" and vllm else failure
+    return code

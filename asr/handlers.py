@@ -36,10 +36,13 @@ from asr.protocol import (
     parse_client_event,
 )
 from asr.session import RealtimeSession
-from asr.updates import validate_update, validate_vllm_update
+from asr.updates import validate_update
 from asr.usage import RealtimeUsage
 from asr.vad import AudioFrontEnd
+from asr.vllm_update import validate_vllm_update
 from gateway.link.budget import ControlBudget
+
+PARSE_INLINE = 64 * 1024  # AR-2: larger frames are parsed (JSON, base64) off the loop
 
 
 @dataclass(frozen=True)

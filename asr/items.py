@@ -167,3 +167,17 @@ Out = (
 )
 
 WorkerOut = OpenItem | Forward | WorkerCommit | Drop
+
+
+def words_from_item_start(
+    words: list[dict[str, Any]] | None, item: Item
+) -> list[dict[str, Any]] | None:
+    """Word times of the item's retained audio as seconds from the item's start (its
+    boundary): the audio ``usage.seconds`` counts, trimmed non-speech included."""
+    if words is None:
+        return None
+    shift = (item.buf_start - item.boundary) / MODEL_RATE
+    return [
+        {**w, "start": round(w["start"] + shift, 3), "end": round(w["end"] + shift, 3)}
+        for w in words
+    ]

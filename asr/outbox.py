@@ -17,6 +17,8 @@ from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen
 from gateway.contracts import Message
 from gateway.link.jobclient import WorkerLink
 
+RETRY_S = 0.05  # ChannelFull: the consumer retries the queue after this
+
 
 def worker_message(out: WorkerOut, job_id: str) -> Message:
     """The ``asr.job.*`` message of a worker output, for the job ``job_id``."""

@@ -30,6 +30,7 @@ from asr.items import (
     SpeechStarted,
     SpeechStopped,
     WorkerCommit,
+    words_from_item_start,
 )
 from asr.messages import AsrDelta, AsrFinal, AsrResync
 from asr.protocol import Dialect, new_id
@@ -297,7 +298,7 @@ class RealtimeSession:
         else:
             transcript, logprobs = f.transcript, f.transcript_logprobs
         tokens = (f.prompt_tokens, f.completion_tokens)
-        words = _from_item_start(f.words, item)
+        words = words_from_item_start(f.words, item)
         done = Completed(item, transcript, *tokens, logprobs, words)
         return outs + self._finish(item, done)
 
@@ -385,17 +386,3 @@ class RealtimeSession:
             )
             item.sent += n
         return outs
-
-
-def _from_item_start(
-    words: list[dict[str, Any]] | None, item: Item
-) -> list[dict[str, Any]] | None:
-    """Word times of the item's retained audio as seconds from the item's start (its
-    boundary): the audio ``usage.seconds`` counts, trimmed non-speech included."""
-    if words is None:
-        return None
-    shift = (item.buf_start - item.boundary) / MODEL_RATE
-    return [
-        {**w, "start": round(w["start"] + shift, 3), "end": round(w["end"] + shift, 3)}
-        for w in words
-    ]

@@ -49,28 +49,17 @@ from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
 from django.conf import settings
 
-from gateway.contracts import (
-    CANCELS,
-    KEEPALIVES,
-    JobAccepted,
-    Kind,
-    Message,
-)
+from gateway.contracts import CANCELS, KEEPALIVES, JobAccepted, Kind, Message
 from gateway.link import unanswered
 from gateway.link.placement import get_placement
-from gateway.link.receiving import receive_until
+from gateway.link.timers import post_patiently
 from gateway.metrics import CHANNEL_HOP, PLACEMENTS
 
 logger = logging.getLogger(__name__)
 
 TIMER = "timer.fire"
 STALL_CHECK_S = 0.5
-# A worker may accept a submission this long after its deadline by its own clock (clock skew
-# between machines, the reply's own trip); abandon() listens that much longer.
-ANSWER_GRACE_S = 1.0
-POST_RETRY_S = 0.05  # a timer that finds the consumer's channel full is posted again
 CONSUMER_HUNG_S = 60.0  # no stall check dispatched for this long: keepalives end
-POST_PATIENCE_S = 10.0
 # A worker asked on its own channel answers within milliseconds; silence this long means it
 # is gone (its status outlives a kill -9), and the job is offered elsewhere.
 DIRECT_ANSWER_S = 0.25
@@ -131,9 +120,8 @@ class WorkerLink:
         self.token = uuid.uuid4().hex[:12]
         self._id_base = ""
         self._attempts = 0
-        self._target = (
-            ""  # the worker asked in the current attempt ("" = shared channel)
-        )
+        # The worker asked in the current attempt ("" = shared channel).
+        self._target = ""
         self._answered = False  # the current attempt got a reply
         self._skip: set[str] = set()  # workers that refused this admission
         self._deadline = 0.0  # the admission's end, by the wall clock the workers read
@@ -261,23 +249,9 @@ class WorkerLink:
 
     async def _abandon(self) -> None:
         await self.close()
-        pending = unanswered.take(self.own_channel)
-        if not pending:  # every submission was answered: no acceptance can still come
-            return
-        until = max(pending.values()) + ANSWER_GRACE_S
-        while pending and (left := until - time.time()) > 0:
-            try:
-                # Not wait_for(receive): a cancelled receive can lose another
-                # consumer's message (gateway.link.receiving).
-                message = await receive_until(self.layer, self.own_channel, left)
-            except Exception:  # boundary: the layer is down: jobs time out
-                return
-            if message is None:
-                return
-            pending.pop(str(message.get("job_id")), None)
-            if message.get("type") == JobAccepted.TYPE:
-                accepted = JobAccepted.from_message(message)
-                await self._cancel_at(accepted.worker_channel, accepted.job_id)
+        await unanswered.cancel_late_acceptances(
+            self.layer, self.own_channel, self._cancel_at
+        )
 
     async def _attempt(self) -> Outcome | None:
         assert self._build is not None
@@ -358,9 +332,8 @@ class WorkerLink:
         self._last_seen = time.monotonic()
         CHANNEL_HOP.observe(max(0.0, time.time() - accepted.sent_at))
         self._dispatched_at = time.monotonic()
-        await (
-            self._keepalive()
-        )  # confirms the acceptance (gateway.worker.jobs.CONFIRM_S)
+        # The first keepalive confirms the acceptance (gateway.worker.jobs.CONFIRM_S).
+        await self._keepalive()
         self._later(STALL_CHECK_S, "stall")
         self._own(asyncio.create_task(self._keepalives()))
         return Outcome.ACCEPTED
@@ -389,9 +362,7 @@ class WorkerLink:
             await self.layer.send(
                 channel, CANCELS[self.kind](job_id=job_id).to_message()
             )
-        except (
-            Exception
-        ):  # boundary: one cancel; the worker's keepalive rule ends the job
+        except Exception:  # boundary: one cancel; the worker's keepalive rule ends it
             logger.warning("%s job %s: cancel not delivered", self.kind, job_id)
 
     def _later(self, delay: float, name: str, **extra: str) -> None:
@@ -415,15 +386,7 @@ class WorkerLink:
             "token": self.token,
             **extra,
         }
-        # A lost stall check would end the loss detection; a channel full for
-        # POST_PATIENCE_S belongs to a consumer that no longer reads it.
-        deadline = time.monotonic() + POST_PATIENCE_S
-        while True:
-            try:
-                await self.layer.send(self.own_channel, message)
-                return
-            except ChannelFull:
-                if time.monotonic() > deadline:
-                    logger.warning("%s job %s: timer dropped", self.kind, self.job_id)
-                    return
-                await asyncio.sleep(POST_RETRY_S)
+        # A lost stall check would end the loss detection (so the post is retried while
+        # the channel is full); one full for long belongs to a consumer that no longer reads.
+        if not await post_patiently(self.layer, self.own_channel, message):
+            logger.warning("%s job %s: timer dropped", self.kind, self.job_id)

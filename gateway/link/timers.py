@@ -2,13 +2,22 @@
 
 Named one-shot timers: each arm posts ``timer.fire`` named ``<name>:<n>``; re-arming or
 disarming makes an earlier firing stale, so a timer already in the channel queue is ignored
-instead of acting late. A ``Ticker`` posts one name periodically.
+instead of acting late. A ``Ticker`` posts one name periodically. ``post_patiently`` is how a
+worker link's own timers reach the channel.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
+from typing import Any
+
+from channels.exceptions import ChannelFull
+from channels.layers import BaseChannelLayer
+
+POST_RETRY_S = 0.05  # a timer that finds the consumer's channel full is posted again
+POST_PATIENCE_S = 10.0  # full this long: the consumer no longer reads its channel
 
 PostLater = Callable[[float, str], "asyncio.Task[None]"]
 Post = Callable[[str], Awaitable[bool]]  # False: not posted (channel full)
@@ -100,3 +109,19 @@ class Ticker:
                 self._waiting, self._posted_at = True, loop.time()
                 if not await self._post(self.name):
                     self._waiting = False
+
+
+async def post_patiently(
+    layer: BaseChannelLayer, channel: str, message: dict[str, Any]
+) -> bool:
+    """Post ``message`` to a consumer's own channel, again while the channel is full; False
+    when it stayed full for ``POST_PATIENCE_S``."""
+    deadline = time.monotonic() + POST_PATIENCE_S
+    while True:
+        try:
+            await layer.send(channel, message)
+            return True
+        except ChannelFull:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(POST_RETRY_S)

@@ -8,10 +8,21 @@ a channel only while one of them may still be answered, as a task of its own tra
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from channels.layers import BaseChannelLayer
+
+from gateway.contracts import JobAccepted
+from gateway.link.receiving import receive_until
+
 MAX_CHANNELS = 10_000  # consumers that never ended through abandon(): forget them all
+# A worker may accept a submission this long after its deadline by its own clock (clock skew
+# between machines, the reply's own trip); a drain listens that much longer.
+ANSWER_GRACE_S = 1.0
+
+Cancel = Callable[[str, str], Awaitable[None]]  # (worker channel, job id)
 
 _pending: dict[str, dict[str, float]] = {}
 _drains: set[asyncio.Task[None]] = set()
@@ -41,6 +52,30 @@ def take(channel: str) -> dict[str, float]:
 def waiting(channel: str) -> bool:
     """Whether ``channel`` has a submission no worker has answered yet."""
     return channel in _pending
+
+
+async def cancel_late_acceptances(
+    layer: BaseChannelLayer, channel: str, cancel: Cancel
+) -> None:
+    """Read ``channel`` while one of its submissions may still be accepted, and cancel each
+    acceptance at its worker (the drain of ``WorkerLink.abandon()``)."""
+    pending = take(channel)
+    if not pending:  # every submission was answered: no acceptance can still come
+        return
+    until = max(pending.values()) + ANSWER_GRACE_S
+    while pending and (left := until - time.time()) > 0:
+        try:
+            # Not wait_for(receive): a cancelled receive can lose another
+            # consumer's message (gateway.link.receiving).
+            message = await receive_until(layer, channel, left)
+        except Exception:  # boundary: the layer is down: jobs time out
+            return
+        if message is None:
+            return
+        pending.pop(str(message.get("job_id")), None)
+        if message.get("type") == JobAccepted.TYPE:
+            accepted = JobAccepted.from_message(message)
+            await cancel(accepted.worker_channel, accepted.job_id)
 
 
 def drain(work: Coroutine[Any, Any, None]) -> None:

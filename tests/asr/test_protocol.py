@@ -18,18 +18,16 @@ from asr.config import (
     default_config,
     session_object,
 )
+from asr.event_schema import error_event, server_event, vllm_done, vllm_error
 from asr.protocol import (
     Dialect,
     RealtimeProtocolError,
     VllmSessionUpdate,
-    error_event,
     new_id,
     parse_client_event,
-    server_event,
-    vllm_done,
-    vllm_error,
 )
-from asr.updates import validate_update, validate_vllm_update
+from asr.updates import validate_update
+from asr.vllm_update import validate_vllm_update
 
 MODELS = Models(
     served="whisper-tiny.en",

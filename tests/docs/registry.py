@@ -23,6 +23,7 @@ SHARED = ("gateway/link/budget.py", "gateway/link/consumers.py")
 TTS_MODULES = (
     "tts/consumers.py",
     "tts/protocol.py",
+    "tts/request_fields.py",
     "tts/events.py",
     "tts/outputs.py",
     "tts/stream.py",
@@ -44,7 +45,9 @@ ASR_MODULES = (
     "asr/connection.py",
     "asr/events.py",
     "asr/protocol.py",
+    "asr/event_schema.py",
     "asr/updates.py",
+    "asr/vllm_update.py",
     "asr/config.py",
     "asr/session.py",
     *SHARED,

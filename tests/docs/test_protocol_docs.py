@@ -186,7 +186,7 @@ def test_docs_realtime_session_update_fields(rt_page: Section) -> None:
 
 
 def test_docs_realtime_server_events(rt_page: Section) -> None:
-    from asr.protocol import BETA_EVENTS, SERVER_EVENTS, VllmEvent
+    from asr.event_schema import BETA_EVENTS, SERVER_EVENTS, VllmEvent
 
     same(
         names(rt_page.child("Server events (OpenAI dialect)")),

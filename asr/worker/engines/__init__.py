@@ -41,6 +41,6 @@ def check_engine(name: str) -> None:
     Cheap checks only (settings and paths), run at process start by ``veena_site.preflight``.
     """
     if name == "vllm":
-        from asr.worker.engines.vllm import check_model_setting
+        from asr.worker.engines.vllm_config import check_model_setting
 
         check_model_setting()

@@ -185,7 +185,7 @@ async def test_asr_se14_multilingual_detects_the_language_first(
 def test_the_model_version_marks_english_only_checkpoints(
     vocab: WhisperVocab, tmp_path: Path
 ) -> None:
-    from asr.worker.engines.vllm import served_version
+    from asr.worker.engines.vllm_config import served_version
 
     assert served_version(tmp_path / "tiny", vocab) == "vllm/tiny.en"
     assert served_version(tmp_path / "whisper-tiny.en", vocab) == "vllm/whisper-tiny.en"

@@ -13,7 +13,8 @@ import pytest
 from piper.voice import PiperVoice
 
 from tts.worker.engines.base import Pcm, TtsEngineRequest
-from tts.worker.engines.piper import PiperTts, build_voice
+from tts.worker.engines.piper import PiperTts
+from tts.worker.engines.piper_voice import build_voice
 
 pytestmark = pytest.mark.slow
 

@@ -16,9 +16,10 @@ import pytest
 
 import tts.worker.engines.piper_split as piper_split
 from tts.worker.engines.base import Pcm, TtsEngineRequest
-from tts.worker.engines.piper import PiperTts, build_voice
+from tts.worker.engines.piper import PiperTts
 from tts.worker.engines.piper_sessions import session_options
 from tts.worker.engines.piper_split import SplitModel, SplitSession, pieces
+from tts.worker.engines.piper_voice import build_voice
 
 pytestmark = pytest.mark.slow
 

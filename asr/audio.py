@@ -6,7 +6,7 @@ from typing import Literal
 
 import numpy as np
 
-from asr.engines.base import MODEL_RATE
+from asr.whisper import MODEL_RATE
 from gateway.pcm import Float32, Int16, StreamResampler, alaw2lin, ulaw2lin
 
 INPUT_RATES = (16000, 24000, 48000)

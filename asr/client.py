@@ -24,10 +24,10 @@ import numpy.typing as npt
 from channels.layers import BaseChannelLayer
 from django.conf import settings
 
-from asr.engines.base import MODEL_RATE
 from asr.messages import AsrAudio, AsrCommit, AsrFinal, AsrItemOpen, AsrOpen, AsrResync
+from asr.whisper import MODEL_RATE
 from gateway.contracts import JobFailed, Message
-from gateway.jobclient import TIMER, Outcome, Phase, WorkerLink
+from gateway.link.jobclient import TIMER, Outcome, Phase, WorkerLink
 
 AUDIO_SAMPLES = MODEL_RATE // 2  # 500 ms per message (STYLE 24)
 FULL_RETRY_S = 0.05  # the worker's channel is full: send again after this
@@ -45,7 +45,7 @@ class AsrJobError(Exception):
 @dataclass(frozen=True)
 class PieceText:
     """The transcript of one piece (item) of the file: its final decode's text, Whisper
-    segments (``asr.hypothesis.timed_segments``) and timed words, in piece seconds."""
+    segments (``asr.worker.hypothesis.timed_segments``) and timed words, in piece seconds."""
 
     seq: int
     text: str = field(repr=False)
@@ -97,7 +97,8 @@ class FileJob:
         deadline = time.monotonic() + timeout_s
         sender: asyncio.Task[None] | None = None
         try:
-            outcome = await link.submit(self._open, job_id=self.job_id)
+            build = AsrOpen.builder(self.channel, settings.ASR_MODEL)
+            outcome = await link.submit(build, job_id=self.job_id)
             while outcome is not Outcome.ACCEPTED:
                 if outcome is not None:
                     raise AsrJobError(outcome)
@@ -117,14 +118,6 @@ class FileJob:
                 with contextlib.suppress(BaseException):
                     await sender
             await asyncio.shield(self._withdraw(link))
-
-    def _open(self, job_id: str, deadline: float) -> AsrOpen:
-        return AsrOpen(
-            job_id=job_id,
-            reply_channel=self.channel,
-            deadline=deadline,
-            model=settings.ASR_MODEL,
-        )
 
     def _queue_item(self, seq: int, offset: int, *, opened: bool) -> None:
         """Queue an item's open (unless ``opened``), its audio from ``offset``, its commit."""

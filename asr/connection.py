@@ -15,10 +15,10 @@ from django.conf import settings
 
 from accounts.admission import Admission
 from asr.config import Models, SessionConfig, default_config
-from asr.engines.base import MODEL_RATE
 from asr.protocol import Dialect
 from asr.session import RealtimeSession
 from asr.updates import validate_update
+from asr.whisper import MODEL_RATE
 
 SUBPROTOCOLS = ("realtime", "openai-beta.realtime-v1")  # CN-3, in preference order
 

@@ -22,22 +22,23 @@ from accounts.exceptions import AdmissionDenied
 from asr import connection, errors, events
 from asr.config import ConfigError
 from asr.connection import EarlyFrames
-from asr.errors import Fail, Reject
+from asr.errors import FailSession, Reject
 from asr.events import ClientOut, ErrorFields, SessionCreated
-from asr.handlers import Action, ClientHandlers, Meter
+from asr.handlers import PARSE_INLINE, Action, ClientHandlers, Meter
 from asr.items import Completed, Overflow, WorkerOut
 from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
-from asr.outbox import Flush, WorkerOutbox
+from asr.outbox import RETRY_S, FlushResult, WorkerOutbox
 from asr.protocol import Dialect
 from asr.session import AsrState, RealtimeSession
 from asr.usage import RealtimeUsage, UsageStatus
-from gateway import jsontext, lifecycle, metrics
-from gateway.consumers import ReleaseStep, WorkerClientConsumer
+from gateway import jsontext, metrics
 from gateway.contracts import JobFailed
-from gateway.jobclient import Outcome
+from gateway.link.consumers import ReleaseStep, WorkerClientConsumer
+from gateway.link.jobclient import Outcome
+from gateway.link.timers import NamedTimers, Ticker
 from gateway.logs import new_request_id
 from gateway.outages import Failure
-from gateway.timers import NamedTimers, Ticker
+from gateway.server import lifecycle
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +46,6 @@ logger = logging.getLogger(__name__)
 # accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop
 # within accounts E7's 1 s even when the tick waits behind a client event.
 TICK_S = 0.5
-PARSE_INLINE = 64 * 1024  # AR-2: larger frames are parsed (JSON, base64) off the loop
-PUMP_RETRY_S = 0.05  # ChannelFull: retry the worker queue after this
 
 
 class RealtimeConsumer(WorkerClientConsumer):
@@ -82,7 +81,7 @@ class RealtimeConsumer(WorkerClientConsumer):
             connection.apply_secret_session(self.session, self.admission)
         except ConfigError:  # the served model changed since the secret was minted
             logger.info("client secret's session no longer valid")
-            await self.fail(Fail("invalid_session"))
+            await self.fail(FailSession("invalid_session"))
             return
         self.usage = RealtimeUsage.start(self.admission, accepted_at=accepted_at)
         self.session.expires_at = connection.expires_at(accepted_at, self.admission)
@@ -106,13 +105,7 @@ class RealtimeConsumer(WorkerClientConsumer):
             wait_ms=settings.ASR_ADMISSION_WAIT_MS,
             stall_s=settings.ASR_WORKER_STALL_S,
         )
-
-        def build(job_id: str, deadline: float) -> AsrOpen:
-            own, model = self.channel_name, settings.ASR_MODEL
-            return AsrOpen(
-                job_id=job_id, reply_channel=own, deadline=deadline, model=model
-            )
-
+        build = AsrOpen.builder(self.channel_name, settings.ASR_MODEL)
         await self.on_outcome(await link.submit(build, job_id=job_id))
 
     # Client frames.
@@ -125,7 +118,7 @@ class RealtimeConsumer(WorkerClientConsumer):
             return
         if self.session.state is AsrState.ADMITTING:
             if not self.early.hold(text_data, bytes_data):  # issue 9: a few MB
-                await self.fail(Fail("buffer_overflow"))
+                await self.fail(FailSession("buffer_overflow"))
             return
         await self.handle_frame(text_data, bytes_data)
 
@@ -134,7 +127,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         self.last_message_at = time.monotonic()
         size = len(data) if data is not None else jsontext.utf8_size(text or "")
         if size > settings.ASR_MAX_MESSAGE_BYTES:
-            await self.fail(Fail("message_too_large"))
+            await self.fail(FailSession("message_too_large"))
             return
         version = self.link.model_version if self.link else ""
         large = size > PARSE_INLINE
@@ -168,7 +161,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         elif failed.code == "worker_shutdown":
             await self.failover()
         else:
-            await self.fail(Fail("inference_failed"))
+            await self.fail(FailSession("inference_failed"))
 
     async def gpu_job_heartbeat(self, message: dict[str, Any]) -> None:
         """Handle gpu.job.heartbeat: the pinned worker is alive."""
@@ -187,8 +180,8 @@ class RealtimeConsumer(WorkerClientConsumer):
                 return
             if isinstance(out, Overflow):
                 text = errors.message("pending_overflow") if out.pending else None
-                await self.fail(Fail("buffer_overflow", message=text))
-            elif isinstance(out, Fail):
+                await self.fail(FailSession("buffer_overflow", message=text))
+            elif isinstance(out, FailSession):
                 await self.fail(out)
             elif isinstance(out, Reject):
                 text, event_id = out.message, out.event_id
@@ -209,9 +202,7 @@ class RealtimeConsumer(WorkerClientConsumer):
     async def to_client(self, out: ClientOut) -> None:
         """Send an output's wire events; a completed item is metered (MT-4)."""
         if isinstance(out, Completed) and self.usage is not None:
-            latency = time.monotonic() - out.item.committed_at
-            metrics.TTFB.labels("asr").observe(latency)
-            self.usage.item(len(out.transcript), latency)
+            self.usage.completed(out)
         for event in events.server_events(out, self.session):
             await self.send_json(event)
 
@@ -220,10 +211,10 @@ class RealtimeConsumer(WorkerClientConsumer):
         if self.link is None:
             return
         flushed = await self.outbox.flush(self.link)
-        if flushed is Flush.STALLED:
+        if flushed is FlushResult.STALLED:
             await self.failover()
-        elif flushed is Flush.RETRY and not self.timers.armed("pump"):
-            self.timers.arm("pump", PUMP_RETRY_S)
+        elif flushed is FlushResult.RETRY and not self.timers.armed("pump"):
+            self.timers.arm("pump", RETRY_S)
 
     async def send_error(
         self,
@@ -254,12 +245,9 @@ class RealtimeConsumer(WorkerClientConsumer):
             return
         if outcome is Outcome.LOST:  # the link confirmed the silence after its queue
             await self.failover()
-        elif self.outbox.failing_over or outcome is Outcome.NOT_LOADED:
-            first = not self.outbox.failing_over  # a failover's is no admission error
-            await self.fail(Fail("engine_unavailable", admission=first))
         else:
-            busy = Fail("too_many_sessions", close_code=1013, retry_after_ms=1000)
-            await self.fail(replace(busy, admission=True))
+            failing_over = self.outbox.failing_over
+            await self.fail(errors.outcome_error(outcome, failing_over=failing_over))
 
     async def open_session(self) -> None:
         """AU-4, CN-7: usage record, session.created, timers, then the early frames."""
@@ -310,17 +298,17 @@ class RealtimeConsumer(WorkerClientConsumer):
             await self.pump()
         elif timer == "expire":
             why = connection.expiry_reason(self.admission)
-            await self.fail(Fail("session_expired", reason=why))
+            await self.fail(FailSession("session_expired", reason=why))
         elif timer == "idle":
             idle = time.monotonic() - self.last_message_at
             if idle >= settings.ASR_IDLE_TIMEOUT_S:
-                await self.fail(Fail("idle_timeout"))
+                await self.fail(FailSession("idle_timeout"))
             else:
                 self.timers.arm("idle", settings.ASR_IDLE_TIMEOUT_S - idle)
 
     # Termination.
 
-    async def fail(self, fail: Fail) -> None:
+    async def fail(self, fail: FailSession) -> None:
         """One error event, then close with the code as reason (ER-2, LM-7); the record
         is finished first (MT-1, U9) with the reason or the wire code as error_code."""
         if self.closed():
@@ -368,11 +356,8 @@ class RealtimeConsumer(WorkerClientConsumer):
         await self.close(code=1001)
 
     async def send_failure(self, failure: Failure) -> None:
-        """The boundary's error event: ``internal_error`` (vLLM ``processing_error``) for
-        a bug, ``service_unavailable`` for an outage (the limits store's code, §3.4)."""
-        code: str = failure
-        if failure == "internal_error" and self.session.dialect is Dialect.VLLM:
-            code = "processing_error"
+        """The boundary's error event (``asr.errors.failure_code``)."""
+        code = errors.failure_code(failure, vllm=self.session.dialect is Dialect.VLLM)
         self.session.state = AsrState.CLOSED
         await self.send_error(code, errors.message(code))
 

@@ -12,6 +12,8 @@ from typing import Any
 from django.conf import settings
 
 from accounts.exceptions import StreamCap
+from gateway.link.jobclient import Outcome
+from gateway.outages import Failure
 from gateway.wording import count
 
 CLOSE_CODES = {
@@ -142,7 +144,7 @@ class Reject:
 
 
 @dataclass(frozen=True)
-class Fail:
+class FailSession:
     """End the session: one error event, then the close (ER-2, LM-7).
 
     ``admission``: the OpenAI envelope whatever the dialect (AU-4); ``reason``: the
@@ -172,14 +174,14 @@ class Fail:
         return self.code == "idle_timeout"
 
 
-def stop(reason: str) -> Fail:
+def stop(reason: str) -> FailSession:
     """accounts E7: the reason's wire error; the record keeps the reason (LM-5)."""
-    return Fail(STOPS.get(reason, "service_unavailable"), reason=reason)
+    return FailSession(STOPS.get(reason, "service_unavailable"), reason=reason)
 
 
 def denial(
     reason: str, retry_after_ms: int | None, cap: StreamCap | None = None
-) -> Fail:
+) -> FailSession:
     """AU-4: an admission denial, naming the concurrency cap that was full; unknown
     reasons are auth failures."""
     code, template = DENIALS.get(reason, DENIALS["invalid_api_key"])
@@ -189,10 +191,29 @@ def denial(
     text = template.format(s=seconds)
     limited = code in ("too_many_sessions", "rate_limit_exceeded")
     retry = (retry_after_ms or DEFAULT_RETRY_MS) if limited else None
-    return Fail(code, message=text, retry_after_ms=retry, admission=True)
+    return FailSession(code, message=text, retry_after_ms=retry, admission=True)
 
 
-def rate_limited(retry_after_ms: int) -> Fail:
+def rate_limited(retry_after_ms: int) -> FailSession:
     """Too many control events: the retry hint, then close."""
     text = message("rate_limit_exceeded", retry=retry_after_ms / 1000)
-    return Fail("rate_limit_exceeded", message=text, retry_after_ms=retry_after_ms)
+    return FailSession(
+        "rate_limit_exceeded", message=text, retry_after_ms=retry_after_ms
+    )
+
+
+def outcome_error(outcome: Outcome, *, failing_over: bool) -> FailSession:
+    """A worker admission that failed (WK-2, AU-4), or a failover's (WK-7, no admission
+    error): no worker with the engine loaded, or every slot busy."""
+    if failing_over or outcome is Outcome.NOT_LOADED:
+        return FailSession("engine_unavailable", admission=not failing_over)
+    return FailSession(
+        "too_many_sessions", close_code=1013, retry_after_ms=1000, admission=True
+    )
+
+
+def failure_code(failure: Failure, *, vllm: bool) -> str:
+    """The consumer boundary's error code: ``internal_error`` (vLLM ``processing_error``)
+    for a bug, ``service_unavailable`` for an outage (the limits store's code, §3.4)."""
+    code = "processing_error" if failure == "internal_error" and vllm else failure
+    return code

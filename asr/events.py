@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
-from asr import protocol
+from asr import event_schema
 from asr.config import beta_session_object, session_object
 from asr.errors import FAILED_ERROR, MESSAGES
+from asr.event_schema import error_event, server_event, user_item, vllm_done, vllm_error
 from asr.items import (
     Committed,
     Completed,
@@ -23,14 +24,7 @@ from asr.items import (
     SpeechStarted,
     SpeechStopped,
 )
-from asr.protocol import (
-    Dialect,
-    error_event,
-    server_event,
-    user_item,
-    vllm_done,
-    vllm_error,
-)
+from asr.protocol import Dialect
 from asr.session import RealtimeSession
 
 
@@ -74,7 +68,7 @@ def server_events(out: ClientOut, session: RealtimeSession) -> list[dict[str, An
             )
         ]
     if isinstance(out, ModelValidated):
-        return [protocol.VllmSessionUpdated(model=out.model).model_dump()]
+        return [event_schema.VllmSessionUpdated(model=out.model).model_dump()]
     if isinstance(out, SessionUpdated):
         return [_session_updated(session, beta=out.beta)]
     if isinstance(out, BufferCleared):
@@ -210,7 +204,7 @@ def item_done(
 def vllm_events(out: ItemOut, *, logprobs: bool) -> list[dict[str, Any]]:
     """The vLLM-dialect events of one session output."""
     if isinstance(out, Delta):
-        event = protocol.VllmDelta(
+        event = event_schema.VllmDelta(
             delta=out.text, logprobs=(out.logprobs or []) if logprobs else None
         )
         return [event.model_dump()]

@@ -19,7 +19,7 @@ from accounts.exceptions import AdmissionDenied
 from asr import errors
 from asr.config import VLLM_RATE, ConfigError, Models, SessionConfig
 from asr.connection import served_models
-from asr.errors import Fail, Reject
+from asr.errors import FailSession, Reject
 from asr.events import BufferCleared, ClientOut, ModelValidated, SessionUpdated
 from asr.items import Out
 from asr.protocol import (
@@ -28,7 +28,7 @@ from asr.protocol import (
     AudioCommit,
     ClientEvent,
     Dialect,
-    ProtocolError,
+    RealtimeProtocolError,
     SessionUpdate,
     TranscriptionSessionUpdate,
     VllmCommit,
@@ -36,10 +36,13 @@ from asr.protocol import (
     parse_client_event,
 )
 from asr.session import RealtimeSession
-from asr.updates import validate_update, validate_vllm_update
+from asr.updates import validate_update
 from asr.usage import RealtimeUsage
 from asr.vad import AudioFrontEnd
-from gateway.budget import ControlBudget
+from asr.vllm_update import validate_vllm_update
+from gateway.link.budget import ControlBudget
+
+PARSE_INLINE = 64 * 1024  # AR-2: larger frames are parsed (JSON, base64) off the loop
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class Meter:
     rate: int
 
 
-Action = Out | ClientOut | Meter | Fail | Reject
+Action = Out | ClientOut | Meter | FailSession | Reject
 
 
 class ClientHandlers:
@@ -73,7 +76,9 @@ class ClientHandlers:
         """
         try:
             event = await self.parse(text, data, large=large)
-        except ProtocolError as exc:  # a frame may select the dialect and still fail
+        except (
+            RealtimeProtocolError
+        ) as exc:  # a frame may select the dialect and still fail
             first = await self.set_dialect(exc.selects) if exc.selects else []
             return [*first, Reject(exc.code, exc.message, exc.param, exc.event_id)]
         if event.control and not self.control.take():
@@ -83,7 +88,7 @@ class ClientHandlers:
             if event.selects is not None:
                 outs += await self.set_dialect(event.selects)
             outs += await self.apply(event, served_models(version))
-        except (ProtocolError, ConfigError) as exc:
+        except (RealtimeProtocolError, ConfigError) as exc:
             event_id = getattr(exc, "event_id", None) or event.event_id
             outs.append(Reject(exc.code, exc.message, exc.param, event_id))
         return outs
@@ -215,7 +220,7 @@ class ClientHandlers:
         """VL-3 to VL-5: a non-final commit starts the item, a final one ends it."""
         if not self.session.model_validated:
             text = errors.message("model_not_validated")
-            raise ProtocolError("model_not_validated", text)
+            raise RealtimeProtocolError("model_not_validated", text)
         if not event.final:
             return list(self.session.start_generation())
         return [*await self.flush_resampler(), *self.session.commit()]

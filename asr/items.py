@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from asr.engines.base import MODEL_RATE
 from asr.messages import FINAL
+from asr.whisper import MODEL_RATE
 
 
 @dataclass(frozen=True)
@@ -167,3 +167,17 @@ Out = (
 )
 
 WorkerOut = OpenItem | Forward | WorkerCommit | Drop
+
+
+def words_from_item_start(
+    words: list[dict[str, Any]] | None, item: Item
+) -> list[dict[str, Any]] | None:
+    """Word times of the item's retained audio as seconds from the item's start (its
+    boundary): the audio ``usage.seconds`` counts, trimmed non-speech included."""
+    if words is None:
+        return None
+    shift = (item.buf_start - item.boundary) / MODEL_RATE
+    return [
+        {**w, "start": round(w["start"] + shift, 3), "end": round(w["end"] + shift, 3)}
+        for w in words
+    ]

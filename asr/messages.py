@@ -6,6 +6,7 @@ and ``gpu.job.*`` back); the fields are the spec's. PCM is int16 little-endian a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,20 @@ class AsrOpen(Message):
     reply_channel: str
     deadline: float
     model: str
+
+    @classmethod
+    def builder(cls, reply_channel: str, model: str) -> Callable[[str, float], AsrOpen]:
+        """``build(job_id, deadline)`` of ``WorkerLink.submit``: each attempt's message."""
+
+        def build(job_id: str, deadline: float) -> AsrOpen:
+            return cls(
+                job_id=job_id,
+                reply_channel=reply_channel,
+                deadline=deadline,
+                model=model,
+            )
+
+        return build
 
 
 @dataclass(frozen=True)

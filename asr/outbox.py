@@ -15,7 +15,9 @@ from collections import deque
 from asr.items import Forward, OpenItem, WorkerCommit, WorkerOut
 from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen
 from gateway.contracts import Message
-from gateway.jobclient import WorkerLink
+from gateway.link.jobclient import WorkerLink
+
+RETRY_S = 0.05  # ChannelFull: the consumer retries the queue after this
 
 
 def worker_message(out: WorkerOut, job_id: str) -> Message:
@@ -43,7 +45,7 @@ def worker_message(out: WorkerOut, job_id: str) -> Message:
     return AsrDrop(job_id=job_id, item_seq=item.seq)
 
 
-class Flush(enum.Enum):
+class FlushResult(enum.Enum):
     """What a flush left: nothing, a blocked queue to retry, or a stalled worker."""
 
     DONE = enum.auto()
@@ -91,17 +93,17 @@ class WorkerOutbox:
         self.queue.clear()
         self.full_since = None
 
-    async def flush(self, link: WorkerLink) -> Flush:
+    async def flush(self, link: WorkerLink) -> FlushResult:
         """Send queued messages in order until the channel is full or the queue empty."""
         while self.queue and not self.failing_over:
             if not await link.send(self.queue[0]):
                 now = time.monotonic()
                 self.full_since = self.full_since or now
                 stalled = now - self.full_since > self.stall_s
-                return Flush.STALLED if stalled else Flush.RETRY
+                return FlushResult.STALLED if stalled else FlushResult.RETRY
             self.queue.popleft()
             self.full_since = None
-        return Flush.DONE
+        return FlushResult.DONE
 
     def describe(self) -> str:
         """What went to the workers, for the close log line."""

@@ -1,3 +1,3 @@
-"""WebSocket route of the realtime ASR app: its path and consumer (``gateway.lazy_app``)."""
+"""WebSocket route of the realtime ASR app: its path and consumer (``gateway.server.lazy_app``)."""
 
 ROUTE = ("v1/realtime", "asr.consumers:RealtimeConsumer")

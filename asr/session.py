@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asr.config import SessionConfig
-from asr.engines.base import MODEL_RATE
 from asr.items import (
     Committed,
     Completed,
@@ -31,6 +30,7 @@ from asr.items import (
     SpeechStarted,
     SpeechStopped,
     WorkerCommit,
+    words_from_item_start,
 )
 from asr.messages import AsrDelta, AsrFinal, AsrResync
 from asr.protocol import Dialect, new_id
@@ -42,6 +42,7 @@ from asr.vad import (
     TurnDetector,
     TurnParams,
 )
+from asr.whisper import MODEL_RATE
 from gateway.contracts import JobFailed
 
 SAMPLES_PER_MS = MODEL_RATE // 1000
@@ -297,7 +298,7 @@ class RealtimeSession:
         else:
             transcript, logprobs = f.transcript, f.transcript_logprobs
         tokens = (f.prompt_tokens, f.completion_tokens)
-        words = _from_item_start(f.words, item)
+        words = words_from_item_start(f.words, item)
         done = Completed(item, transcript, *tokens, logprobs, words)
         return outs + self._finish(item, done)
 
@@ -385,17 +386,3 @@ class RealtimeSession:
             )
             item.sent += n
         return outs
-
-
-def _from_item_start(
-    words: list[dict[str, Any]] | None, item: Item
-) -> list[dict[str, Any]] | None:
-    """Word times of the item's retained audio as seconds from the item's start (its
-    boundary): the audio ``usage.seconds`` counts, trimmed non-speech included."""
-    if words is None:
-        return None
-    shift = (item.buf_start - item.boundary) / MODEL_RATE
-    return [
-        {**w, "start": round(w["start"] + shift, 3), "end": round(w["end"] + shift, 3)}
-        for w in words
-    ]

@@ -2,8 +2,7 @@
 
 ``validate_update`` runs the SE-9 checks in their order on a GA ``session.update`` or (with
 beta paths) a ``transcription_session.update`` and returns the new configuration without
-touching the old one (SE-6: atomic). ``validate_vllm_update`` does the same for vLLM's flat
-update (VL-2).
+touching the old one (SE-6: atomic). vLLM's flat update is ``asr.vllm_update``'s.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from asr.config import (
     turn_fields,
 )
 from asr.messages import FINAL, TRANSCRIPT_SOURCES
-from asr.protocol import VllmSessionUpdate
 from gateway.wording import count
 
 NOISE_TYPES = ("near_field", "far_field")
@@ -284,7 +282,7 @@ def _check_values(u: Update, models: Models) -> None:
 
 def _check_extensions(t: dict[str, Any], path: str) -> None:
     """``transcript`` and ``timestamp_granularities`` (IT-15, IT-16)."""
-    _check_transcript(t.get("transcript"), "invalid_value", f"{path}.transcript")
+    check_transcript(t.get("transcript"), "invalid_value", f"{path}.transcript")
     granularities = t.get("timestamp_granularities") or []
     if len(granularities) > MAX_GRANULARITIES or any(
         g != WORD_GRANULARITY for g in granularities
@@ -293,7 +291,7 @@ def _check_extensions(t: dict[str, Any], path: str) -> None:
         raise _fail("invalid_value", f"{path}.timestamp_granularities", message)
 
 
-def _check_transcript(value: Any, code: str, param: str) -> None:
+def check_transcript(value: Any, code: str, param: str) -> None:
     """The ``transcript`` extension: null or one of ``TRANSCRIPT_SOURCES``."""
     if value is not None and value not in TRANSCRIPT_SOURCES:
         shown = " or ".join(f"'{s}'" for s in TRANSCRIPT_SOURCES)
@@ -369,49 +367,3 @@ def validate_update(
     _check_types(update)
     _check_values(update, models)
     return _merged(current, update, models)
-
-
-def validate_vllm_update(
-    event: VllmSessionUpdate, current: SessionConfig, models: Models
-) -> SessionConfig:
-    """vLLM's ``session.update{model, language?, prompt?, include?}`` (VL-2)."""
-    model = event.model
-    if model is None:
-        raise ConfigError("invalid_event", "Missing required field: model", "model")
-    if not isinstance(model, str):
-        raise ConfigError("invalid_event", "Field 'model' must be a string.", "model")
-    if not models.allowed(model):
-        shown = model if len(model) <= 96 else model[:93] + "..."
-        raise ConfigError(
-            "model_not_found", f"The model `{shown}` does not exist.", "model"
-        )
-    include = event.include
-    if include is not None and not (
-        isinstance(include, list)
-        and len(include) <= models.max_include
-        and all(v == LOGPROBS_INCLUDE for v in include)
-    ):
-        raise ConfigError(
-            "invalid_event",
-            f"Invalid include: only '{LOGPROBS_INCLUDE}' is supported.",
-            "include",
-        )
-    language = event.language
-    if language is not None and not models.language_ok(language):
-        raise ConfigError("invalid_event", "Invalid language.", "language")
-    _check_transcript(event.transcript, "invalid_event", "transcript")
-    prompt = event.prompt
-    if prompt is not None and not isinstance(prompt, str):
-        raise ConfigError("invalid_event", "Field 'prompt' must be a string.", "prompt")
-    if prompt is not None and not models.prompt_ok(prompt):
-        cap = models.max_prompt_chars or 0
-        message = f"Field 'prompt' must be at most {count(cap, 'character')}."
-        raise ConfigError("invalid_event", message, "prompt")
-    return dataclasses.replace(
-        current,
-        model=model,
-        language=language,
-        prompt=prompt,
-        include=tuple(include) if include is not None else None,
-        transcript=event.transcript or FINAL,
-    )

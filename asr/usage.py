@@ -10,6 +10,7 @@ memory, tick, finish once, then release the admission.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -18,6 +19,8 @@ from typing import Literal
 from accounts.admission import Admission
 from accounts.exceptions import DenialReason
 from accounts.metering import UsageMeter, stream_tick
+from asr.items import Completed
+from gateway import metrics
 
 UsageStatus = Literal["completed", "cancelled", "failed"]  # accounts U9
 
@@ -85,6 +88,12 @@ class RealtimeUsage:
         """MT-2: accepted input samples, metered as exact milliseconds floored on the total."""
         if self.meter is not None and samples > 0:
             self.meter.add_audio(samples, rate)
+
+    def completed(self, done: Completed) -> None:
+        """A completed item sent (MT-4): metered, its latency since the commit observed."""
+        latency = time.monotonic() - done.item.committed_at
+        metrics.TTFB.labels("asr").observe(latency)
+        self.item(len(done.transcript), latency)
 
     def item(self, chars: int, latency_s: float) -> None:
         """MT-4: one completed item, its transcript's characters and its latency."""

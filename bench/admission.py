@@ -1,7 +1,7 @@
 """Admission benchmark: time from submit to a worker's acceptance at 90 % slot occupancy.
 
 2 and then 4 ``gpuworker`` processes (fake TTS engine, ``BENCH_ADMISSION_SLOTS`` slots each) on Redis on
-loopback; this process is the gateway (``gateway.jobclient.WorkerLink``, as a consumer uses
+loopback; this process is the gateway (``gateway.link.jobclient.WorkerLink``, as a consumer uses
 it). A closed loop keeps 90 % of all slots busy: each of ``0.9 × slots`` clients admits a job,
 holds it for 0.3–2 s (reading and acking its chunks), ends it and at once admits the next, so
 every admission happens with about 90 % of the slots taken and jobs ending at random times on
@@ -9,7 +9,7 @@ random workers. Both placements run side by side in one run, in turns:
 
 * ``shared``: the job's first message goes to the shared ``tts-worker`` channel; whichever worker
   pops it answers, a full one ``busy``, and the link retries after 25–50 ms;
-* ``least_loaded``: ``gateway.placement`` sends it to the worker with the most free slots,
+* ``least_loaded``: ``gateway.link.placement`` sends it to the worker with the most free slots,
   on that worker's own channel.
 
 Reported: admission p50 / p99, the share admitted on the first try, attempts per admission,

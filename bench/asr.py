@@ -11,7 +11,7 @@ alike:
 
 * the WER against the text spoken, pooled over the corpus, of ``completed``, of the deltas
   joined, and of the engine decoding each whole item directly with the product's final decode
-  options (``asr.engines.base.final_request``) at the same concurrency, after as long an idle
+  options (``asr.worker.engines.base.final_request``) at the same concurrency, after as long an idle
   time as a session streams (odd rounds direct first), and the ratio of the first to the last;
 * commit → ``completed`` through the stack against that direct decode's time; the worker's
   own final time (``gpu.asr.final`` ``decode_ms``: ~0 when reused);
@@ -54,7 +54,7 @@ from channels.layers import get_channel_layer  # noqa: E402
 from channels.testing import WebsocketCommunicator  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from asr.engines.base import MODEL_RATE  # noqa: E402
+from asr.whisper import MODEL_RATE  # noqa: E402
 
 
 def configure(**values: object) -> str:
@@ -159,8 +159,8 @@ def readings() -> list[np.ndarray]:
 
 def synthesize() -> list[np.ndarray]:
     """Piper reads each CORPUS text once (24 kHz float32)."""
-    from tts.engines.base import TtsEngineRequest
-    from tts.engines.piper import PiperTts
+    from tts.worker.engines.base import TtsEngineRequest
+    from tts.worker.engines.piper import PiperTts
 
     async def run() -> list[np.ndarray]:
         engine = PiperTts.load(threads=1)
@@ -329,7 +329,7 @@ async def direct(
     follows seconds of streaming, and a decode right after another one runs warm (18 ms faster
     at the median after 6 s idle on 2 vCPU), which would flatter the engine alone.
     """
-    from asr.engines.base import final_request
+    from asr.worker.engines.base import final_request
 
     if idle:
         await asyncio.sleep(max(len(a) for a in audios) / MODEL_RATE)

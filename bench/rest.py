@@ -154,7 +154,7 @@ async def rest_transcribe(client: object, wav: bytes) -> Sample:
 
 
 async def engine_transcribe(engine: object, pcm: object) -> Sample:
-    from asr.engines.base import AsrDecodeRequest
+    from asr.worker.engines.base import AsrDecodeRequest
 
     started = time.perf_counter()
     await engine.decode(AsrDecodeRequest(audio=pcm, language="en"))  # type: ignore[attr-defined]
@@ -166,7 +166,7 @@ def main() -> None:
     import httpx
     import numpy as np
 
-    from asr.engines.faster_whisper import FasterWhisperAsr
+    from asr.worker.engines.faster_whisper import FasterWhisperAsr
     from openai_rest.decode import decode_upload
 
     began = time.monotonic()

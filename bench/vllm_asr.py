@@ -143,7 +143,7 @@ async def final_with_crowd(
     engine: Any, audio: Any, *, crowd_first: bool, background: bool
 ) -> float:
     """One final decode's latency with ``PRIORITY_CROWD`` more decodes 10 ms apart."""
-    from asr.engines.base import AsrDecodeRequest
+    from asr.worker.engines.base import AsrDecodeRequest
 
     def crowd() -> list[asyncio.Task[Any]]:
         request = AsrDecodeRequest(audio=audio, background=background)
@@ -233,7 +233,7 @@ def table(cells: dict[tuple[str, int], Cell], levels: list[int]) -> list[str]:
 
 
 async def bench(levels: list[int], rounds: int) -> None:
-    from asr.engines import load_faster_whisper
+    from asr.worker.engines import load_faster_whisper
     from veena_site.embedded import start_embedded_worker
     from veena_site.runtime import get_runtime
 
@@ -336,7 +336,7 @@ def main() -> None:
         help="sessions per level (rounds of `level` sessions)",
     )
     args = parser.parse_args()
-    from gateway.vllm_env import vllm_installed
+    from gateway.worker.vllm_env import vllm_installed
 
     if not vllm_installed():
         print("bench/vllm_asr.py skipped: the vLLM tier is not installed (make vllm)")

@@ -2,7 +2,7 @@
 
 ``python bench/vllm_tts.py --model PATH --snac PATH`` on a CUDA machine with a Veena or Orpheus
 checkpoint and the snac_24khz weights: 1, 8, 32 and 64 concurrent streams. Without ``--model``
-it builds (once) and runs the tiny random checkpoint of ``tts.engines.tiny_orpheus`` under
+it builds (once) and runs the tiny random checkpoint of ``tts.worker.engines.tiny_orpheus`` under
 ``DATA_DIR`` (default ``var/``), with slot order forced and random SNAC weights: 1, 8 and 16
 streams on a CPU. ``make bench`` runs it when the vLLM tier is installed.
 
@@ -77,7 +77,7 @@ def p95(values: list[float]) -> float:
 
 
 async def one_request(engine: Any, text: str, seed: int, max_tokens: int) -> Run:
-    from tts.engines.base import TtsEngineRequest
+    from tts.worker.engines.base import TtsEngineRequest
 
     req = TtsEngineRequest(
         text=text, voice=engine.default_voice, seed=seed, max_tokens=max_tokens
@@ -128,7 +128,7 @@ async def measure(
 
 async def decoder_alone(batcher: Any, streams: int, frames: int = 24) -> float:
     """Seconds per lockstep step of ``streams`` streams (one frame each per step)."""
-    from tts.engines.snac_decoder import SnacStream
+    from tts.worker.engines.snac_decoder import SnacStream
 
     rng = random.Random(streams)
     snacs = [SnacStream(batcher, seed=i) for i in range(streams)]
@@ -188,9 +188,9 @@ def parse_args() -> argparse.Namespace:
 
 
 def config_for(args: argparse.Namespace, cuda: bool, streams: int) -> Any:
-    from tts.engines.tiny_orpheus import build_tiny_orpheus
-    from tts.engines.vllm_config import VllmTtsConfig
-    from tts.engines.vllm_prompts import RECIPES
+    from tts.orpheus.vllm_config import VllmTtsConfig
+    from tts.orpheus.vllm_prompts import RECIPES
+    from tts.worker.engines.tiny_orpheus import build_tiny_orpheus
 
     data_dir = Path(os.environ.get("DATA_DIR", ROOT / "var"))
     tiny = args.model is None
@@ -217,8 +217,8 @@ def config_for(args: argparse.Namespace, cuda: bool, streams: int) -> Any:
 async def run(args: argparse.Namespace) -> None:
     import torch
 
-    from tts.engines.snac_decoder import SnacBatcher
-    from tts.engines.vllm import VllmSnacTts
+    from tts.worker.engines.snac_decoder import SnacBatcher
+    from tts.worker.engines.vllm import VllmSnacTts
 
     cuda = torch.cuda.is_available()
     default = "1,8,32,64" if cuda else "1,8,16"
@@ -304,7 +304,7 @@ def torch_device_name(cuda: bool) -> str:
 
 
 def main() -> None:
-    from gateway.vllm_env import TIER_MISSING, vllm_installed
+    from gateway.worker.vllm_env import TIER_MISSING, vllm_installed
 
     args = parse_args()
     if not vllm_installed():

@@ -2,14 +2,14 @@
 
 Messages are frozen dataclasses of msgpack primitives (STYLE 23–25). ``tts.*`` and ``asr.*`` types
 go to a worker, ``gpu.*`` types come from one. A job's first message goes to the submission channel
-of the worker that placement chose (``<shared name>.<id>``, ``gateway.placement``) or to the
+of the worker that placement chose (``<shared name>.<id>``, ``gateway.link.placement``) or to the
 shared channel of its kind; the worker's ``gpu.job.accepted`` names its own channel, and every later
 message of the job goes there (the job is pinned to that worker process).
 
 Liveness runs both ways: the worker sends ``gpu.job.heartbeat`` every second, and the gateway
 sends ``*.job.keepalive`` every second to the pinned channel, the first one at once on
 acceptance. A worker ends a job that is not confirmed within ``CONFIRM_S`` or whose gateway has
-been silent for ``JOB_KEEPALIVE_TIMEOUT_S`` (``gateway.jobs``), so no job outlives its gateway
+been silent for ``JOB_KEEPALIVE_TIMEOUT_S`` (``gateway.worker.jobs``), so no job outlives its gateway
 and no cancel ever has to travel through a shared channel.
 """
 

@@ -1,6 +1,6 @@
 """Worker liveness: each worker publishes its status every second with a short TTL.
 
-Gateways read it for ``/readyz``, ``/metrics`` and job placement (``gateway.placement``). With
+Gateways read it for ``/readyz``, ``/metrics`` and job placement (``gateway.link.placement``). With
 ``REDIS_URL`` the status lives in Redis, so every gateway sees every worker; the embedded default
 keeps it in process memory. In Redis each status is one key with a TTL, and a sorted set indexes
 the worker ids, so a read is two round trips (no ``SCAN`` over the channel layer's keys).
@@ -18,7 +18,7 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
-from gateway.redis_layer import async_options, sync_options
+from gateway.layers.redis_layer import async_options, sync_options
 
 
 @dataclass(frozen=True)

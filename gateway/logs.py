@@ -10,7 +10,7 @@ import uuid
 
 from django.http import HttpRequest, HttpResponse
 
-from gateway.middleware import Middleware
+from gateway.server.middleware import Middleware
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar(
     "request_id", default="-"

@@ -21,7 +21,7 @@ from django.db import InterfaceError, OperationalError
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.ConnectionError,  # refused, reset, closed by the server, LOADING
     redis.exceptions.TimeoutError,
-    ConnectionError,  # a channel layer closed under its receives (gateway.process_layer)
+    ConnectionError,  # a channel layer closed under its receives (gateway.layers.process_layer)
     OperationalError,  # the database: connection refused, lost, terminated
     InterfaceError,  # the database: a connection already closed
 )

@@ -25,7 +25,7 @@ import av
 import numpy as np
 import numpy.typing as npt
 
-from asr.engines.base import MODEL_RATE
+from asr.whisper import MODEL_RATE
 
 Pcm16 = npt.NDArray[np.int16]
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.http import JsonResponse
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
-from gateway.jobclient import Outcome
+from gateway.link.jobclient import Outcome
 from gateway.outages import Failure, is_outage
 
 INVALID = "invalid_request_error"

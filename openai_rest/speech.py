@@ -37,8 +37,8 @@ from django.views.decorators.http import require_POST
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
 from gateway import metrics
-from gateway.daphne_compat import ABORT_EXTENSION
 from gateway.outages import is_outage, log_failure
+from gateway.server.daphne_compat import ABORT_EXTENSION
 from openai_rest.encode import CONTENT_TYPES, StreamEncoder
 from openai_rest.errors import (
     OpenAiError,
@@ -58,7 +58,7 @@ from openai_rest.speech_request import (
 from openai_rest.ticking import ticked
 from tts.client import ChannelJob, JobError
 from tts.messages import TtsChunk
-from tts.protocol import ProtocolError
+from tts.protocol import TtsProtocolError
 from tts.requests import RequestPlan, open_usage, plan_request
 from tts.usage import TtsUsage, UsageStatus
 from tts.views import http_scope, rest_request_id
@@ -115,7 +115,7 @@ async def _start(
         req = parse_speech(_body(request))
         try:
             plan = await plan_request(tts_request(req), request_id)
-        except ProtocolError as exc:
+        except TtsProtocolError as exc:
             raise invalid(
                 exc.message, param="voice" if "speaker" in exc.message else "input"
             ) from None

@@ -20,7 +20,7 @@ from gateway.wording import count
 from openai_rest.catalog import speaker_for, tts_models
 from openai_rest.encode import RESPONSE_FORMATS, ResponseFormat
 from openai_rest.errors import invalid, json_object
-from tts.protocol import ProtocolError, TtsRequest, parse_rest_body
+from tts.protocol import TtsProtocolError, TtsRequest, parse_rest_body
 
 SPEECH_RATE = 24_000  # OpenAI's pcm is 24 kHz s16le; every format is made at this rate
 ENGINE_SPEED = (0.5, 2.0)
@@ -66,7 +66,7 @@ def tts_request(req: SpeechRequest) -> TtsRequest:
     }
     try:
         return parse_rest_body(json.dumps(message).encode())
-    except ProtocolError as exc:
+    except TtsProtocolError as exc:
         raise invalid(exc.message, param=_param_of(exc.message)) from None
 
 

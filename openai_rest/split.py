@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from asr.engines.base import MODEL_RATE
+from asr.whisper import MODEL_RATE
 
 FRAME = MODEL_RATE // 50  # 20 ms
 MAX_PIECE_S = 28.0

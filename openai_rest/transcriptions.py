@@ -35,8 +35,8 @@ from django.views.decorators.http import require_POST
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
 from asr.client import AsrJobError, FileJob, PieceText
-from asr.engines.base import MODEL_RATE
 from asr.usage import RealtimeUsage, UsageStatus
+from asr.whisper import MODEL_RATE
 from gateway import metrics
 from gateway.outages import is_outage, log_failure
 from gateway.wording import count

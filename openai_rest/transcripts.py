@@ -1,7 +1,7 @@
 """A file's transcript in each ``response_format``, and its stream events.
 
 The file was cut into pieces (``openai_rest.split``), each decoded as one item by the final
-decode (``asr.engines.base.final_request``, with timestamps). Its segments are Whisper's, with
+decode (``asr.worker.engines.base.final_request``, with timestamps). Its segments are Whisper's, with
 their times moved from the piece to the file and the decode's own ``tokens``, ``avg_logprob``,
 ``no_speech_prob``, ``compression_ratio`` and ``temperature``; ``seek`` is the piece's start
 in 10 ms frames (a piece is at most 28 s, one Whisper window). ``verbose_json`` has ``words``
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from asr.engines.base import DecodedSegment
+from asr.whisper import DecodedSegment
 from openai_rest.split import Piece
 from openai_rest.transcription_request import TranscriptFormat
 

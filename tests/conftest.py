@@ -49,7 +49,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Tests marked ``vllm`` need the vLLM tier: skipped without it locally, failed in CI."""
     if item.get_closest_marker("vllm") is not None:
-        from gateway.vllm_env import vllm_installed
+        from gateway.worker.vllm_env import vllm_installed
 
         if not vllm_installed():
             _unavailable("the vLLM tier (make vllm)")
@@ -148,7 +148,7 @@ def fresh_layers_and_runtime() -> Iterator[None]:
 def _reset_process_state() -> None:
     from accounts.auth import principal_cache
     from accounts.limits import reset_limiters
-    from gateway import lifecycle
+    from gateway.server import lifecycle
 
     channel_layers.backends.clear()
     reset_runtime()

@@ -11,7 +11,7 @@ TTS_ENGINE = "fake"
 ASR_ENGINE = "fake"
 # The fake-engine tests' event orders and decode counts were written for a 1 s streaming cadence
 # with three words held back; the shorter defaults are tested where they are the subject
-# (the ASR_CHUNK_MIN_S and silence tests of tests/asr/test_jobs.py) and measured by bench/asr.py.
+# (the ASR_CHUNK_MIN_S and silence tests of tests/asr/worker/test_jobs.py) and measured by bench/asr.py.
 ASR_CHUNK_MIN_S = 1.0
 ASR_UNFIXED_WORDS = 3
 API_KEY_PREFIX = "vk_test_"

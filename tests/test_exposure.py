@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from gateway.csp import HEADER, POLICY
+from gateway.server.csp import HEADER, POLICY
 
 pytestmark = pytest.mark.django_db
 

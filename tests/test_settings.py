@@ -53,7 +53,7 @@ def test_embedded_default_without_environment(tmp_path: object) -> None:
     got = probe(tmp_path)
     assert got == {
         "db": "django.db.backends.sqlite3",
-        "layer": "gateway.memory_layer.EmbeddedChannelLayer",
+        "layer": "gateway.layers.memory_layer.EmbeddedChannelLayer",
         "broker": "memory://",
         "eager": True,
     }
@@ -155,7 +155,7 @@ def test_postgres_and_redis_when_set(
     got = probe(tmp_path, REDIS_URL=redis_url, DATABASE_URL=postgres_url)
     assert got == {
         "db": "django.db.backends.postgresql",
-        "layer": "gateway.process_layer.ProcessChannelLayer",
+        "layer": "gateway.layers.process_layer.ProcessChannelLayer",
         "broker": redis_url,
         "eager": False,
     }

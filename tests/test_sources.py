@@ -61,4 +61,4 @@ def test_parse_survives_a_collection_that_parses_inside_it() -> None:
 
 def test_reachable_modules_follow_from_imports() -> None:
     reached = reachable_modules("veena_site.worker", ("veena_site", "tts", "asr"))
-    assert {"veena_site.worker", "tts.jobs", "asr.jobs"} <= reached
+    assert {"veena_site.worker", "tts.worker.jobs", "asr.worker.jobs"} <= reached

@@ -20,8 +20,8 @@ from typing import IO, Any
 from channels.layers import BaseChannelLayer
 from django.conf import settings
 
-from gateway.jobclient import TIMER, Outcome, Phase, WorkerLink
-from gateway.receiving import receive_until
+from gateway.link.jobclient import TIMER, Outcome, Phase, WorkerLink
+from gateway.link.receiving import receive_until
 from tts.errors import outcome_error
 from tts.messages import ChunkOrder, TtsAck, TtsChunk, TtsDone, TtsSubmit
 
@@ -138,7 +138,7 @@ class ChannelJob:
         deadline = time.monotonic() + link.answer_s + link.wait_s
         while link.phase is Phase.SUBMITTING and time.monotonic() < deadline:
             # Not a cancelled receive: it can lose another stream's message
-            # (gateway.receiving).
+            # (gateway.link.receiving).
             left = deadline - time.monotonic()
             message = await receive_until(self.layer, self.channel, left)
             if message is None:
@@ -152,7 +152,9 @@ class ChannelJob:
 
     async def _check(self, link: WorkerLink, outcome: Outcome | None) -> None:
         if outcome is Outcome.ACCEPTED:
-            await link.send(TtsAck(job_id=link.job_id, seq=-1))  # confirm (tts.jobs)
+            await link.send(
+                TtsAck(job_id=link.job_id, seq=-1)
+            )  # confirm (tts.worker.jobs)
             if self.on_accepted is not None:
                 self.on_accepted()
         elif outcome is not None:

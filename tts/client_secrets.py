@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 from accounts.exceptions import AdmissionDenied, InvalidExpiry
 from accounts.minting import authenticate_minter, mint_client_secret
 from tts.pins import secret_pins, session_echo
-from tts.protocol import ProtocolError
+from tts.protocol import TtsProtocolError
 from tts.views import RestError, error_response, rest_denial, rest_request_id
 
 MAX_BODY_BYTES = 16 * 1024
@@ -65,7 +65,7 @@ def create(request: HttpRequest) -> HttpResponseBase:
         return error_response(error, request_id)
     except InvalidExpiry as bad:
         return error_response(RestError("VALIDATION_ERROR", bad.message), request_id)
-    except ProtocolError as bad:
+    except TtsProtocolError as bad:
         return error_response(RestError(bad.code, bad.message), request_id)
     body = {
         "value": minted.value,

@@ -21,14 +21,14 @@ from django.conf import settings
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
 from gateway import metrics
-from gateway.budget import ControlBudget
-from gateway.consumers import WorkerClientConsumer
 from gateway.contracts import JobFailed
-from gateway.daphne_compat import TRANSPORT_EXTENSION
-from gateway.jobclient import Outcome, Phase
+from gateway.link.budget import ControlBudget
+from gateway.link.consumers import WorkerClientConsumer
+from gateway.link.jobclient import Outcome, Phase
+from gateway.link.timers import NamedTimers, Ticker
 from gateway.logs import request_id_var
 from gateway.outages import Failure
-from gateway.timers import NamedTimers, Ticker
+from gateway.server.daphne_compat import TRANSPORT_EXTENSION
 from tts import forwarding, outputs, stream
 from tts.client import link_options
 from tts.errors import denial_fail, failure_error, outcome_error

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
-from gateway.jobclient import Outcome
+from gateway.link.jobclient import Outcome
 from gateway.outages import Failure
 from gateway.wording import retry_after
 from tts.events import Error, rate_limit_message
@@ -88,7 +88,7 @@ def outcome_error(outcome: Outcome) -> WireError:
 
 
 def failure_error(failure: Failure, request_id: str) -> Error:
-    """The consumer boundary's fatal error (``gateway.consumers``): a bug, or an outage of
+    """The consumer boundary's fatal error (``gateway.link.consumers``): a bug, or an outage of
     Redis or the database (§6: STREAMING_OVERLOADED, as for the limits store, with X3's hint)."""
     if failure == "service_unavailable":
         retry = settings.TTS_OVERLOAD_RETRY_MS

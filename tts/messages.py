@@ -2,7 +2,7 @@
 
 The engine options of a request (``Sampling``, with the reference defaults, R1) are stated once
 here: the wire request (``tts.protocol.TtsRequest``), the job's first message and the engine's
-segment (``tts.engines.base.TtsEngineRequest``) inherit them, and ``sampling_of`` copies them
+segment (``tts.worker.engines.base.TtsEngineRequest``) inherit them, and ``sampling_of`` copies them
 from one stage to the next. A segment travels as ``{"seq", "text" (normalised), "char_start", "char_end"}``. ``epoch`` counts
 the request's ``clear`` events (C2): chunks of an older epoch are dropped by the gateway.
 """
@@ -100,7 +100,7 @@ class TtsAck(Message):
     """The gateway handed every chunk up to ``seq`` to the socket (flow control, Q8).
 
     The first ack, ``seq`` −1, is sent on acceptance; like every message of the job it tells
-    the worker that the gateway is still there (``gateway.jobs.CONFIRM_S``).
+    the worker that the gateway is still there (``gateway.worker.jobs.CONFIRM_S``).
     """
 
     TYPE = "tts.job.ack"

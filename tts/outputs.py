@@ -13,7 +13,7 @@ from typing import Literal
 
 from gateway.contracts import Message
 from tts.events import Error, ServerEvent
-from tts.protocol import End, Flush, ProtocolError, TextInput, TtsRequest
+from tts.protocol import End, Flush, TextInput, TtsProtocolError, TtsRequest
 
 WorkerKind = Literal["text", "flush", "end", "clear", "ack"]
 
@@ -86,7 +86,7 @@ class Fail:
     valid_speakers: list[str] | None = None
 
 
-def refusal(exc: ProtocolError, *, request_id: str, keep_alive: bool | None) -> Fail:
+def refusal(exc: TtsProtocolError, *, request_id: str, keep_alive: bool | None) -> Fail:
     """A message or request that cannot be used, as its §6 error."""
     return Fail(
         exc.code,

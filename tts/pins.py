@@ -13,19 +13,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from tts.prepare import engine_info, resolve_voice
-from tts.protocol import ProtocolError, TtsRequest, parse_rest_body
+from tts.protocol import TtsProtocolError, TtsRequest, parse_rest_body
 
 SESSION_TYPE = "tts"
 SESSION_KEYS = ("type", "voice", "format", "sample_rate")
 
 
-def _invalid(message: str) -> ProtocolError:
-    return ProtocolError("VALIDATION_ERROR", message)
+def _invalid(message: str) -> TtsProtocolError:
+    return TtsProtocolError("VALIDATION_ERROR", message)
 
 
 def secret_pins(session: Any) -> dict[str, Any]:
     """The validated pins of a TTS secret's ``session`` (``{}``: none); raises
-    ``ProtocolError`` with the request fields' own messages."""
+    ``TtsProtocolError`` with the request fields' own messages."""
     if session is None:
         return {}
     if not isinstance(session, dict):

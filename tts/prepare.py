@@ -11,10 +11,10 @@ from typing import Any
 
 from django.conf import settings
 
-from tts.engines import EngineInfo
-from tts.engines import engine_info as info_of
+from tts.engine_info import EngineInfo
+from tts.engine_info import engine_info as info_of
 from tts.normalize import has_speakable, normalize_text
-from tts.protocol import ProtocolError, TtsRequest
+from tts.protocol import TtsProtocolError, TtsRequest
 from tts.speakers import UnknownSpeaker, resolve_speaker
 from tts.text import Segment, segment_text
 
@@ -29,13 +29,13 @@ def engine_info() -> EngineInfo:
 def resolve_voice(req: TtsRequest, info: EngineInfo) -> str:
     """R5 and §8: check engine support, then resolve the speaker (last, as in R1)."""
     if req.speed != 1.0 and not info.supports_speed:
-        raise ProtocolError(
+        raise TtsProtocolError(
             "VALIDATION_ERROR", f"speed is not supported by engine {info.wire_name}"
         )
     try:
         return resolve_speaker(req.speaker, info, settings.TTS_SPEAKER_ALIASES)
     except UnknownSpeaker as unknown:
-        error = ProtocolError("VALIDATION_ERROR", unknown.message[:500])
+        error = TtsProtocolError("VALIDATION_ERROR", unknown.message[:500])
         error.extra = {"valid_speakers": unknown.valid}
         raise error from None
 
@@ -43,7 +43,7 @@ def resolve_voice(req: TtsRequest, info: EngineInfo) -> str:
 def check_speakable(text: str) -> None:
     """R7: some letter or digit must remain after normalisation."""
     if not has_speakable(text):
-        raise ProtocolError("VALIDATION_ERROR", "Text has no speakable content")
+        raise TtsProtocolError("VALIDATION_ERROR", "Text has no speakable content")
 
 
 def segment_payload(

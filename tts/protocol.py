@@ -17,16 +17,14 @@ within ±(2**53 − 1); ``cancel.request_id`` must be a string.
 from __future__ import annotations
 
 import logging
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
-
 from gateway import jsontext
-from tts.audio import DEFAULT_FORMAT, DEFAULT_RATE, FORMATS, MULAW_RATE, SAMPLE_RATES
+from tts import request_fields
+from tts.audio import DEFAULT_FORMAT, DEFAULT_RATE
 from tts.messages import Sampling
 
 logger = logging.getLogger(__name__)
@@ -60,7 +58,7 @@ REST_EXCLUDED_FIELDS = ("keep_alive", "timestamps", "request_id")  # H1
 MAX_SAFE_INTEGER = 2**53 - 1  # I4: an integer flush_id every JSON client reads exactly
 
 
-class ProtocolError(Exception):
+class TtsProtocolError(Exception):
     """A client message that cannot be used: code, fixed message, close code, and context."""
 
     def __init__(
@@ -152,26 +150,28 @@ def _loads(data: str | bytes) -> Any:
     try:
         return jsontext.loads(data)
     except jsontext.JsonError as exc:
-        raise ProtocolError("INVALID_JSON", f"Invalid JSON: {exc.reason}") from None
+        raise TtsProtocolError("INVALID_JSON", f"Invalid JSON: {exc.reason}") from None
 
 
 def parse_client_event(text: str | None, data: bytes | None = None) -> ClientEvent:
-    """Parse one WebSocket message; raise ProtocolError (R3, R8)."""
+    """Parse one WebSocket message; raise TtsProtocolError (R3, R8)."""
     if text is None:
-        raise ProtocolError("INVALID_JSON", "Invalid JSON: binary message")
+        raise TtsProtocolError("INVALID_JSON", "Invalid JSON: binary message")
     message = _loads(text)
     if not isinstance(message, dict):
-        raise ProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
+        raise TtsProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
     event = message.get("event")
     name = "request" if event is None else str(event)[:40]
     parse = CLIENT_EVENTS.get(name)
     if parse is None:
-        error = ProtocolError("VALIDATION_ERROR", f"Unknown event '{name}'", event=name)
+        error = TtsProtocolError(
+            "VALIDATION_ERROR", f"Unknown event '{name}'", event=name
+        )
         error.raw = message
         raise error
     try:
         return parse(message)
-    except ProtocolError as exc:
+    except TtsProtocolError as exc:
         exc.event, exc.raw = name, message
         raise
 
@@ -180,7 +180,7 @@ def parse_rest_body(body: bytes) -> TtsRequest:
     """Parse a ``POST /v1/tts`` body (H1): the request fields except the WebSocket-only ones."""
     message = _loads(body)
     if not isinstance(message, dict):
-        raise ProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
+        raise TtsProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
     for name in REST_EXCLUDED_FIELDS:
         message.pop(name, None)
     return _parse_request(message)
@@ -190,118 +190,13 @@ def parse_rest_body(body: bytes) -> TtsRequest:
 # left out, so ``TtsRequest``'s own defaults apply), speaker last as in R1.
 
 
-def _invalid(message: str) -> ProtocolError:
-    return ProtocolError("VALIDATION_ERROR", message)
+def _invalid(message: str) -> TtsProtocolError:
+    return TtsProtocolError("VALIDATION_ERROR", message)
 
 
-def _field_error(name: str, expected: str) -> ProtocolError:
+def _field_error(name: str, expected: str) -> TtsProtocolError:
     """R2's wording: ``Field 'name' must be …``."""
-    return _invalid(f"Field '{name}' must be {expected}")
-
-
-def _number(data: dict[str, Any], name: str, lo: float, hi: float) -> float | None:
-    value = data.get(name)
-    if value is None:
-        return None
-    ok = (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
-    if not ok or not lo <= value <= hi:
-        raise _field_error(name, f"a number between {lo:g} and {hi:g}")
-    return float(value)
-
-
-def _integer(data: dict[str, Any], name: str) -> int | None:
-    """The field as an int (integral floats allowed, R2), None when absent; raise else."""
-    value = data.get(name)
-    if value is None:
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(name)
-    return value
-
-
-def _ranged_integer(data: dict[str, Any], name: str, lo: int, hi: int) -> int | None:
-    try:
-        value = _integer(data, name)
-    except ValueError:
-        value = lo - 1
-    if value is None:
-        return None
-    if not lo <= value <= hi:
-        raise _field_error(name, f"an integer between {lo} and {hi}")
-    return value
-
-
-def _boolean(data: dict[str, Any], name: str) -> bool | None:
-    value = data.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, bool):
-        raise _field_error(name, "a boolean")
-    return value
-
-
-def _text(data: dict[str, Any]) -> str:
-    """The non-empty ``text`` of a whole request, within ``TTS_MAX_TEXT_CHARS``."""
-    text = data.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise _invalid("Text is required and cannot be empty")
-    limit = settings.TTS_MAX_TEXT_CHARS  # spec §3: the default is MAX_TEXT_CHARS
-    if len(text) > limit:
-        raise _invalid(f"Text too long: {len(text)} chars (max {limit})")
-    return text
-
-
-def _top_k(data: dict[str, Any]) -> int | None:
-    try:
-        value = _integer(data, "top_k")
-    except ValueError:
-        value = -2
-    if value is None:
-        return None
-    if not -1 <= value <= 1000:
-        raise _field_error("top_k", "an integer between 1 and 1000, or 0 or -1")
-    return value
-
-
-def _top_p(data: dict[str, Any]) -> float | None:
-    value = data.get("top_p")
-    if value is None:
-        return None
-    ok = (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and 0.0 < value <= 1.0
-    )
-    if not ok:
-        raise _field_error("top_p", "a number greater than 0 and at most 1")
-    return float(value)
-
-
-def _format_and_rate(data: dict[str, Any]) -> tuple[str, int]:
-    fmt = data.get("format")
-    fmt = DEFAULT_FORMAT if fmt is None else fmt
-    if fmt not in FORMATS:
-        shown = str(fmt)[:32]
-        raise _invalid(
-            f"Unsupported format '{shown}' (supported: {', '.join(FORMATS)})"
-        )
-    default = MULAW_RATE if fmt == "mulaw" else DEFAULT_RATE
-    try:
-        rate = _integer(data, "sample_rate")
-    except ValueError:
-        rate = 0
-    rate = default if rate is None else rate
-    if fmt == "mulaw" and rate != MULAW_RATE:
-        raise _field_error("sample_rate", f"{MULAW_RATE} when format is 'mulaw'")
-    if rate not in SAMPLE_RATES:
-        raise _field_error("sample_rate", f"one of {', '.join(map(str, SAMPLE_RATES))}")
-    return fmt, rate
+    return _invalid(request_fields.InvalidField.expected(name, expected).message)
 
 
 def _request_id(data: dict[str, Any]) -> str | None:
@@ -313,35 +208,28 @@ def _request_id(data: dict[str, Any]) -> str | None:
     return value
 
 
-def _speaker(data: dict[str, Any]) -> str | None:
-    value = data.get("speaker")
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise _field_error("speaker", "a string")
-    return value
-
-
 def _fields(data: dict[str, Any]) -> dict[str, Any]:
     """The fields but ``text`` that the message gives, validated in table order (speaker
     last); absent ones are left out, so the request's own defaults apply."""
     fields: dict[str, Any] = {
-        "temperature": _number(data, "temperature", 0.0, 2.0),
-        "top_k": _top_k(data),
-        "top_p": _top_p(data),
-        "max_tokens": _ranged_integer(data, "max_tokens", 1, 8192),
-        "repetition_penalty": _number(data, "repetition_penalty", 1.0, 2.0),
-        "seed": _ranged_integer(data, "seed", 0, 4_294_967_295),
-        "chunking": _boolean(data, "chunking"),
-        "normalize": _boolean(data, "normalize"),
+        "temperature": request_fields.number(data, "temperature", 0.0, 2.0),
+        "top_k": request_fields.top_k(data),
+        "top_p": request_fields.top_p(data),
+        "max_tokens": request_fields.ranged_integer(data, "max_tokens", 1, 8192),
+        "repetition_penalty": request_fields.number(
+            data, "repetition_penalty", 1.0, 2.0
+        ),
+        "seed": request_fields.ranged_integer(data, "seed", 0, 4_294_967_295),
+        "chunking": request_fields.boolean(data, "chunking"),
+        "normalize": request_fields.boolean(data, "normalize"),
     }
-    fields["format"], fields["sample_rate"] = _format_and_rate(data)
+    fields["format"], fields["sample_rate"] = request_fields.format_and_rate(data)
     fields["request_id"] = _request_id(data)
-    fields["speed"] = _number(data, "speed", 0.5, 2.0)
-    fields["keep_alive"] = _boolean(data, "keep_alive")
-    fields["timestamps"] = _boolean(data, "timestamps")
-    fields["word_timestamps"] = _boolean(data, "word_timestamps")
-    fields["speaker"] = _speaker(data)
+    fields["speed"] = request_fields.number(data, "speed", 0.5, 2.0)
+    fields["keep_alive"] = request_fields.boolean(data, "keep_alive")
+    fields["timestamps"] = request_fields.boolean(data, "timestamps")
+    fields["word_timestamps"] = request_fields.boolean(data, "word_timestamps")
+    fields["speaker"] = request_fields.speaker(data)
     unknown = sorted(set(data) - set(REQUEST_FIELDS) - {"event"})
     if unknown:
         logger.debug("ignored unknown request fields: %s", ", ".join(unknown)[:200])
@@ -349,8 +237,11 @@ def _fields(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _request(data: dict[str, Any], *, incremental: bool) -> TtsRequest:
-    text = "" if incremental else _text(data)
-    return TtsRequest(text=text, incremental=incremental, **_fields(data))
+    try:
+        text = "" if incremental else request_fields.text(data)
+        return TtsRequest(text=text, incremental=incremental, **_fields(data))
+    except request_fields.InvalidField as exc:
+        raise _invalid(exc.message) from None
 
 
 def _parse_request(data: dict[str, Any]) -> TtsRequest:

@@ -19,13 +19,13 @@ from django.conf import settings
 from accounts.exceptions import AdmissionDenied
 from gateway import metrics
 from gateway.logs import request_id_var
-from tts.engines import EngineInfo
+from tts.engine_info import EngineInfo
 from tts.errors import denial_fail
 from tts.messages import TtsSubmit, sampling_of
 from tts.outputs import Fail, refusal
 from tts.pins import pinned
 from tts.prepare import engine_info, prepare_segments, resolve_voice
-from tts.protocol import ProtocolError, TtsRequest
+from tts.protocol import TtsProtocolError, TtsRequest
 from tts.session import ActiveRequest, TtsSession
 from tts.usage import TtsUsage
 
@@ -66,12 +66,12 @@ class RequestPlan:
 
 
 async def plan_request(req: TtsRequest, request_id: str) -> RequestPlan:
-    """R5, §7, R7: resolve and segment ``req``; raise ProtocolError when it cannot run."""
+    """R5, §7, R7: resolve and segment ``req``; raise TtsProtocolError when it cannot run."""
     info = engine_info()
     voice = resolve_voice(req, info)
     segments = [] if req.incremental else await prepare_segments(req)
     if not req.incremental and not segments:
-        raise ProtocolError("VALIDATION_ERROR", "Text has no speakable content")
+        raise TtsProtocolError("VALIDATION_ERROR", "Text has no speakable content")
     return RequestPlan(req, request_id, voice, info, segments)
 
 
@@ -114,7 +114,7 @@ async def start_on_stream(
         logger.info("tts request %s: %d chars", request_id, len(req.text))
         metrics.REQUESTS.labels("tts").inc()
         await open_usage(usage, plan)  # accounts Q7: may refuse it before any audio
-    except ProtocolError as exc:
+    except TtsProtocolError as exc:
         return refusal(exc, request_id=request_id, keep_alive=req.keep_alive)
     except AdmissionDenied as denied:  # K4: a per-request RPM denial is not fatal
         fatal = False if denied.reason == "rate_limited" else None

@@ -17,7 +17,7 @@ from typing import Any
 from tts.events import Header, Progress, SegmentEnd, SegmentStart
 from tts.messages import DEFAULT_CHUNK_WINDOW, ChunkOrder
 from tts.outputs import Fail
-from tts.protocol import CLOSE_CODES, NON_FATAL_CODES, ProtocolError, TtsRequest
+from tts.protocol import CLOSE_CODES, NON_FATAL_CODES, TtsProtocolError, TtsRequest
 from tts.text import SEGMENT_MAX_CHARS, SEGMENT_MIN_CHARS, TextBuffer
 
 Clock = Callable[[], float]
@@ -279,11 +279,11 @@ class TtsSession:
         segment_chars: tuple[int, int] = (SEGMENT_MIN_CHARS, SEGMENT_MAX_CHARS),
         chunk_window: int = DEFAULT_CHUNK_WINDOW,
     ) -> ActiveRequest:
-        """Start a request (t0 = now, U3); raise ProtocolError for K2 or K3."""
+        """Start a request (t0 = now, U3); raise TtsProtocolError for K2 or K3."""
         if self.busy:
-            raise ProtocolError("VALIDATION_ERROR", "A request is already active")
+            raise TtsProtocolError("VALIDATION_ERROR", "A request is already active")
         if request_id in self.used_ids:
-            raise ProtocolError(
+            raise TtsProtocolError(
                 "VALIDATION_ERROR", "request_id already used on this stream"
             )
         self.used_ids.add(request_id)

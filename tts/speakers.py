@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tts.engines import EngineInfo
+from tts.engine_info import EngineInfo
 
 DEFAULT_SPEAKER = "male1"
 REFERENCE_NAMES = ("male1", "kavya", "agastya", "maitri", "vinaya")

@@ -11,7 +11,7 @@ import uuid
 from django.conf import settings
 
 from gateway import jsontext
-from gateway.budget import ControlBudget
+from gateway.link.budget import ControlBudget
 from gateway.wording import count
 from tts.events import Error, Pong, ServerWarning, rate_limit_message
 from tts.outputs import (
@@ -34,8 +34,8 @@ from tts.protocol import (
     End,
     Flush,
     Ping,
-    ProtocolError,
     TextInput,
+    TtsProtocolError,
     TtsRequest,
     parse_client_event,
 )
@@ -64,7 +64,7 @@ def message(
         outs.append(Arm("idle", idle_timeout_s()))
     try:
         event = parse_client_event(text, data)
-    except ProtocolError as exc:
+    except TtsProtocolError as exc:
         return outs + bad_message(session, exc)
     return outs + client_event(session, event, control)
 
@@ -103,7 +103,7 @@ def client_event(
             return [Send(ServerWarning("IGNORED_MESSAGE", message))]
 
 
-def bad_message(session: TtsSession, exc: ProtocolError) -> list[Out]:
+def bad_message(session: TtsSession, exc: TtsProtocolError) -> list[Out]:
     """R3/R8/K2: an unusable message fails the stream only when nothing is active."""
     if session.busy and exc.event in ("request", "start"):
         return [second_request(exc.request_id)]

@@ -40,7 +40,7 @@ from tts.prepare import engine_info
 from tts.protocol import (
     HTTP_STATUS,
     REQUEST_ID,
-    ProtocolError,
+    TtsProtocolError,
     TtsRequest,
     parse_rest_body,
 )
@@ -187,7 +187,7 @@ async def metered_synthesis(
         await open_usage(usage, plan)
         await usage.ready()  # accounts U2: committed before any audio exists
         audio = await while_ticking(usage, run_job(plan, usage.job_accepted))
-    except ProtocolError as exc:  # validation opens no record (U3)
+    except TtsProtocolError as exc:  # validation opens no record (U3)
         return error_response(RestError(exc.code, exc.message), request_id)
     except RestError as error:
         await usage.finish(status="failed", error_code=error.code.lower())

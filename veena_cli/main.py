@@ -28,7 +28,7 @@ from veena_cli.errors import (
     CliError,
 )
 from veena_cli.output import EXTENSIONS, TextFormat, render
-from veena_cli.progress import Progress, duration
+from veena_cli.progress import ProgressBar, duration
 from veena_cli.segments import DEFAULT_SEGMENT_CHARS
 
 AUDIO_EXTENSIONS: dict[str, Container] = {
@@ -169,7 +169,7 @@ async def run_say(args: argparse.Namespace, server: Server) -> int:
         speed=args.speed,
         segment_chars=max(1, args.segment_chars),
     )
-    progress = Progress("say", enabled=args.progress)
+    progress = ProgressBar("say", enabled=args.progress)
     job = Say(
         server, read_text(args), out, options, retries=args.retries, progress=progress
     )
@@ -208,7 +208,7 @@ async def run_transcribe(args: argparse.Namespace, server: Server) -> int:
         model=args.model,
         server_vad=args.vad == "server",
     )
-    progress = Progress("transcribe", enabled=args.progress)
+    progress = ProgressBar("transcribe", enabled=args.progress)
     live = fmt == "text" and not args.output
 
     def print_segment(item: Any) -> None:

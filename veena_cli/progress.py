@@ -23,7 +23,7 @@ def duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-class Progress:
+class ProgressBar:
     """Draws ``label [####    ] 42% detail`` in place; ``note()`` prints a line above it."""
 
     def __init__(

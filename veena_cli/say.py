@@ -35,8 +35,8 @@ from veena_cli.errors import (
     ServerError,
     tts_error,
 )
-from veena_cli.progress import Progress
-from veena_cli.segments import Segment, split_text
+from veena_cli.progress import ProgressBar
+from veena_cli.segments import TextSpan, split_text
 
 PATH = "/v1/tts/ws"
 STATE_VERSION = 1
@@ -143,7 +143,7 @@ class Say:
         options: SayOptions,
         *,
         retries: int,
-        progress: Progress,
+        progress: ProgressBar,
     ) -> None:
         self.server, self.text, self.out, self.options = server, text, out, options
         self.retries, self.progress = retries, progress
@@ -241,7 +241,7 @@ class Say:
             self.file.rollback()
         self.chars_done = 0
 
-    async def speak(self, ws: ClientConnection, seg: Segment) -> None:
+    async def speak(self, ws: ClientConnection, seg: TextSpan) -> None:
         """One segment as one request; record it once its ``complete`` checks out."""
         self.attempts[seg.index] = self.attempts.get(seg.index, 0) + 1
         request_id = f"{self.run_id}-{seg.index}-{self.attempts[seg.index]}"
@@ -306,7 +306,7 @@ class Say:
 
     def on_complete(
         self,
-        seg: Segment,
+        seg: TextSpan,
         request_id: str,
         metrics: dict[str, Any],
         received: int,
@@ -335,7 +335,7 @@ class Say:
         self.chars_done = 0
         self.draw(seg, force=True)
 
-    def draw(self, seg: Segment, *, force: bool = False) -> None:
+    def draw(self, seg: TextSpan, *, force: bool = False) -> None:
         """Characters done (whole segments plus spoken sentences) and audio seconds."""
         done = self.state.done
         chars = (done[-1].char_end if done else 0) + self.chars_done

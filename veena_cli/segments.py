@@ -16,7 +16,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?…।॥])[\"'”’)\]]*\s+|\n\s*\n")
 
 
 @dataclass(frozen=True)
-class Segment:
+class TextSpan:
     """Text ``[start, end)`` of the source text; ``text`` is that slice."""
 
     index: int
@@ -48,7 +48,7 @@ def _pieces(text: str, start: int, end: int, limit: int) -> list[tuple[int, int]
     return pieces
 
 
-def split_text(text: str, limit: int = DEFAULT_SEGMENT_CHARS) -> list[Segment]:
+def split_text(text: str, limit: int = DEFAULT_SEGMENT_CHARS) -> list[TextSpan]:
     """Group whole sentences into segments of at most ``limit`` characters."""
     if limit < 1:
         raise ValueError("limit must be positive")
@@ -61,4 +61,4 @@ def split_text(text: str, limit: int = DEFAULT_SEGMENT_CHARS) -> list[Segment]:
             groups.append((start, end))
     # A group with no letter or digit has nothing to speak (the server would refuse it).
     spoken = [(s, e) for s, e in groups if any(ch.isalnum() for ch in text[s:e])]
-    return [Segment(i, s, e, text[s:e]) for i, (s, e) in enumerate(spoken)]
+    return [TextSpan(i, s, e, text[s:e]) for i, (s, e) in enumerate(spoken)]

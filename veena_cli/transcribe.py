@@ -29,7 +29,7 @@ from veena_cli.audio_in import AudioSource, Pcm
 from veena_cli.connection import Server, lost, open_socket
 from veena_cli.cuts import MAX_ITEM_S, choose_cut
 from veena_cli.errors import EXIT_SERVER, CliError, ConnectionLost, realtime_error
-from veena_cli.progress import Progress
+from veena_cli.progress import ProgressBar
 
 PATH = "/v1/realtime"
 RATE = 16_000
@@ -54,7 +54,7 @@ class TranscribeOptions:
 
 
 @dataclass
-class Item:
+class FileItem:
     """One committed item: where it lies in the file (samples at 16 kHz) and its text."""
 
     start: int
@@ -77,7 +77,7 @@ class Item:
 class Transcript:
     """The items with text, in order, and the audio's duration."""
 
-    segments: list[Item] = field(default_factory=list)
+    segments: list[FileItem] = field(default_factory=list)
     duration: float = 0.0
     failed_items: int = 0
 
@@ -96,15 +96,15 @@ class Transcribe:
         source: AudioSource,
         options: TranscribeOptions,
         *,
-        progress: Progress,
-        on_segment: Callable[[Item], None] | None = None,
+        progress: ProgressBar,
+        on_segment: Callable[[FileItem], None] | None = None,
     ) -> None:
         self.server, self.source, self.options = server, source, options
         self.progress, self.on_segment = progress, on_segment
-        self.items: list[Item] = []  # in commit order
-        self.by_id: dict[str, Item] = {}
-        self.uncommitted: list[Item] = []  # committed by us, not yet announced
-        self.speech: Item | None = None  # server_vad: the item being spoken
+        self.items: list[FileItem] = []  # in commit order
+        self.by_id: dict[str, FileItem] = {}
+        self.uncommitted: list[FileItem] = []  # committed by us, not yet announced
+        self.speech: FileItem | None = None  # server_vad: the item being spoken
         self.turn_end = 0  # server_vad: where the server's current item starts
         self.closing = False  # server_vad: the last commit is sent
         self.closed = False  # server_vad: ... and answered
@@ -218,7 +218,7 @@ class Transcribe:
             return
         start = self.sent
         await self.send_audio(ws, pcm)
-        item = Item(start=start + cut.speech_start, end=start + cut.speech_end)
+        item = FileItem(start=start + cut.speech_start, end=start + cut.speech_end)
         self.uncommitted.append(item)
         await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
         await self.until(reader, lambda: self.pending() < MAX_PENDING, None)
@@ -291,7 +291,7 @@ class Transcribe:
             raise realtime_error(event)
         if kind == "input_audio_buffer.speech_started":
             start = int(event.get("audio_start_ms", 0)) * RATE // 1000
-            self.speech = Item(start=start, end=start)
+            self.speech = FileItem(start=start, end=start)
         elif kind == "input_audio_buffer.speech_stopped" and self.speech is not None:
             self.turn_end = int(event.get("audio_end_ms", 0)) * RATE // 1000
             end = self.turn_end - (VAD_SILENCE_MS - 100) * RATE // 1000
@@ -310,7 +310,7 @@ class Transcribe:
         if self.uncommitted:
             item = self.uncommitted.pop(0)
         elif self.closing and not self.closed:
-            item = self.speech or Item(start=self.turn_end, end=self.sent)
+            item = self.speech or FileItem(start=self.turn_end, end=self.sent)
             item.end, self.speech, self.closed = self.sent, None, True
         else:
             return

@@ -15,8 +15,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from asr.routing import ROUTE as ASR_ROUTE  # noqa: E402
-from gateway.lazy_app import websocket_routes  # noqa: E402
-from gateway.lifecycle import tracked  # noqa: E402
+from gateway.server.lazy_app import websocket_routes  # noqa: E402
+from gateway.server.lifecycle import tracked  # noqa: E402
 from tts.routing import ROUTE as TTS_ROUTE  # noqa: E402
 from veena_site.routing import channel_router  # noqa: E402
 

@@ -15,8 +15,8 @@ from veena_site.conf.registry import OVERRIDES, SETTINGS
 @register()
 def engines_are_known(**kwargs: Any) -> list[Error]:
     """TTS_ENGINE and ASR_ENGINE must name registered engines."""
-    from asr.engines import ENGINES as ASR_ENGINES
-    from tts.engines import ENGINES as TTS_ENGINES
+    from asr.worker.engines import ENGINES as ASR_ENGINES
+    from tts.worker.engines import ENGINES as TTS_ENGINES
 
     errors = []
     if settings.TTS_ENGINE not in TTS_ENGINES:
@@ -44,7 +44,7 @@ def websocket_limit_fits_realtime(**kwargs: Any) -> list[Error]:
 
 @register()
 def placement_is_known(**kwargs: Any) -> list[Error]:
-    """WORKER_PLACEMENT names a placement (gateway.placement)."""
+    """WORKER_PLACEMENT names a placement (gateway.link.placement)."""
     if settings.WORKER_PLACEMENT not in ("least_loaded", "shared"):
         return [
             Error("WORKER_PLACEMENT must be least_loaded or shared", id="veena.E004")

@@ -21,7 +21,7 @@ from typing import IO
 from channels.layers import get_channel_layer
 
 from gateway.contracts import WORKER_CHANNELS, Kind
-from gateway.listener import ResilientWorker
+from gateway.layers.listener import ResilientWorker
 from veena_site.routing import channel_router
 from veena_site.runtime import get_runtime
 

@@ -1,4 +1,4 @@
-"""What ``gateway.http_guard`` allows each HTTP route: its body size, and the 413 past it.
+"""What ``gateway.server.http_guard`` allows each HTTP route: its body size, and the 413 past it.
 
 File uploads (``POST /v1/audio/transcriptions``) may carry ``OPENAI_TRANSCRIBE_MAX_BYTES`` and
 the form around it; every other route Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (2.5 MiB), far

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.core.management.base import CommandError
 
-from gateway.vllm_env import EngineLoadError, require_vllm
+from gateway.worker.vllm_env import EngineLoadError, require_vllm
 
 VLLM_ENGINE = "vllm"  # the X_ENGINE value of every vLLM engine
 
@@ -34,7 +34,7 @@ def check_engines(kinds: Iterable[str]) -> None:
         except EngineLoadError as error:
             raise CommandError(str(error)) from None
     if "asr" in kinds:
-        from asr.engines import check_engine
+        from asr.worker.engines import check_engine
 
         try:
             check_engine(settings.ASR_ENGINE)

@@ -13,10 +13,10 @@ from typing import Any
 from django.conf import settings
 
 from gateway.contracts import WORKER_CHANNELS, Kind
-from gateway.jobs import JobRegistry
 from gateway.liveness import WorkerStatus, get_liveness
 from gateway.outages import log_failure
-from gateway.vllm_env import EngineLoadError
+from gateway.worker.jobs import JobRegistry
+from gateway.worker.vllm_env import EngineLoadError
 
 logger = logging.getLogger(__name__)
 
@@ -27,10 +27,10 @@ BEACON_RETRY_S = 0.1
 def load_engine(kind: Kind, name: str) -> Any:
     """Load the engine ``name`` of ``kind`` from its registry (blocking; call in a thread)."""
     if kind == "tts":
-        from tts.engines import ENGINES as TTS_ENGINES
+        from tts.worker.engines import ENGINES as TTS_ENGINES
 
         return TTS_ENGINES[name]()
-    from asr.engines import ENGINES as ASR_ENGINES
+    from asr.worker.engines import ENGINES as ASR_ENGINES
 
     return ASR_ENGINES[name]()
 

@@ -16,7 +16,7 @@ from typing import Any
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from gateway.redis_layer import broker_options, redis_host, sync_options
+from gateway.layers.redis_layer import broker_options, redis_host, sync_options
 
 # Every setting, declared once by its area's module (veena_site/conf/registry.py).
 from veena_site.conf.accounts import *  # noqa: F403  keys, limits, metering, periodic jobs
@@ -71,8 +71,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "gateway.logs.RequestIdMiddleware",
-    "gateway.lifecycle.DrainMiddleware",  # 503 while the gateway drains (issue 31)
-    "gateway.csp.ContentSecurityPolicyMiddleware",  # on every HTML page (issue 31)
+    "gateway.server.lifecycle.DrainMiddleware",  # 503 while the gateway drains (issue 31)
+    "gateway.server.csp.ContentSecurityPolicyMiddleware",  # on every HTML page (issue 31)
     "django.middleware.security.SecurityMiddleware",
     # Static files (the dashboard's charts, the admin) from the app directories.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -124,12 +124,12 @@ DATABASES["default"]["CONN_MAX_AGE"] = DATABASE_CONN_MAX_AGE
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Channel layer: in-process without Redis (embedded default), gateway.process_layer with it.
+# Channel layer: in-process without Redis (embedded default), gateway.layers.process_layer with it.
 # Every job's acks, keepalives and cancels go to its worker's channel: room for many jobs.
 WORKER_CHANNEL_CAPACITIES = {
     "tts-worker": WORKER_CHANNEL_CAPACITY,
     "asr-worker": WORKER_CHANNEL_CAPACITY,
-    # each worker's own submission channel (gateway.placement)
+    # each worker's own submission channel (gateway.link.placement)
     "tts-worker.*": WORKER_CHANNEL_CAPACITY,
     "asr-worker.*": WORKER_CHANNEL_CAPACITY,
     "worker.*": WORKER_OWN_CHANNEL_CAPACITY,  # each worker's own channel
@@ -137,7 +137,7 @@ WORKER_CHANNEL_CAPACITIES = {
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "gateway.process_layer.ProcessChannelLayer",
+            "BACKEND": "gateway.layers.process_layer.ProcessChannelLayer",
             "CONFIG": {
                 "hosts": [
                     redis_host(REDIS_URL, socket_timeout_s=REDIS_SOCKET_TIMEOUT_S)
@@ -152,7 +152,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "gateway.memory_layer.EmbeddedChannelLayer",
+            "BACKEND": "gateway.layers.memory_layer.EmbeddedChannelLayer",
             "CONFIG": {
                 "expiry": CHANNEL_EXPIRY_S,
                 "capacity": CHANNEL_CAPACITY,
@@ -168,7 +168,7 @@ CELERY_TASK_IGNORE_RESULT = True
 # Keep retrying the broker, at start-up too: a Redis restart must not end the Celery worker.
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
-# Health checks of idle connections, so none is left stale by a restart (gateway.redis_layer).
+# Health checks of idle connections, so none is left stale by a restart (gateway.layers.redis_layer).
 CELERY_BROKER_TRANSPORT_OPTIONS = broker_options() if REDIS_URL else {}
 # CELERY_BEAT_SCHEDULE: the accounts jobs, veena_site/conf/accounts.py.
 CELERY_TIMEZONE = "UTC"

@@ -5,7 +5,7 @@ child has run for ``STABLE_S``), so one crash does not take the deployment down.
 keeps failing right after its start (``QUICK_EXIT_S``) ``GIVE_UP_AFTER`` times in a row is a
 configuration error, not an outage: the supervisor then stops every child and fails, so an
 outer supervisor (systemd, k8s) sees it. The children ride out a Redis outage by themselves
-(``gateway.listener``, redis-py reconnecting, Celery's broker retries); restarts are the
+(``gateway.layers.listener``, redis-py reconnecting, Celery's broker retries); restarts are the
 backstop for anything else.
 """
 

@@ -19,9 +19,9 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from gateway.link.receiving import receive_until
 from gateway.liveness import WorkerStatus, get_liveness
 from gateway.metrics import CHANNEL_HOP
-from gateway.receiving import receive_until
 
 PROBE_TIMEOUT_S = 2.0
 _BEARER = re.compile(r"bearer[ \t]+(\S+)", re.IGNORECASE)

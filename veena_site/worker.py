@@ -17,14 +17,14 @@ from channels.exceptions import StopConsumer
 from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 
-from asr.jobs import AsrJob
 from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen, AsrOpen
+from asr.worker.jobs import AsrJob
 from gateway.contracts import JobAccepted, JobBusy, JobNotReady, Kind, Message
 from gateway.dispatch import dispatch
-from gateway.jobs import J, WorkerJob, reply_sender
-from gateway.listener import receive_through_outages
-from tts.jobs import TtsJob
+from gateway.layers.listener import receive_through_outages
+from gateway.worker.jobs import J, WorkerJob, reply_sender
 from tts.messages import TtsAck, TtsClear, TtsEnd, TtsFlush, TtsSubmit, TtsText
+from tts.worker.jobs import TtsJob
 from veena_site.runtime import get_runtime
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class GpuWorkerConsumer(AsyncConsumer):
         self.channel_layer = get_channel_layer(self.channel_layer_alias)
         # Every running job's acks, keepalives, cancels and audio come here: the "worker.*"
         # capacity (WORKER_OWN_CHANNEL_CAPACITY), not a reply channel's. On Redis the prefix
-        # shares the process's one reader (gateway.process_layer), so it cannot starve.
+        # shares the process's one reader (gateway.layers.process_layer), so it cannot starve.
         self.channel_name = await self.channel_layer.new_channel("worker.")
         self.channel_receive = functools.partial(
             receive_through_outages, self.channel_layer, self.channel_name

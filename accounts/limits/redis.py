@@ -28,7 +28,7 @@ from accounts.limits.base import (
     lease_refused,
     scoped_limits,
 )
-from gateway.redis_layer import sync_options
+from gateway.layers.redis_layer import sync_options
 
 LUA_DIR = Path(__file__).resolve().parent / "lua"
 SCRIPTS = (
@@ -92,7 +92,7 @@ class RedisLimiter:
             url,
             socket_timeout=SOCKET_TIMEOUT_S,
             socket_connect_timeout=SOCKET_TIMEOUT_S,
-            **sync_options(),  # health checks and retries (gateway.redis_layer)
+            **sync_options(),  # health checks and retries (gateway.layers.redis_layer)
         )
         return cls(client, **kwargs)
 

@@ -3,7 +3,7 @@
 ``Cluster`` starts ``manage.py gpuworker`` children (fake TTS engine, loopback Redis, a channel
 prefix of their own) and configures this process as a gateway on the same layer.
 ``GatewayJob`` is the channel-layer half of one ``/v1/tts/ws`` consumer: it admits the job
-through ``gateway.jobclient.WorkerLink`` (placement, retries, keepalives), acks chunks the
+through ``gateway.link.jobclient.WorkerLink`` (placement, retries, keepalives), acks chunks the
 way the consumer does, and records when each chunk arrived and how long its hop took.
 """
 
@@ -169,7 +169,7 @@ class GatewayJob:
 
     async def admit(self) -> bool:
         """Submit and wait for the link's outcome; True when a worker accepted."""
-        from gateway.jobclient import WorkerLink
+        from gateway.link.jobclient import WorkerLink
 
         self.channel = await self.layer.new_channel("bench.")
         self.link = WorkerLink(
@@ -221,7 +221,7 @@ class GatewayJob:
         )
 
     async def _handle(self, message: dict[str, Any]) -> Any:
-        from gateway.jobclient import TIMER
+        from gateway.link.jobclient import TIMER
         from tts.messages import TtsAck
 
         kind = message["type"]

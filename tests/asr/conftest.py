@@ -73,8 +73,8 @@ class Clip:
 
 def synthesize(texts: list[str]) -> list[Clip]:
     """Speak ``texts`` with the real Piper voice, at 16 kHz int16."""
-    from tts.engines.base import TtsEngineRequest
-    from tts.engines.piper import PiperTts
+    from tts.worker.engines.base import TtsEngineRequest
+    from tts.worker.engines.piper import PiperTts
 
     async def run() -> list[Clip]:
         engine = PiperTts.load(threads=1)

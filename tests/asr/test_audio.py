@@ -7,7 +7,7 @@ import pytest
 import soxr
 
 from asr.audio import INPUT_RATES, InputDecoder, decode_pcm16, round_to_int16
-from asr.engines.base import MODEL_RATE
+from asr.whisper import MODEL_RATE
 from gateway.pcm import alaw2lin, lin2alaw, lin2ulaw, ulaw2lin
 
 

@@ -6,7 +6,7 @@ silence, commit) through the ASGI application and the embedded worker. The poole
 their ``completed`` transcripts must stay within 1.1× (plus two words of margin: the stack
 decodes the resampled 24 kHz stream, the reference the 16 kHz clip) of the same engine
 decoding each whole clip with the product's final decode
-(``asr.engines.base.final_request``). Every frame is validated with the openai SDK's models
+(``asr.worker.engines.base.final_request``). Every frame is validated with the openai SDK's models
 (``tests.asr.conftest.Realtime``), with ``include`` logprobs and word times asked for.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asr.engines.base import final_request
+from asr.worker.engines.base import final_request
 from tests.asr.conftest import Clip, Realtime, connect, silence, synthesize, update
 from tests.wer import normalized_words, word_error_rate
 

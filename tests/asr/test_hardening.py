@@ -13,8 +13,8 @@ import pytest
 from channels.testing import WebsocketCommunicator
 
 from accounts.models.usage import UsageRecord
-from asr.engines.fake import FakeAsr
 from asr.messages import AsrFinal
+from asr.worker.engines.fake import FakeAsr
 from tests.asr.conftest import Realtime, b64, bearer, silence
 from tests.conftest import KeyMaker
 from tests.support.leaks import (

@@ -18,18 +18,16 @@ from asr.config import (
     default_config,
     session_object,
 )
+from asr.event_schema import error_event, server_event, vllm_done, vllm_error
 from asr.protocol import (
     Dialect,
-    ProtocolError,
+    RealtimeProtocolError,
     VllmSessionUpdate,
-    error_event,
     new_id,
     parse_client_event,
-    server_event,
-    vllm_done,
-    vllm_error,
 )
-from asr.updates import validate_update, validate_vllm_update
+from asr.updates import validate_update
+from asr.vllm_update import validate_vllm_update
 
 MODELS = Models(
     served="whisper-tiny.en",
@@ -59,13 +57,13 @@ def fails(session: Any, *, beta: bool = False) -> tuple[str, str | None]:
 
 
 def test_asr_er5_invalid_json_is_invalid_payload_without_param() -> None:
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(RealtimeProtocolError) as exc:
         parse_client_event("{not json", None)
     assert (exc.value.code, exc.value.param) == ("invalid_payload", None)
 
 
 def test_asr_vl9_invalid_json_in_vllm_is_invalid_json() -> None:
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(RealtimeProtocolError) as exc:
         parse_client_event("{", None, dialect=Dialect.VLLM)
     assert (exc.value.code, exc.value.message) == ("invalid_json", "Invalid JSON")
 
@@ -75,13 +73,13 @@ def test_asr_vl9_invalid_json_in_vllm_is_invalid_json() -> None:
     [("[1, 2]", None), ('{"event_id": "x"}', "type"), ('{"type": 3}', "type")],
 )
 def test_asr_er5_bad_shape_is_invalid_payload(text: str, param: str | None) -> None:
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(RealtimeProtocolError) as exc:
         parse_client_event(text, None)
     assert (exc.value.code, exc.value.param) == ("invalid_payload", param)
 
 
 def test_asr_ai2_binary_frame_is_invalid_payload() -> None:
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(RealtimeProtocolError) as exc:
         parse_client_event(None, b"\x00\x01")
     assert exc.value.code == "invalid_payload"
     assert exc.value.message.startswith("Binary frames are not supported")
@@ -91,14 +89,14 @@ def test_asr_ai2_binary_frame_is_invalid_payload() -> None:
     "kind", ["made.up.event", "response.create", "conversation.item.create"]
 )
 def test_asr_er5_unknown_event_message(kind: str) -> None:
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(RealtimeProtocolError) as exc:
         parse_client_event(f'{{"type": "{kind}", "event_id": "e1"}}', None)
     assert exc.value.code == "unknown_event"
     assert exc.value.message == f"Unknown event type: '{kind}'."
 
 
 def test_asr_vl9_clear_is_unknown_in_vllm() -> None:
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(RealtimeProtocolError) as exc:
         parse_client_event(
             '{"type": "input_audio_buffer.clear"}', None, dialect=Dialect.VLLM
         )

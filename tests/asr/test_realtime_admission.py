@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from channels.layers import get_channel_layer
 
-from asr.engines.fake import FakeAsr
+from asr.worker.engines.fake import FakeAsr
 from tests.asr.conftest import Clip, Realtime, b64, connect, silence
 from veena_site.runtime import WorkerRuntime
 

@@ -176,7 +176,7 @@ async def test_asr_t_r1_in_process_cancel_leaves_no_task(
     leftovers = [
         t
         for t in asyncio.all_tasks()
-        if "asr.jobs" in repr(t.get_coro()) or "AsrJob" in repr(t.get_coro())
+        if "asr.worker.jobs" in repr(t.get_coro()) or "AsrJob" in repr(t.get_coro())
     ]
     assert leftovers == []
 

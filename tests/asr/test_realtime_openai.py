@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asr.engines.fake import FakeAsr, fake_transcript
+from asr.worker.engines.fake import FakeAsr, fake_transcript
 from tests.asr.conftest import (
     MARKER,
     Clip,

@@ -379,7 +379,7 @@ async def test_lm6_disconnect_finalizes_the_record_and_frees_the_lease(
 async def test_lm6_gateway_shutdown_completes_the_record_with_1001(
     embedded_worker: object, keyed: MakeKey
 ) -> None:
-    from gateway import lifecycle
+    from gateway.server import lifecycle
 
     api_key, raw = await keyed()
     rt = await connect(key=raw)

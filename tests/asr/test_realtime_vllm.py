@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from asr.engines.fake import fake_transcript
+from asr.worker.engines.fake import fake_transcript
 from tests.asr.conftest import Clip, Realtime, b64, connect, silence
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -21,7 +21,7 @@ from asr.items import (
     WorkerCommit,
 )
 from asr.messages import AsrFinal
-from asr.protocol import ProtocolError, parse_client_event
+from asr.protocol import RealtimeProtocolError, parse_client_event
 from asr.session import (
     MAX_FORWARD,
     MIN_FORWARD,
@@ -277,7 +277,7 @@ def test_asr_di2_di4_dialect_signals(body: dict, expected: Dialect | None) -> No
 
 
 def test_asr_di2_an_append_that_fails_validation_still_selects_openai() -> None:
-    with pytest.raises(ProtocolError) as exc:
+    with pytest.raises(RealtimeProtocolError) as exc:
         parse_client_event('{"type": "input_audio_buffer.append", "audio": "!"}', None)
     assert (exc.value.code, exc.value.selects) == ("invalid_audio", Dialect.OPENAI)
 

@@ -20,8 +20,8 @@ import pytest
 import pytest_asyncio
 from django.test import override_settings
 
-from asr.engines.base import (
-    MODEL_RATE,
+from asr.whisper import MODEL_RATE
+from asr.worker.engines.base import (
     NEW_TOKENS_MIN,
     NEW_TOKENS_PER_S,
     AsrDecodeRequest,
@@ -61,7 +61,7 @@ class Lent:
 async def vllm_engine(
     tmp_path_factory: pytest.TempPathFactory, clips: dict[str, Clip]
 ) -> AsyncIterator[Any]:
-    from asr.engines.vllm import VllmWhisperAsr
+    from asr.worker.engines.vllm import VllmWhisperAsr
 
     data = tmp_path_factory.mktemp("vllm-data")
     with override_settings(DATA_DIR=Path(data), **ENGINE_SETTINGS):
@@ -78,7 +78,7 @@ async def worker(
     vllm_engine: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Any]:
     """The embedded worker on the module's engine."""
-    from asr.engines import ENGINES
+    from asr.worker.engines import ENGINES
     from veena_site.embedded import start_embedded_worker
     from veena_site.runtime import get_runtime
 

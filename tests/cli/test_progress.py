@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import io
 
-from veena_cli.progress import Progress
+from veena_cli.progress import ProgressBar
 
 
 def test_a_result_goes_to_its_stream_and_the_bar_is_lifted_and_redrawn() -> None:
     err, out = io.StringIO(), io.StringIO()
-    bar = Progress("transcribe", enabled=True, stream=err)
+    bar = ProgressBar("transcribe", enabled=True, stream=err)
     bar.update(0.5, "1.0/2.0 s sent", force=True)
     drawn = err.getvalue()
     bar.above("Hello there.", out)
@@ -21,7 +21,7 @@ def test_a_result_goes_to_its_stream_and_the_bar_is_lifted_and_redrawn() -> None
 
 def test_without_a_bar_results_are_plain_lines() -> None:
     err, out = io.StringIO(), io.StringIO()
-    bar = Progress("transcribe", enabled=False, stream=err)
+    bar = ProgressBar("transcribe", enabled=False, stream=err)
     bar.update(0.5, "detail", force=True)
     bar.above("Hello.", out)
     assert (out.getvalue(), err.getvalue()) == ("Hello.\n", "")

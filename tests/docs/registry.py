@@ -2,7 +2,7 @@
 
 Where the code keeps a registry as data (``CLIENT_EVENTS``, ``CLOSE_CODES``, ``GA_SCHEMA``, the
 SDK event tables) it is imported. Where it does not (server event names built as dict
-literals, error codes passed to ``fail`` / ``ProtocolError``, settings read by the consumer
+literals, error codes passed to ``fail`` / the protocol errors, settings read by the consumer
 side), the source is parsed with ``ast``, so a new code in any of those places shows up here.
 """
 
@@ -19,10 +19,11 @@ from tests.support.sources import parse
 ROOT = Path(__file__).resolve().parents[2]
 
 # The modules of each endpoint's gateway side (wire, consumer, REST) and the shared ones.
-SHARED = ("gateway/budget.py", "gateway/consumers.py")
+SHARED = ("gateway/link/budget.py", "gateway/link/consumers.py")
 TTS_MODULES = (
     "tts/consumers.py",
     "tts/protocol.py",
+    "tts/request_fields.py",
     "tts/events.py",
     "tts/outputs.py",
     "tts/stream.py",
@@ -34,7 +35,7 @@ TTS_MODULES = (
     "tts/prepare.py",
     "tts/views.py",
     "tts/client.py",
-    "tts/jobs.py",
+    "tts/worker/jobs.py",
     *SHARED,
 )
 ASR_MODULES = (
@@ -44,14 +45,24 @@ ASR_MODULES = (
     "asr/connection.py",
     "asr/events.py",
     "asr/protocol.py",
+    "asr/event_schema.py",
     "asr/updates.py",
+    "asr/vllm_update.py",
     "asr/config.py",
     "asr/session.py",
     *SHARED,
 )
 # Calls whose first argument (or ``code=``) is a wire error or warning code.
 ERROR_CALLS = frozenset(
-    ("ProtocolError", "ConfigError", "_fail", "fail", "send_error", "vllm_error")
+    (
+        "TtsProtocolError",
+        "RealtimeProtocolError",
+        "ConfigError",
+        "_fail",
+        "fail",
+        "send_error",
+        "vllm_error",
+    )
 )
 CLOSE_CALLS = frozenset(("close_stream", "close"))
 CLOSE_KEYWORDS = frozenset(("close_code", "code", "closing"))

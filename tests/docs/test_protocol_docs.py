@@ -186,7 +186,7 @@ def test_docs_realtime_session_update_fields(rt_page: Section) -> None:
 
 
 def test_docs_realtime_server_events(rt_page: Section) -> None:
-    from asr.protocol import BETA_EVENTS, SERVER_EVENTS, VllmEvent
+    from asr.event_schema import BETA_EVENTS, SERVER_EVENTS, VllmEvent
 
     same(
         names(rt_page.child("Server events (OpenAI dialect)")),
@@ -260,7 +260,7 @@ def json_block(section: Section) -> Any:
 
 
 def test_docs_tts_speakers_example_is_the_piper_listing(tts_page: Section) -> None:
-    from tts.engines import engine_info as info_of
+    from tts.engine_info import engine_info as info_of
     from tts.speakers import speakers_listing
 
     documented = json_block(tts_page.child("GET /v1/tts/speakers"))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from gateway.csp import HEADER, POLICY
+from gateway.server.csp import HEADER, POLICY
 from tests.e2e.conftest import screenshot
 from tests.support.dashboard_seed import PASSWORD, seed
 

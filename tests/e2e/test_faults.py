@@ -33,10 +33,12 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from prometheus_client import REGISTRY
 
+from gateway.link.unanswered import abandoned_links_drained
 from gateway.liveness import get_liveness
-from gateway.unanswered import abandoned_links_drained
 from tests.asr.conftest import b64, silence
 from tests.conftest import free_port
+from tests.gateway.test_distributed import prefix, redis_layer  # noqa: F401 (fixtures)
+from tests.gateway.test_distributed import start_worker as start_worker_on
 from tests.support.private_redis import PrivateRedis
 from tests.support.services import (
     Service,
@@ -50,8 +52,6 @@ from tests.support.services import (
     start_worker,
     wait_ready,
 )
-from tests.worker.test_distributed import prefix, redis_layer  # noqa: F401 (fixtures)
-from tests.worker.test_distributed import start_worker as start_worker_on
 from veena_site.asgi import application
 from veena_site.conf.registry import child_environment
 

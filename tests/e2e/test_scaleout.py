@@ -191,7 +191,7 @@ def cluster(
         TTS_DRAIN_S="2",
         # Every admission time keeps its default: on the shared CI machine a worker's answer
         # can come after the 500 ms answer time (seen: load 13 on 2 vCPUs), and a late answer
-        # from a live worker is load, not MODEL_NOT_LOADED (gateway.jobclient).
+        # from a live worker is load, not MODEL_NOT_LOADED (gateway.link.jobclient).
     )
     workers = [start_worker(env, data / f"worker{n}.log") for n in range(2)]
     gateways = [

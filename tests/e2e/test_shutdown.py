@@ -134,7 +134,7 @@ def unit_command(unit: dict[str, list[str]], env: dict[str, str]) -> list[str]:
 
 
 def test_documented_units_give_the_drain_its_time() -> None:
-    from gateway.lifecycle import stop_seconds
+    from gateway.server.lifecycle import stop_seconds
 
     units = documented_units()
     for name in ("veena-gateway@.service", "veena-worker@.service"):

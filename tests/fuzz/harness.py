@@ -109,7 +109,7 @@ class Rig:
 
     async def leftovers(self, *, full: bool) -> dict[str, Any]:
         from accounts.limits import get_limiter
-        from gateway import lifecycle
+        from gateway.server import lifecycle
 
         left: dict[str, Any] = {}
         for endpoint in ("tts", "asr"):

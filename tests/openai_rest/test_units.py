@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
-from asr.engines.base import DecodedSegment as Segment
+from asr.whisper import DecodedSegment as Segment
 from openai_rest.encode import RESPONSE_FORMATS, StreamEncoder
 from openai_rest.errors import OpenAiError, denial_error
 from openai_rest.speech_request import parse_speech, tts_request

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 
-from asr.engines.fake import FakeAsr
+from asr.worker.engines.fake import FakeAsr
 from tests.conftest import KeyMaker
 from tests.openai_rest.conftest import encode_container
 from tests.tts.conftest import (

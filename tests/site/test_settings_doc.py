@@ -44,7 +44,7 @@ PACKAGES = (
 )
 # Variables that application code reads itself: not settings of the gateway.
 NOT_SETTINGS = {
-    "VLLM_RPC_BASE_PATH": "gateway.vllm_runner sets it for vLLM, then reads it back",
+    "VLLM_RPC_BASE_PATH": "gateway.worker.vllm_runner sets it for vLLM, then reads it back",
     "VEENA_URL": "the veena CLI's own (docs/clients.md)",
     "VEENA_API_KEY": "the veena CLI's own (docs/clients.md)",
 }

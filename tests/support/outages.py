@@ -11,7 +11,7 @@ import redis.exceptions
 from channels.layers import get_channel_layer
 from django.db import OperationalError
 
-from gateway import lifecycle
+from gateway.server import lifecycle
 
 
 def redis_gone(*args: Any, **kwargs: Any) -> Any:

@@ -222,12 +222,12 @@ def pcm_ms(frames: list[bytes], rate: int) -> int:
 
 @pytest.fixture(scope="session")
 def tiny_orpheus(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """tts.engines.tiny_orpheus checkpoint (model, snac, snac_24khz directories)."""
-    from gateway.vllm_env import vllm_installed
+    """tts.worker.engines.tiny_orpheus checkpoint (model, snac, snac_24khz directories)."""
+    from gateway.worker.vllm_env import vllm_installed
 
     if not vllm_installed():
         pytest.skip("the vLLM tier is not installed")  # the vllm marker fails it in CI
-    from tts.engines.tiny_orpheus import build_tiny_orpheus
+    from tts.worker.engines.tiny_orpheus import build_tiny_orpheus
 
     return build_tiny_orpheus(tmp_path_factory.mktemp("tiny-orpheus"))
 
@@ -268,7 +268,7 @@ async def vllm_tts(
     """
     from django.test import override_settings
 
-    from tts.engines import load_vllm
+    from tts.worker.engines import load_vllm
 
     values = tiny_vllm_settings(tiny_orpheus, tmp_path_factory.mktemp("vllm-data"))
     with override_settings(**values):

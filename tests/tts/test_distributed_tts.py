@@ -8,9 +8,9 @@ import time
 import pytest
 
 from gateway.liveness import get_liveness
+from tests.gateway.test_distributed import prefix, redis_layer, worker  # noqa: F401
 from tests.tts.conftest import Opener
 from tests.tts.test_rest import post
-from tests.worker.test_distributed import prefix, redis_layer, worker  # noqa: F401
 
 pytestmark = [
     pytest.mark.redis,

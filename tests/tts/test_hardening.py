@@ -417,9 +417,9 @@ async def test_i9_4_slow_worker_replies_do_not_hold_a_crashed_stream(
 def test_i9_2_log_of_a_bad_message_names_no_client_text(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from tts.protocol import ProtocolError, parse_client_event
+    from tts.protocol import TtsProtocolError, parse_client_event
 
-    with caplog.at_level(logging.DEBUG), pytest.raises(ProtocolError):
+    with caplog.at_level(logging.DEBUG), pytest.raises(TtsProtocolError):
         parse_client_event('{"text": "SECRET-TEXT", "temperature": NaN}', None)
     assert "SECRET-TEXT" not in caplog.text
 

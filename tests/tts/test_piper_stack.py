@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 import soxr
 
-from asr.engines.base import MODEL_RATE, AsrDecodeRequest
-from asr.engines.faster_whisper import FasterWhisperAsr
+from asr.whisper import MODEL_RATE
+from asr.worker.engines.base import AsrDecodeRequest
+from asr.worker.engines.faster_whisper import FasterWhisperAsr
 from gateway.pcm import pcm16_to_float, ulaw2lin
 from tests.tts.conftest import Opener, Stream
 from tests.wer import word_error_rate

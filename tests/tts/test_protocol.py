@@ -16,8 +16,8 @@ from tts.protocol import (
     End,
     Flush,
     Ping,
-    ProtocolError,
     TextInput,
+    TtsProtocolError,
     TtsRequest,
     parse_client_event,
     parse_rest_body,
@@ -28,8 +28,8 @@ def parse(message: object) -> object:
     return parse_client_event(json.dumps(message))
 
 
-def error_of(message: object) -> ProtocolError:
-    with pytest.raises(ProtocolError) as info:
+def error_of(message: object) -> TtsProtocolError:
+    with pytest.raises(TtsProtocolError) as info:
         parse(message)
     return info.value
 
@@ -141,11 +141,11 @@ def test_tts_r3_non_object_json_is_validation_error() -> None:
 
 
 def test_tts_r3_non_json_and_binary_are_invalid_json() -> None:
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TtsProtocolError) as info:
         parse_client_event("{not json")
     assert info.value.code == "INVALID_JSON" and info.value.close_code == 1003
     assert info.value.message.startswith("Invalid JSON: ")
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TtsProtocolError) as info:
         parse_client_event(None, b"\x00\x01")
     assert info.value.code == "INVALID_JSON"
 
@@ -201,7 +201,7 @@ def test_tts_h1_rest_body_ignores_websocket_only_fields() -> None:
         {"text": "a", "keep_alive": "x", "timestamps": 5, "request_id": "bad id"}
     )
     assert parse_rest_body(body.encode()) == TtsRequest(text="a")
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(TtsProtocolError) as info:
         parse_rest_body(b"\xff{")
     assert info.value.code == "INVALID_JSON"
 

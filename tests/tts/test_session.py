@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from tts.events import server_message
-from tts.protocol import ProtocolError, TtsRequest
+from tts.protocol import TtsProtocolError, TtsRequest
 from tts.session import RequestState, TtsSession
 
 
@@ -37,10 +37,10 @@ def test_tts_x1_first_request_uses_the_accept_time_id_later_ones_get_new_ids() -
 def test_tts_k2_k3_one_request_at_a_time_and_ids_unique_per_stream() -> None:
     session = session_with(Clock())
     session.begin(TtsRequest(text="a", keep_alive=True), request_id="r1", voice="joe")
-    with pytest.raises(ProtocolError, match="already active"):
+    with pytest.raises(TtsProtocolError, match="already active"):
         session.begin(TtsRequest(text="b"), request_id="r2", voice="joe")
     session.end_request()
-    with pytest.raises(ProtocolError, match="already used"):
+    with pytest.raises(TtsProtocolError, match="already used"):
         session.begin(TtsRequest(text="b"), request_id="r1", voice="joe")
     session.begin(TtsRequest(text="b"), request_id="r2", voice="joe")
     assert session.keep_alive is False  # K1: the latest request decides

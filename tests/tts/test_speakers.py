@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tts.engines import ENGINE_INFO
+from tts.engine_info import ENGINE_INFO
 from tts.speakers import (
     UnknownSpeaker,
     accepted_names,

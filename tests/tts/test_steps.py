@@ -6,7 +6,7 @@ output records they return, as ``TtsConsumer.perform`` would.
 
 from __future__ import annotations
 
-from gateway.budget import ControlBudget
+from gateway.link.budget import ControlBudget
 from tts import forwarding, stream
 from tts.events import Error, Pong, Progress, ServerWarning, server_message
 from tts.messages import ChunkOrder, TtsChunk, TtsDone, ack_interval

@@ -16,7 +16,7 @@ from accounts.limits import get_limiter
 from accounts.models.api_keys import ApiKey
 from accounts.models.usage import UsageRecord
 from accounts.services.api_keys import api_key_revoke
-from gateway.timers import Ticker
+from gateway.link.timers import Ticker
 from tests.conftest import KeyMaker
 from tests.tts.conftest import (
     Opener,
@@ -168,7 +168,7 @@ async def test_tts_q5_ticker_keeps_one_tick_in_the_channel_and_stops() -> None:
 async def test_tts_w12_shutdown_drains_then_fails_the_request_with_1001(
     slow_fake: WorkerRuntime, keyed: KeyMaker, open_stream: Opener, settings: Any
 ) -> None:
-    from gateway import lifecycle
+    from gateway.server import lifecycle
 
     settings.TTS_DRAIN_S = 0.3
     api_key, raw = await keyed()

@@ -12,8 +12,9 @@ import pytest
 
 from tests.tts.conftest import Opener
 from tests.tts.test_rest import auth, request
-from tts.engines import engine_info, load_vllm
+from tts.engine_info import engine_info
 from tts.speakers import accepted_names, resolve_speaker, speakers_listing
+from tts.worker.engines import load_vllm
 
 REFERENCE = ("male1", "kavya", "agastya", "maitri", "vinaya")
 
@@ -109,7 +110,7 @@ async def test_tts_r5_speed_is_refused_on_vllm_snac(
 def test_vllm_engine_without_the_tier_fails_with_one_line(
     vllm_settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gateway import vllm_env
+    from gateway.worker import vllm_env
 
     monkeypatch.setattr(vllm_env, "vllm_installed", lambda: False)
     with pytest.raises(vllm_env.VllmUnavailable) as missing:

@@ -20,11 +20,11 @@ from django.conf import settings as django_settings
 from tests.conftest import running_worker
 from tests.tts.conftest import LoadedVllm, Opener, Stream, stream_opener
 from tests.tts.test_rest import post
-from tts.engines import ENGINES
-from tts.engines.snac_tokens import FRAME_TOKENS
-from tts.engines.snac_window import SAMPLES_PER_FRAME
-from tts.engines.vllm import VllmSnacTts
-from tts.engines.vllm_config import SEGMENT_PAUSE_MS, VllmTtsConfig
+from tts.orpheus.snac_tokens import FRAME_TOKENS
+from tts.orpheus.vllm_config import SEGMENT_PAUSE_MS, VllmTtsConfig
+from tts.worker.engines import ENGINES
+from tts.worker.engines.snac_window import SAMPLES_PER_FRAME
+from tts.worker.engines.vllm import VllmSnacTts
 from veena_site.runtime import WorkerRuntime
 
 pytestmark = [

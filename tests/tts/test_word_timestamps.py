@@ -18,9 +18,9 @@ import pytest
 
 from tests.tts.conftest import Opener, Transcript
 from tests.tts.test_rest import post
-from tts.engines.piper_words import align, phoneme_spans, sentence_marks
-from tts.engines.word_marks import estimate_marks, speakable_words
 from tts.normalize import normalize_text
+from tts.worker.engines.piper_words import align, phoneme_spans, sentence_marks
+from tts.worker.engines.word_marks import estimate_marks, speakable_words
 from veena_site.runtime import WorkerRuntime
 
 pytestmark = pytest.mark.django_db(transaction=True)

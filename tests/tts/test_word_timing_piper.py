@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 import soxr
 
-from asr.engines.base import MODEL_RATE, AsrDecodeRequest
-from asr.engines.faster_whisper import FasterWhisperAsr
+from asr.whisper import MODEL_RATE
+from asr.worker.engines.base import AsrDecodeRequest
+from asr.worker.engines.faster_whisper import FasterWhisperAsr
 from tests.tts.conftest import Opener
 from tests.tts.test_piper_stack import piper_worker, whisper  # noqa: F401  (fixtures)
 from veena_site.runtime import WorkerRuntime

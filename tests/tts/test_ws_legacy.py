@@ -23,7 +23,7 @@ from accounts.exceptions import AdmissionDenied
 from gateway.pcm import ulaw2lin
 from tests.tts.conftest import Opener, Stream, bearer
 from tts.audio import wav_stream_header
-from tts.engines import ENGINE_INFO
+from tts.engine_info import ENGINE_INFO
 from veena_site.runtime import WorkerRuntime
 
 pytestmark = pytest.mark.django_db(transaction=True)

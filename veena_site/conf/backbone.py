@@ -95,13 +95,15 @@ WORKER_TTL_S = _backbone.constant(
 WORKER_PLACEMENT = _backbone.constant(
     "WORKER_PLACEMENT",
     "least_loaded",
-    "where a job's first message goes (gateway.placement): `least_loaded` to the live"
+    "where a job's first message goes (gateway.link.placement): `least_loaded` to the live"
     " worker with the most free slots, on that worker's own channel; `shared` to the"
     " shared channel of its kind, whichever worker pops it first (busy workers answer"
     " busy and the gateway retries). `bench/admission.py` measures both",
 )
 JOB_KEEPALIVE_S = _backbone.constant(
-    "JOB_KEEPALIVE_S", 1.0, "gateway → worker keepalive period of a job (gateway.jobs)"
+    "JOB_KEEPALIVE_S",
+    1.0,
+    "gateway → worker keepalive period of a job (gateway.worker.jobs)",
 )
 JOB_KEEPALIVE_TIMEOUT_S = _backbone.constant(
     "JOB_KEEPALIVE_TIMEOUT_S",

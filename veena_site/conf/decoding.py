@@ -1,8 +1,8 @@
 """How the CPU engines decode: Piper's ONNX runs and streaming ASR. Tuning constants only.
 
 Each was measured by a benchmark (``make bench``, docs/benchmarks.md), which varies them
-through ``bench/support/settings.py``; no deployment sets them. Read by ``tts.engines``
-(Piper) and ``asr.jobs``.
+through ``bench/support/settings.py``; no deployment sets them. Read by ``tts.worker.engines``
+(Piper) and ``asr.worker.jobs``.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ TTS_PIPER_FIRST_PIECE_FRAMES = _piper.constant(
     " `TTS_WS_MAX_FRAME_MS`, since a lone frame waits for the next). Each piece is decoded"
     " with 10 frames of context either side, so the samples are the whole decode's"
     " within 2.2e-6 (19 sentences, 4 cut points each) and the prosody is the whole"
-    " sentence's (tts/engines/piper_split.py). A lone stream's first audio 0.56× Piper"
+    " sentence's (tts/worker/engines/piper_split.py). A lone stream's first audio 0.56× Piper"
     " alone (1.06-1.09× whole); the split sentence's run +6 %; the two sessions take what"
     " the whole model's took (943 against 954 ms for 8 sentences). 0: the model runs"
     " whole",
@@ -114,7 +114,7 @@ TTS_PIPER_SIDE_BY_SIDE = _piper.constant(
 _asr = Group(
     __name__,
     "Decoding: streaming ASR",
-    "How a streaming ASR job decodes (`asr.jobs`); measured with `bench/asr.py` on 2"
+    "How a streaming ASR job decodes (`asr.worker.jobs`); measured with `bench/asr.py` on 2"
     " vCPUs, 2026-12-04.",
 )
 ASR_CHUNK_S = _asr.constant(

@@ -1,6 +1,6 @@
 """Settings of the worker side: which engines run, their slots and threads, vLLM and SNAC.
 
-Read by ``veena_site.runtime``, ``tts.engines``, ``asr.engines`` and the worker-side jobs;
+Read by ``veena_site.runtime``, ``tts.worker.engines``, ``asr.worker.engines`` and the worker-side jobs;
 how the engines decode (Piper's runs, streaming ASR) is ``conf/decoding.py``.
 """
 
@@ -164,7 +164,7 @@ TTS_SNAC_THREADS = _engines.constant(
 )
 
 # ASR_ENGINE=vllm: Whisper on vLLM (docs/specs/engines.md §3-4). ASR_VLLM_ENGINE_ARGS wins
-# over every argument below (gateway.vllm_runner.VllmConfig), constants included.
+# over every argument below (gateway.worker.vllm_runner.VllmConfig), constants included.
 ASR_VLLM_MODEL = _engines.env(
     "ASR_VLLM_MODEL",
     str,

@@ -124,7 +124,7 @@ HTTP_HEADER_TIMEOUT_S = _server.env(
     float,
     10.0,
     "a connection must send a request's complete headers within this (slowloris and"
-    " idle keep-alive connections are dropped; `gateway.http_guard`)",
+    " idle keep-alive connections are dropped; `gateway.server.http_guard`)",
 )
 # Dashboard (docs/specs/accounts.md §10): password reset by email, quota alerts.
 EMAIL_BACKEND = _server.env(

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from asr.convert.ct2 import Ct2FormatError
-from asr.convert.whisper import ConversionError
+from asr.worker.convert.ct2 import Ct2FormatError
+from asr.worker.convert.whisper import ConversionError
 
 
 class Command(BaseCommand):
@@ -45,7 +45,7 @@ class Command(BaseCommand):
     ) -> None:
         os.environ["HF_HUB_OFFLINE"] = "1"
         try:
-            from asr.convert.checkpoint import prepare_checkpoint
+            from asr.worker.convert.checkpoint import prepare_checkpoint
         except ImportError as missing:  # safetensors comes with the vLLM tier
             raise CommandError(
                 f"prepare_whisper_hf needs {missing.name}: run `make vllm`"

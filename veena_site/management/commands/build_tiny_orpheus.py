@@ -1,6 +1,6 @@
 """``python manage.py build_tiny_orpheus OUTDIR``: a tiny random Orpheus-layout checkpoint.
 
-For plumbing tests and the CPU benchmark (tts.engines.tiny_orpheus); it produces noise, not speech.
+For plumbing tests and the CPU benchmark (tts.worker.engines.tiny_orpheus); it produces noise, not speech.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ class Command(BaseCommand):
         parser.add_argument("outdir", type=Path)
 
     def handle(self, *args: Any, outdir: Path, **options: Any) -> None:
-        from gateway.vllm_env import TIER_MISSING, vllm_installed
+        from gateway.worker.vllm_env import TIER_MISSING, vllm_installed
 
         if not vllm_installed():
             raise CommandError(TIER_MISSING.format(what="build_tiny_orpheus"))
-        from tts.engines.tiny_orpheus import build_tiny_orpheus
+        from tts.worker.engines.tiny_orpheus import build_tiny_orpheus
 
         paths = build_tiny_orpheus(outdir)
         self.stdout.write(f"TTS_VLLM_MODEL={paths.model}")

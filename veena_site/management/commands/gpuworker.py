@@ -1,9 +1,9 @@
 """``python manage.py gpuworker``: a worker process on the shared channel layer.
 
 It is Channels' worker (``channels.worker.Worker``) on ``tts-worker`` and/or ``asr-worker``, with
-listeners that ride out a Redis outage (``gateway.listener``), plus the engine loading, liveness
+listeners that ride out a Redis outage (``gateway.layers.listener``), plus the engine loading, liveness
 beacon and graceful shutdown that ``runworker`` lacks. SIGTERM / SIGINT stop accepting, let
-running jobs end for up to the gateways' drain (``gateway.lifecycle.drain_seconds``), end
+running jobs end for up to the gateways' drain (``gateway.server.lifecycle.drain_seconds``), end
 the rest with ``worker_shutdown`` and withdraw the worker from liveness.
 """
 
@@ -20,8 +20,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from gateway.lifecycle import drain_seconds, stop_seconds
-from gateway.listener import ResilientWorker
+from gateway.layers.listener import ResilientWorker
+from gateway.server.lifecycle import drain_seconds, stop_seconds
 from veena_site.embedded import worker_channels
 from veena_site.preflight import check_engines
 from veena_site.routing import channel_router

@@ -51,7 +51,7 @@ class Command(BaseCommand):
             check_engines(settings.WORKER_KINDS)
         from daphne.server import Server  # installs the asyncio reactor first
 
-        from gateway import daphne_compat, http_guard, lifecycle
+        from gateway.server import daphne_compat, http_guard, lifecycle
         from veena_site.asgi import application
         from veena_site.endpoints import checked_listen
         from veena_site.http_limits import body_limit, too_large

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from gateway.lifecycle import stop_seconds
+from gateway.server.lifecycle import stop_seconds
 from veena_site.endpoints import checked_listen
 from veena_site.management.commands.rungateway import claim
 from veena_site.preflight import check_engines
@@ -142,6 +142,6 @@ class Command(BaseCommand):
         supervisor.stop_on_signals()
         status = supervisor.run()
         # Gateways drain their streams, workers their jobs, for TTS_DRAIN_S and a margin
-        # before they exit (tts W12, gateway.lifecycle).
+        # before they exit (tts W12, gateway.server.lifecycle).
         supervisor.stop(stop_seconds() + STOP_MARGIN_S)
         return status

@@ -14,9 +14,11 @@ When to call what
        # auth off (tts W7): UsageMeter.anonymous(endpoint="tts", request_id=...,
        #                                         model=..., stream_id=stream_id)
 
-   The record's ``route`` (the dashboard's "tts ws / tts rest / realtime") follows from
-   the endpoint and the admission's scope type; a meter without an admission (auth off)
-   cannot tell REST from WebSocket, so ``POST /v1/tts`` should pass ``route="tts_rest"``.
+   The record's ``route`` (what was called: ``tts_ws``, ``tts_rest``, ``speech_rest``,
+   ``asr_realtime``, ``asr_rest``) follows from the endpoint and the admission's scope
+   type; a meter without an admission (auth off) cannot tell REST from WebSocket, so
+   ``POST /v1/tts`` passes ``route="tts_rest"`` and ``POST /v1/audio/speech``
+   ``route="speech_rest"``.
 
 2. Reserve quota *before* the work it pays for (Q7, Q8):
 
@@ -123,13 +125,13 @@ class MeterFields(TypedDict):
 
 
 def route_of(endpoint: str, admission: Admission | None) -> str:
-    """The route of a meter: realtime for ASR; for TTS, REST when admitted over HTTP.
+    """The route of a meter: REST when admitted over HTTP, else the endpoint's socket.
 
-    A meter with no admission (auth off, tts W7) cannot tell, and says ``tts_ws`` unless
-    its opener names the route.
+    A meter with no admission (auth off, tts W7) cannot tell, and says the socket's route
+    unless its opener names one (``POST /v1/audio/speech`` names ``speech_rest``).
     """
-    if endpoint == "tts" and admission is not None and admission.transport == "http":
-        return Route.TTS_REST
+    if admission is not None and admission.transport == "http":
+        return Route.TTS_REST if endpoint == "tts" else Route.ASR_REST
     return default_route(endpoint)
 
 

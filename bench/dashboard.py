@@ -46,7 +46,7 @@ MIX = (
     ("tts_ws", "tts", "piper/en_US-joe-medium", 0.40),
     ("tts_ws", "tts", "vllm/veena-3b", 0.15),
     ("tts_rest", "tts", "piper/en_US-joe-medium", 0.15),
-    ("realtime", "asr", "whisper-tiny.en", 0.30),
+    ("asr_realtime", "asr", "whisper-tiny.en", 0.30),
 )
 ERROR_CODES = ("inference_failed", "worker_lost", "quota_exceeded")
 

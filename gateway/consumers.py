@@ -62,6 +62,15 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         its worker job ends too."""
         try:
             await super().__call__(scope, receive, send)
+        except Exception:
+            # Outside dispatch (the channel layer's receive): Daphne answers with close
+            # 1011 (daphne ws_protocol handle_exception), so the record says 1011 and
+            # failed, not a client's 1006 (docs/accounting.md: the code really sent).
+            logger.exception(
+                "%s stream: consumer failed outside a handler", self.endpoint
+            )
+            await asyncio.shield(self.crash())
+            raise
         finally:
             await asyncio.shield(self.release_on_exit())
             if self.link is not None:

@@ -27,6 +27,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
+from accounts.metering import Route
 from gateway import metrics
 from openai_rest.encode import CONTENT_TYPES, StreamEncoder
 from openai_rest.errors import (
@@ -79,7 +80,7 @@ def job_error(error: JobError) -> OpenAiError:
 async def speech(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/audio/speech``: audio in ``response_format``, chunked or as SSE."""
     request_id = rest_request_id(request)
-    usage = TtsUsage()
+    usage = TtsUsage(route=Route.SPEECH_REST)
     try:
         return await _start(request, request_id, usage)
     except asyncio.CancelledError:  # the client went away before the body started
@@ -108,7 +109,7 @@ async def _start(
         metrics.REQUESTS.labels("tts").inc()
         await open_usage(usage, plan)
         await usage.ready()  # committed before any audio exists
-        job = ChannelJob(get_channel_layer(), on_accepted=usage.job_accepted)
+        job = ChannelJob(get_channel_layer())
         chunks = ticked(usage, _chunks(job, plan))
         first = await anext(chunks)  # the first sentence; errors still get a status
     except OpenAiError as error:
@@ -128,6 +129,7 @@ async def _start(
         return error_response(server_error(), request_id)
     ttfb_ms = round((time.monotonic() - started) * 1000)
     stream = SpeechStream(req, usage, chunks, started=started, ttfb_ms=ttfb_ms)
+    stream.segment_chars = {seq: end - start for seq, start, end in plan.spans}
     response = StreamingHttpResponse(stream.body(first))
     sse = req.stream_format == "sse"
     response["Content-Type"] = (
@@ -175,6 +177,7 @@ class SpeechStream:
         self.req, self.usage, self.chunks = req, usage, chunks
         self.started, self.ttfb_ms = started, ttfb_ms
         self.samples = 0
+        self.segment_chars: dict[int, int] = {}  # characters of each segment, by seq
 
     def frame(self, data: bytes) -> bytes:
         """``data`` as sent: raw, or one ``speech.audio.delta`` event."""
@@ -214,9 +217,13 @@ class SpeechStream:
             await asyncio.shield(self._finish(status, code))
 
     def _count(self, encoder: StreamEncoder, chunk: TtsChunk) -> bytes:
+        """Encode a chunk and count it as sent (the body yields it next); a segment's
+        last chunk also bills the segment's characters (docs/accounting.md)."""
         self.samples += chunk.samples
-        self.usage.audio_sent(chunk.samples, SPEECH_RATE)
-        return encoder.encode(chunk.data)
+        data = encoder.encode(chunk.data)
+        ended = self.segment_chars.get(chunk.segment_seq, 0) if chunk.segment_end else 0
+        self.usage.frame_sent(len(data), chunk.samples, segment_chars=ended)
+        return data
 
     def _usage(self) -> dict[str, Any]:
         chars = len(self.req.input)

@@ -11,7 +11,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import IO, Any
 
 from channels.layers import get_channel_layer
@@ -176,7 +176,7 @@ async def metered_synthesis(
         plan = await plan_request(req, request_id)
         await open_usage(usage, plan)
         await usage.ready()  # U2: committed before any audio exists
-        audio = await while_ticking(usage, run_job(plan, usage.job_accepted))
+        audio = await while_ticking(usage, run_job(plan))
     except ProtocolError as exc:  # validation opens no record (U3)
         return error_response(RestError(exc.code, exc.message), request_id)
     except RestError as error:
@@ -185,7 +185,8 @@ async def metered_synthesis(
     except AdmissionDenied as denied:
         await usage.finish(status="failed", error_code=denied.reason)
         return error_response(rest_denial(denied), request_id)
-    usage.audio_sent(audio.samples, req.sample_rate)
+    # The whole body goes out in this response (docs/accounting.md: completed).
+    usage.frame_sent(audio.data_bytes, audio.samples)
     seconds = audio.samples / req.sample_rate
     rtf = round((time.monotonic() - t0) / seconds, 3) if seconds else None
     await usage.finish(status="completed", rtf=rtf)  # no frames, so no ttfb_ms
@@ -204,10 +205,10 @@ def parse_body(request: HttpRequest) -> TtsRequest:
     return parse_rest_body(body)
 
 
-async def run_job(plan: RequestPlan, on_accepted: Callable[[], None]) -> JobAudio:
+async def run_job(plan: RequestPlan) -> JobAudio:
     """Run the worker job to its end (Q2–Q4); H4's timeout is 504."""
     room = WAV_HEADER_BYTES if plan.req.format == "wav" else 0
-    job = ChannelJob(get_channel_layer(), header_room=room, on_accepted=on_accepted)
+    job = ChannelJob(get_channel_layer(), header_room=room)
     try:
         return await job.run(plan.submit, timeout_s=settings.TTS_REST_TIMEOUT_S)
     except JobError as error:

@@ -87,7 +87,7 @@ class NewRecord:
 
 def default_route(endpoint: str) -> str:
     """The route of a record whose opener did not name one."""
-    return Route.REALTIME if endpoint == Endpoint.ASR else Route.TTS_WS
+    return Route.ASR_REALTIME if endpoint == Endpoint.ASR else Route.TTS_WS
 
 
 def this_instance() -> str:

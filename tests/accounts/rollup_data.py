@@ -49,7 +49,7 @@ def random_records(
                 account_id=key.account_id,
                 api_key_id=key.id,
                 endpoint=endpoint,
-                route=rng.choice(["tts_ws", "tts_rest"]) if tts else "realtime",
+                route=rng.choice(["tts_ws", "tts_rest"]) if tts else "asr_realtime",
                 model=rng.choice(["model-a", "model-b"]),
                 status=status,
                 error_code=rng.choice(["x", "y"]) if status == "failed" else "",

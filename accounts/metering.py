@@ -90,6 +90,8 @@ from django.utils import timezone
 
 from accounts.admission import Admission
 from accounts.exceptions import AdmissionDenied, DenialReason
+from accounts.journal import JournalEntry
+from accounts.landing import land, note
 from accounts.models.choices import QuotaMetric, Route
 from accounts.reservations import QuotaReservations
 from accounts.services.api_keys import anonymous_api_key
@@ -102,10 +104,7 @@ from accounts.services.usage import (
     default_route,
     this_instance,
     usage_checkpoint,
-    usage_counters,
-    usage_finish,
     usage_open,
-    usage_record_finished,
 )
 from accounts.usage_tally import MeteredEndpoint, UsageTally
 
@@ -170,6 +169,8 @@ class UsageMeter(UsageTally):
         self._finish_task: asyncio.Task[bool] | None = None
         self._last_ok = time.monotonic()
         self._last_attempt = time.monotonic()
+        self._new_record: NewRecord | None = None
+        self._noted = UsageCounters()  # what the journal's live entry holds
 
     @classmethod
     def for_admission(
@@ -237,13 +238,15 @@ class UsageMeter(UsageTally):
     # The record.
 
     async def _record(self) -> NewRecord:
+        if self._new_record is not None:
+            return self._new_record
         if self.admission is not None:
             account_id = self.admission.principal.account_id
             key_id = self.admission.principal.key_id
         else:
             api_key = await database_sync_to_async(anonymous_api_key)()
             account_id, key_id = api_key.account_id, api_key.id
-        return NewRecord(
+        self._new_record = NewRecord(
             id=self.record_id,
             stream_id=self.stream_id,
             request_id=self.request_id,
@@ -255,6 +258,7 @@ class UsageMeter(UsageTally):
             instance=this_instance(),
             route=self.route,
         )
+        return self._new_record
 
     async def _open(self) -> None:
         counters = self.counters
@@ -313,7 +317,14 @@ class UsageMeter(UsageTally):
             await self.quota.settle(counters, final=False)
 
     async def tick(self) -> DenialReason | None:
-        """Checkpoint when ``USAGE_CHECKPOINT_SECONDS`` have passed; the stop reason, if any."""
+        """Note the counters in the journal when they changed (so a dead gateway's record
+        settles from them), and checkpoint when ``USAGE_CHECKPOINT_SECONDS`` have passed;
+        the stop reason, if any."""
+        counters = self.counters
+        if self.opened and not self.finished and counters != self._noted:
+            live = JournalEntry(await self._record(), counters, timezone.now())
+            if await note(live):
+                self._noted = counters
         if time.monotonic() - self._last_attempt < settings.USAGE_CHECKPOINT_SECONDS:
             return None
         try:
@@ -344,27 +355,21 @@ class UsageMeter(UsageTally):
         return done and owner
 
     async def _finish(self, end: RecordEnd) -> bool:
+        """Journal the end, then land it (docs/accounting.md): a database that refuses
+        gets it again until it lands, so the quota is settled as if it had."""
         if self._open_task is not None:
             await asyncio.wait([self._open_task])
         async with self._lock:
             counters = self.counters
             accounted, done = self._persisted, False
             try:
-                if self.opened:
-                    done = await database_sync_to_async(usage_finish)(
-                        record_id=self.record_id, counters=counters, end=end
+                if self.opened or counters != UsageCounters():
+                    entry = JournalEntry(
+                        await self._record(), counters, timezone.now(), end
                     )
-                    if not done:  # reaped meanwhile: it keeps its last checkpoint
-                        stored = await database_sync_to_async(usage_counters)(
-                            record_id=self.record_id
-                        )
-                        accounted = stored or self._persisted
-                elif counters != UsageCounters():
-                    done = await database_sync_to_async(usage_record_finished)(
-                        record=await self._record(), counters=counters, end=end
-                    )
-                if done:
-                    accounted = counters
+                    await note(entry)
+                    landed = await land(entry)
+                    done, accounted = bool(landed), counters
             except Exception:  # boundary: one record; the reaper ends it (U10)
                 logger.exception("usage record %s not finalized", self.record_id)
             await self.quota.settle(accounted, final=True)

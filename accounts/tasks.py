@@ -34,16 +34,23 @@ def single_flight(
 @shared_task(name="accounts.reap_abandoned_usage", time_limit=60)
 @single_flight("reap_abandoned_usage", ttl_s=60)
 def reap_abandoned_usage(now: str | None = None) -> int:
-    """U10: mark stale started records ``abandoned``."""
+    """U10: land the journal's finalizations, then settle stale started records."""
     from datetime import datetime
 
     from django.conf import settings
     from django.utils import timezone
 
-    from accounts.services.usage import usage_reap_abandoned
+    from accounts.journal import JournalUnavailable, get_journal
+    from accounts.services.settling import usage_journal_settle, usage_reap_abandoned
 
     moment = datetime.fromisoformat(now) if now else timezone.now()
-    return usage_reap_abandoned(now=moment, stale_seconds=settings.USAGE_STALE_SECONDS)
+    stale = settings.USAGE_STALE_SECONDS
+    journal = get_journal()
+    try:
+        usage_journal_settle(journal=journal, now=moment, stale_seconds=stale)
+    except JournalUnavailable:
+        pass  # the reaper below postpones itself too
+    return usage_reap_abandoned(now=moment, stale_seconds=stale, journal=journal)
 
 
 @shared_task(name="accounts.sweep_leases", time_limit=60)

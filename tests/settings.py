@@ -1,5 +1,9 @@
 """Test settings: the real settings module with fast engines and a throwaway database."""
 
+import os as _os
+import tempfile as _tempfile
+from pathlib import Path as _Path
+
 from veena_site.settings import *  # noqa: F403
 
 TTS_ENGINE = "fake"
@@ -16,11 +20,13 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # one thread fails another at once ("database table is locked") instead of waiting for the busy
 # timeout, and metering writes from worker threads while tests read (seen once in CI).
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
-    import os as _os
-    import tempfile as _tempfile
-
     DATABASES["default"]["TEST"] = {  # noqa: F405
         "NAME": _os.path.join(
             _tempfile.gettempdir(), f"veena-test-{_os.getpid()}.sqlite3"
         )
     }
+
+# Each test run its own usage journal (accounts.journal), unless a child process is given
+# the DATA_DIR (or the folder) of its test: entries never cross runs.
+if not {"DATA_DIR", "USAGE_JOURNAL_DIR"} & set(_os.environ):
+    USAGE_JOURNAL_DIR = _Path(_tempfile.gettempdir()) / f"veena-journal-{_os.getpid()}"

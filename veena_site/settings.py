@@ -32,6 +32,10 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DATA_DIR = Path(env("DATA_DIR", default=str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
+# Without REDIS_URL, the usage journal's folder (accounts.journal, docs/accounting.md).
+USAGE_JOURNAL_DIR = Path(
+    env("USAGE_JOURNAL_DIR", default=str(DATA_DIR / "usage-journal"))
+)
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env("SECRET_KEY", default="")

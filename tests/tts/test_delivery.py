@@ -30,12 +30,16 @@ def delivered(*frames: tuple[int, int, int]) -> Delivery:
 def test_completed_request_bills_all_accepted_characters_less_cleared() -> None:
     d = delivered((44, 0, 0), (200, 100, 0), (200, 100, 30))
     d.cleared(12)
-    assert d.billed(completed=True, accepted_chars=50, unsent=0) == Billed(38, 200, 16000)
+    assert d.billed(completed=True, accepted_chars=50, unsent=0) == Billed(
+        38, 200, 16000
+    )
 
 
 def test_other_ends_bill_only_whole_segments_delivered() -> None:
     d = delivered((200, 100, 0), (200, 100, 30), (200, 100, 0))
-    assert d.billed(completed=False, accepted_chars=90, unsent=0) == Billed(30, 300, 16000)
+    assert d.billed(completed=False, accepted_chars=90, unsent=0) == Billed(
+        30, 300, 16000
+    )
 
 
 def test_unsent_bytes_are_not_billed_nor_the_segment_they_end() -> None:
@@ -65,6 +69,7 @@ async def aenumerate(items: Any) -> Any:
         yield index, item
         index += 1
 
+
 pytestmark_db = pytest.mark.django_db(transaction=True)
 SENTENCES = "First sentence is here. Second sentence follows now. Third one ends it."
 
@@ -88,7 +93,9 @@ async def test_cancel_bills_only_the_segments_whose_audio_reached_the_client(
     engine.stream = second_segment_hangs
     api_key, raw = await keyed({"monthly_tts_characters": 10_000})
     stream = await connect(open_stream, raw)
-    await stream.send(request(SENTENCES, request_id="cut", timestamps=True, chunking=True))
+    await stream.send(
+        request(SENTENCES, request_id="cut", timestamps=True, chunking=True)
+    )
     first = await stream.event("segment_start")
     await stream.event("segment_end")
     await stream.event("segment_start")

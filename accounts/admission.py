@@ -42,6 +42,7 @@ from accounts.exceptions import AdmissionDenied, DenialReason
 from accounts.limits import QuotaGrant, get_limiter, in_store
 from accounts.models.choices import Endpoint, QuotaMetric
 from accounts.origins import normalize_origin
+from accounts.refusals import auth_failures_counted
 from accounts.services.api_keys import LAST_USED_RESOLUTION, api_key_touch
 from accounts.services.quota import period_of, quota_used
 
@@ -374,7 +375,8 @@ def authenticate_request(request: HttpRequest, *, endpoint: str | None) -> KeyPr
     ``asr`` need not import ``accounts.auth`` (accounts L2). ``endpoint=None`` (``GET
     /v1/models``) accepts a key whatever endpoints its plan allows, and never a token.
     """
-    principal = authenticate_http(request, endpoint=endpoint)
+    with auth_failures_counted(endpoint=endpoint or ""):
+        principal = authenticate_http(request, endpoint=endpoint)
     check_origin(principal, request.headers.get("Origin"))
     return principal
 
@@ -388,13 +390,18 @@ async def admit(
     ``endpoint_not_allowed``, ``too_many_streams``, ``rate_limited`` (with
     ``retry_after_ms``), ``quota_exceeded`` or ``limits_unavailable``.
     """
-    principal = await authenticate_websocket(scope, endpoint=endpoint)
-    check_origin(principal, scope_origin(scope))
+    with auth_failures_counted(endpoint=endpoint):
+        principal = await authenticate_websocket(scope, endpoint=endpoint)
     admission = Admission(
         principal=principal,
         stream_id=stream_id or uuid.uuid4(),
         endpoint=endpoint,
         transport=str(scope.get("type", "websocket")),
     )
-    await admission._acquire()
+    try:
+        check_origin(principal, scope_origin(scope))
+        await admission._acquire()
+    except AdmissionDenied as denied:  # the key's refusal: its caller records it
+        denied.principal = principal
+        raise
     return admission

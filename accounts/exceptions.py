@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from gateway.exceptions import VeenaError
+
+if TYPE_CHECKING:
+    from accounts.auth import KeyPrincipal
 
 # Every reason of the accounts E3 table; each consumer maps them to its wire codes. The
 # first seven refuse a connection or a request; the last five (and quota_exceeded) stop a
@@ -52,6 +55,8 @@ class AdmissionDenied(AccountsError):
         self.reason: DenialReason = reason
         self.code = reason
         self.retry_after_ms = retry_after_ms
+        # Set by admission when the key was known: the refusal is that key's (issue 30).
+        self.principal: KeyPrincipal | None = None
 
 
 class MissingApiKey(AdmissionDenied):

@@ -89,10 +89,12 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from accounts.admission import Admission
+from accounts.auth import KeyPrincipal
 from accounts.exceptions import AdmissionDenied, DenialReason
 from accounts.journal import JournalEntry
 from accounts.landing import land, note
 from accounts.models.choices import QuotaMetric, Route
+from accounts.refusals import record_refusal
 from accounts.reservations import QuotaReservations
 from accounts.services.api_keys import anonymous_api_key
 from accounts.services.quota import period_of
@@ -108,7 +110,7 @@ from accounts.services.usage import (
 )
 from accounts.usage_tally import MeteredEndpoint, UsageTally
 
-__all__ = ["Route", "UsageCounters", "UsageMeter", "stream_tick"]
+__all__ = ["Route", "UsageCounters", "UsageMeter", "refuse", "stream_tick"]
 
 logger = logging.getLogger(__name__)
 
@@ -354,6 +356,17 @@ class UsageMeter(UsageTally):
         done = await asyncio.shield(self._finish_task)
         return done and owner
 
+    async def _refused(self, end: RecordEnd) -> None:
+        await refuse(
+            self.admission,
+            endpoint=self.endpoint,
+            request_id=self.request_id,
+            error_code=end.error_code,
+            close_code=end.close_code,
+            route=self.route,
+            model=self.model,
+        )
+
     async def _finish(self, end: RecordEnd) -> bool:
         """Journal the end, then land it (docs/accounting.md): a database that refuses
         gets it again until it lands, so the quota is settled as if it had."""
@@ -363,7 +376,9 @@ class UsageMeter(UsageTally):
             counters = self.counters
             accounted, done = self._persisted, False
             try:
-                if self.opened or counters != UsageCounters():
+                if not self.opened and counters == UsageCounters() and end.error_code:
+                    await self._refused(end)  # refused before any work (issue 30)
+                elif self.opened or counters != UsageCounters():
                     entry = JournalEntry(
                         await self._record(), counters, timezone.now(), end
                     )
@@ -378,6 +393,34 @@ class UsageMeter(UsageTally):
                 "usage record %s %s %s", self.record_id, self.endpoint, end.status
             )
         return done
+
+
+async def refuse(
+    who: Admission | KeyPrincipal | None,
+    *,
+    endpoint: MeteredEndpoint,
+    request_id: str,
+    error_code: str,
+    close_code: int | None = None,
+    route: str | None = None,
+    model: str = "",
+) -> None:
+    """Record a request refused after its key was known (issue 30): zero units, the
+    error code and the code sent. Without a key (auth off) nothing is recorded."""
+    admission = who if isinstance(who, Admission) else None
+    principal = who.principal if isinstance(who, Admission) else who
+    if principal is None:
+        return
+    await record_refusal(
+        account_id=principal.account_id,
+        api_key_id=principal.key_id,
+        endpoint=endpoint,
+        route=route or route_of(endpoint, admission),
+        error_code=error_code,
+        request_id=request_id,
+        close_code=close_code,
+        model=model,
+    )
 
 
 async def stream_tick(

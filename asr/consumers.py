@@ -19,6 +19,7 @@ from django.conf import settings
 
 from accounts.admission import Admission, admit
 from accounts.exceptions import AdmissionDenied
+from accounts.metering import refuse
 from asr import connection, errors, events
 from asr.connection import EarlyFrames
 from asr.errors import Fail, Reject
@@ -72,9 +73,19 @@ class RealtimeConsumer(WorkerClientConsumer):
         try:
             self.admission = await self.admit()
         except AdmissionDenied as denied:
-            await self.fail(errors.denial(denied.reason, denied.retry_after_ms))
+            fail = errors.denial(denied.reason, denied.retry_after_ms)
+            await self.fail(fail)
+            await refuse(
+                denied.principal,
+                endpoint="asr",
+                request_id=self.session.session_id,
+                error_code=denied.reason,
+                close_code=fail.close,
+            )
             return
-        self.usage = RealtimeUsage.start(self.admission, accepted_at=accepted_at)
+        self.usage = RealtimeUsage.start(
+            self.admission, accepted_at=accepted_at, request_id=self.session.session_id
+        )
         self.session.expires_at = connection.expires_at(accepted_at, self.admission)
         self.handlers = ClientHandlers(self.session, self.usage)
         await self.submit()
@@ -256,9 +267,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         assert self.usage is not None
         version = self.link.model_version if self.link is not None else ""
         try:  # MT-1: the record is committed before session.created (accounts U2)
-            await self.usage.open(
-                request_id=self.session.session_id, model=version or settings.ASR_MODEL
-            )
+            await self.usage.open(model=version or settings.ASR_MODEL)
         except AdmissionDenied as denied:  # usage_unavailable: serve nothing (U2)
             await self.fail(replace(errors.stop(denied.reason), admission=True))
             return

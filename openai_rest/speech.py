@@ -84,12 +84,11 @@ async def speech(request: HttpRequest) -> HttpResponseBase:
     try:
         return await _start(request, request_id, usage)
     except asyncio.CancelledError:  # the client went away before the body started
-        await usage.end(status="cancelled")
+        await usage.end(status="cancelled", request_id=request_id)
         raise
     except Exception:  # boundary: one request
         logger.exception("speech request %s failed", request_id)
-        await usage.end(status="failed", error_code="internal_error")
-        return error_response(server_error(), request_id)
+        return await _failed(usage, server_error(), request_id, "internal_error")
 
 
 async def _start(
@@ -113,20 +112,16 @@ async def _start(
         chunks = ticked(usage, _chunks(job, plan))
         first = await anext(chunks)  # the first sentence; errors still get a status
     except OpenAiError as error:
-        await usage.end(status="failed", error_code=error.code or "invalid_request")
-        return error_response(error, request_id)
+        return await _failed(usage, error, request_id, error.code or "invalid_request")
     except AdmissionDenied as denied:
-        await usage.end(status="failed", error_code=denied.reason)
-        return error_response(denial_error(denied), request_id)
+        usage.known_key = denied.principal
+        return await _failed(usage, denial_error(denied), request_id, denied.reason)
     except JobError as error:
-        await usage.end(status="failed", error_code=error.code.lower())
-        return error_response(job_error(error), request_id)
+        return await _failed(usage, job_error(error), request_id, error.code.lower())
     except TimeoutError:
-        await usage.end(status="failed", error_code="timeout")
-        return error_response(timeout_error(), request_id)
+        return await _failed(usage, timeout_error(), request_id, "timeout")
     except StopAsyncIteration:  # the job ended without audio
-        await usage.end(status="failed", error_code="internal_error")
-        return error_response(server_error(), request_id)
+        return await _failed(usage, server_error(), request_id, "internal_error")
     ttfb_ms = round((time.monotonic() - started) * 1000)
     stream = SpeechStream(req, usage, chunks, started=started, ttfb_ms=ttfb_ms)
     stream.segment_chars = {seq: end - start for seq, start, end in plan.spans}
@@ -140,6 +135,16 @@ async def _start(
     response["X-Sample-Rate"] = str(SPEECH_RATE)
     response["X-Speaker"] = plan.voice
     return response
+
+
+async def _failed(
+    usage: TtsUsage, error: OpenAiError, request_id: str, code: str
+) -> HttpResponseBase:
+    """End the request as failed with ``code`` and the status sent, and answer."""
+    await usage.end(
+        status="failed", request_id=request_id, error_code=code, close_code=error.status
+    )
+    return error_response(error, request_id)
 
 
 def _body(request: HttpRequest) -> bytes:
@@ -246,6 +251,7 @@ class SpeechStream:
             await self.usage.finish(
                 status=status,
                 error_code=code,
+                close_code=200,  # the body had begun
                 ttfb_ms=self.ttfb_ms,
                 rtf=rtf if status == "completed" else None,
             )

@@ -39,6 +39,14 @@ from tts.usage import TICK_S, TtsUsage, UsageStatus
 
 logger = logging.getLogger(__name__)
 
+# E7's stops of a stream with no request running: no request of the key was refused.
+STREAM_STOPS = (
+    "key_revoked",
+    "lease_lost",
+    "max_session_duration",
+    "usage_unavailable",
+)
+
 
 class TtsConsumer(WorkerClientConsumer):
     """One TTS stream: admission, requests one at a time, audio forwarding, cancel, ping."""
@@ -64,6 +72,7 @@ class TtsConsumer(WorkerClientConsumer):
             if settings.TTS_AUTH_REQUIRED:
                 self.usage.admission = await admit(self.scope, endpoint="tts")
         except AdmissionDenied as denied:
+            self.usage.known_key = denied.principal  # its refusal is the key's usage
             await self.fail(denial_fail(denied))
             return
         self.ticker.start()  # accounts E6
@@ -355,9 +364,14 @@ class TtsConsumer(WorkerClientConsumer):
         fatal, close = session.error_effect(error)
         rid = error.request_id or session.current_request_id()
         metrics.ERRORS.labels("tts", error.code).inc()
+        usage_error = error.usage_error or error.code.lower()
         if session.busy:
-            usage_error = error.usage_error or error.code.lower()
             await self.end("failed", error_code=usage_error, close_code=close)
+        elif error.code != "TIMEOUT" and usage_error not in STREAM_STOPS:
+            # A request refused before it began leaves a record (issue 30).
+            await self.usage.fail(
+                request_id=rid, error_code=usage_error, close_code=close
+            )
         await self.emit(outputs.error_event(error, rid, fatal=fatal))
         if close is not None:
             await self.close_stream(close)

@@ -14,9 +14,9 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from accounts.admission import Admission
+from accounts.admission import Admission, KeyPrincipal
 from accounts.exceptions import AdmissionDenied, DenialReason
-from accounts.metering import TerminalStatus, UsageMeter, stream_tick
+from accounts.metering import TerminalStatus, UsageMeter, refuse, stream_tick
 from tts.delivery import Billed, Delivery
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,8 @@ class TtsUsage:
         self.admission = admission
         self.anonymous_stream_id = stream_id or uuid.uuid4()  # auth off (W7)
         self.route = route  # None: from the admission (accounts.metering.route_of)
+        # The key of a denial at admission, when it was known: its refusal is its usage.
+        self.known_key: KeyPrincipal | None = None
         self.meter: UsageMeter | None = None
         self.delivery: Delivery | None = None  # what of the request reached the client
         self.accepted_chars = 0  # characters reserved for the request (Q7)
@@ -162,17 +164,49 @@ class TtsUsage:
             unsent=unsent,
         )
 
+    async def fail(
+        self, *, request_id: str, error_code: str, close_code: int | None = None
+    ) -> None:
+        """End the current request as failed; a request refused before it was metered
+        leaves a refusal record instead (issue 30: zero units, its code)."""
+        if self.meter is not None:
+            await self.finish(
+                status="failed", error_code=error_code, close_code=close_code
+            )
+            return
+        await refuse(
+            self.admission or self.known_key,
+            endpoint="tts",
+            request_id=request_id,
+            error_code=error_code[:40],
+            close_code=close_code,
+            route=self.route,
+        )
+
     async def release(self) -> None:
         """Give back the lease (E5, C3); finish the request first. Idempotent."""
         if self.admission is not None:
             await self.admission.release()
 
-    async def end(self, *, status: UsageStatus, error_code: str = "") -> None:
-        """A REST request's last step: finish the record, then give the lease back, both
-        whatever happens (a record the database refused is finalized by the reaper)."""
+    async def end(
+        self,
+        *,
+        status: UsageStatus,
+        request_id: str,
+        error_code: str = "",
+        close_code: int | None = None,
+    ) -> None:
+        """A REST request's last step: finish the record (``close_code``: the HTTP status
+        sent), then give the lease back, both whatever happens (a record the database
+        refused lands later from the journal)."""
         try:
-            await self.finish(status=status, error_code=error_code)
-        except Exception:  # boundary: the record (the reaper finalizes it later)
+            if status == "failed":
+                await self.fail(
+                    request_id=request_id, error_code=error_code, close_code=close_code
+                )
+            else:
+                await self.finish(status=status, close_code=close_code)
+        except Exception:  # boundary: the record (the journal lands it later)
             logger.exception("usage record not finalized")
         await asyncio.shield(self.release())
 

@@ -152,12 +152,17 @@ async def synthesize(request: HttpRequest) -> HttpResponseBase:
     try:
         response = await metered_synthesis(request, request_id, usage)
     except asyncio.CancelledError:  # H5: the client went away; the job was withdrawn
-        await usage.end(status="cancelled")
+        await usage.end(status="cancelled", request_id=request_id)
         raise
     except Exception:  # boundary: one request (issue 9); the job was withdrawn
         logger.exception("tts rest request %s failed", request_id)
-        await usage.end(status="failed", error_code="internal_error")
         error = RestError("INTERNAL_ERROR", "Internal server error")
+        await usage.end(
+            status="failed",
+            request_id=request_id,
+            error_code="internal_error",
+            close_code=error.status,
+        )
         return error_response(error, request_id)
     if not isinstance(response, StreamingHttpResponse):  # else read_chunks releases
         await usage.release()
@@ -177,20 +182,31 @@ async def metered_synthesis(
         await open_usage(usage, plan)
         await usage.ready()  # U2: committed before any audio exists
         audio = await while_ticking(usage, run_job(plan))
-    except ProtocolError as exc:  # validation opens no record (U3)
-        return error_response(RestError(exc.code, exc.message), request_id)
+    except ProtocolError as exc:  # a refusal's record (issue 30), no usage record (U3)
+        return await rest_failure(usage, RestError(exc.code, exc.message), request_id)
     except RestError as error:
-        await usage.finish(status="failed", error_code=error.code.lower())
-        return error_response(error, request_id)
+        return await rest_failure(usage, error, request_id)
     except AdmissionDenied as denied:
-        await usage.finish(status="failed", error_code=denied.reason)
-        return error_response(rest_denial(denied), request_id)
+        usage.known_key = denied.principal
+        refused = rest_denial(denied)
+        return await rest_failure(usage, refused, request_id, denied.reason)
     # The whole body goes out in this response (docs/accounting.md: completed).
     usage.frame_sent(audio.data_bytes, audio.samples)
     seconds = audio.samples / req.sample_rate
     rtf = round((time.monotonic() - t0) / seconds, 3) if seconds else None
-    await usage.finish(status="completed", rtf=rtf)  # no frames, so no ttfb_ms
+    await usage.finish(status="completed", rtf=rtf, close_code=200)  # no ttfb_ms
     return audio_response(req, plan.voice, audio, request_id, usage)
+
+
+async def rest_failure(
+    usage: TtsUsage, error: RestError, request_id: str, code: str | None = None
+) -> JsonResponse:
+    """Fail the request's record (or record its refusal) with the status sent."""
+    error_code = code or error.code.lower()
+    await usage.fail(
+        request_id=request_id, error_code=error_code, close_code=error.status
+    )
+    return error_response(error, request_id)
 
 
 def parse_body(request: HttpRequest) -> TtsRequest:

@@ -360,7 +360,15 @@ async def test_tts_k4_each_further_request_takes_an_rpm_token(
     await stream.send({"event": "ping"})
     await stream.event("pong")  # K4: the stream stays open
     records = await usage_records(api_key.account_id)
-    assert [r.status for r in records] == ["completed", "completed"]
+    assert [r.status for r in records] == ["completed", "completed", "failed"]
+    # The refused request leaves a record of its own (issue 30): no units, no close.
+    refused = records[-1]
+    assert (refused.request_id, refused.error_code, refused.close_code) == (
+        "third",
+        "rate_limited",
+        None,
+    )
+    assert (refused.tts_chars_in, refused.tts_audio_out_ms) == (0, 0)
 
 
 # Z3: every exit releases the lease and leaves no open record.

@@ -32,13 +32,16 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     """Usage records, read-only (AD6)."""
 
     list_display = (
-        "started_at",
+        "started_utc",
+        "request_id",
         "route",
         "model",
         "account",
         "api_key",
         "status",
+        "requests",
         "error_code",
+        "close_code",
         "tts_chars_in",
         "asr_audio_in_ms",
     )
@@ -53,13 +56,18 @@ class UsageRecordAdmin(ReadOnlyAdmin):
     search_fields = ("=id", "request_id", "api_key__key_prefix")
     date_hierarchy = "started_at"
 
+    @admin.display(description="Started (UTC)", ordering="started_at")
+    def started_utc(self, record: UsageRecord) -> str:
+        """The admin names its zone: every time here is UTC (TIME_ZONE)."""
+        return f"{record.started_at:%Y-%m-%d %H:%M:%S}"
+
 
 @admin.register(UsageRollup)
 class UsageRollupAdmin(ReadOnlyAdmin):
     """Hourly and daily rollups, read-only (AD7)."""
 
     list_display = (
-        "bucket_start",
+        "bucket_utc",
         "granularity",
         "account",
         "api_key",
@@ -78,6 +86,11 @@ class UsageRollupAdmin(ReadOnlyAdmin):
     )
     list_select_related = ("account", "api_key")
     date_hierarchy = "bucket_start"
+
+    @admin.display(description="Bucket start (UTC)", ordering="bucket_start")
+    def bucket_utc(self, rollup: UsageRollup) -> str:
+        """The bucket's start in UTC, which the column names."""
+        return f"{rollup.bucket_start:%Y-%m-%d %H:%M}"
 
 
 @admin.register(QuotaCounter)

@@ -15,7 +15,7 @@ import json
 import logging
 import urllib.request
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -166,7 +166,8 @@ def _send_email(alert: QuotaAlert, to: list[str]) -> None:
         message=(
             f"Account {alert.account.name} has used {alert.used:,} of {alert.limit:,} "
             f"{UNITS[QuotaMetric(alert.metric)]} of its {metric} quota for "
-            f"{alert.period} ({alert.threshold}% threshold)."
+            f"{alert.period} ({alert.threshold}% threshold), as of "
+            f"{alert.fired_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC."
         ),
         from_email=settings.DEFAULT_FROM_EMAIL,
         recipient_list=to,

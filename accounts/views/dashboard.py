@@ -31,6 +31,7 @@ from accounts.selectors import (
     scope_keys,
 )
 from accounts.selectors.export import export_csv
+from accounts.selectors.freshness import AS_OF_HEADER, usage_complete_as_of
 from accounts.selectors.quota import quota_bars
 from accounts.selectors.records import records_page, usage_records
 from accounts.selectors.usage import usage_report
@@ -40,7 +41,13 @@ from accounts.views.filters import (
     query_with_zone,
     usage_filter,
 )
-from accounts.views.present import chart_data, figures, record_row, table_row
+from accounts.views.present import (
+    chart_data,
+    figures,
+    local_time,
+    record_row,
+    table_row,
+)
 
 
 @login_required
@@ -71,7 +78,9 @@ def _usage_context(
     flt = usage_filter(form, scope=scope)
     now = timezone.now()
     report = usage_report(scope=scope, flt=flt, now=now)
+    as_of = usage_complete_as_of(now=now)
     context.update(
+        as_of=local_time(as_of, flt.tz) if as_of is not None else None,
         flt=flt,
         report=report,
         cards=figures(report.totals),
@@ -122,6 +131,9 @@ def _csv_response(
     )
     filename = f"{name}-usage-{flt.first:%Y%m%d}-{flt.last:%Y%m%d}-{flt.width}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    as_of = usage_complete_as_of(now=timezone.now())
+    if as_of is not None:
+        response[AS_OF_HEADER] = as_of.astimezone(flt.tz).isoformat()
     return response
 
 
@@ -170,6 +182,7 @@ def requests_view(request: HttpRequest, slug: str) -> HttpResponse:
         models=flt.models,
         statuses=data["status"],
         error_code=data["error_code"],
+        request_id=data["request_id"].strip(),
     )
     try:
         page = records_page(records, cursor=data["cursor"] or None)

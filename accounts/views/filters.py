@@ -74,7 +74,15 @@ def form_values(form: UsageFilterForm) -> dict[str, Any]:
     """What the filter inputs show: the cleaned values, or what was typed when invalid."""
     cleaned: dict[str, Any] = getattr(form, "cleaned_data", {})
     values: dict[str, Any] = {}
-    for name in ("from", "to", "granularity", "tz", "model", "error_code"):
+    for name in (
+        "from",
+        "to",
+        "granularity",
+        "tz",
+        "model",
+        "error_code",
+        "request_id",
+    ):
         value = cleaned[name] if name in cleaned else form.data.get(name, "")
         values[name] = value.isoformat() if isinstance(value, date) else value or ""
     values["tz"] = values["tz"] or "UTC"

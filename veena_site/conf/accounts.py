@@ -38,7 +38,8 @@ _SCHEDULE: dict[str, float | crontab] = {
     "accounts.rollup_usage_daily": 900.0,
     "accounts.reconcile_quota_mirror": 300.0,
     "accounts.purge_usage_records": crontab(hour=3, minute=17),
-    "accounts.check_quota_alerts": 300.0,
+    # Quota counters are current at every checkpoint: alerts follow within a minute.
+    "accounts.check_quota_alerts": 30.0,
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     name: {"task": name, "schedule": schedule} for name, schedule in _SCHEDULE.items()

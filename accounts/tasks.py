@@ -129,6 +129,15 @@ def check_quota_alerts() -> int:
     return quota_alerts_check()
 
 
+@shared_task(name="accounts.audit_usage", time_limit=300)
+@single_flight("audit_usage", ttl_s=300)
+def audit_usage() -> int:
+    """Issue 30: reconcile the last hours; the drift goes to ``veena_usage_drift``."""
+    from accounts.audit_metrics import usage_audit_recent
+
+    return usage_audit_recent()
+
+
 # Every periodic task by its Celery name: what the embedded scheduler runs (T3).
 PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.reap_abandoned_usage": reap_abandoned_usage,
@@ -138,4 +147,5 @@ PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.reconcile_quota_mirror": reconcile_quota_mirror,
     "accounts.purge_usage_records": purge_usage_records,
     "accounts.check_quota_alerts": check_quota_alerts,
+    "accounts.audit_usage": audit_usage,
 }

@@ -173,7 +173,7 @@ def _asr_bins() -> dict[str, Coalesce]:
     }
 
 
-def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
+def records_by_hour(since: datetime, until: datetime) -> QuerySet[Any]:
     """The hourly sums of the window's ended records (a record counts once it ends,
     docs/accounting.md), each weighted by the requests it stands for."""
     # Floored per record, as ``rollup_deltas`` adds them.
@@ -219,7 +219,8 @@ def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
     )
 
 
-def _from_hours(since: datetime, until: datetime) -> QuerySet[Any]:
+def hours_by_day(since: datetime, until: datetime) -> QuerySet[Any]:
+    """The daily sums of the window's hourly key rows."""
     return (
         UsageRollup.objects.filter(
             granularity=Granularity.HOUR,
@@ -275,7 +276,7 @@ def _upsert(
 ACCOUNT_GROUP_FIELDS = tuple(f for f in GROUP_FIELDS if f != "api_key_id")
 
 
-def _account_totals(
+def keys_by_account(
     granularity: str, since: datetime, until: datetime
 ) -> QuerySet[Any]:
     """The window's key rows summed over keys, for AccountRollup."""
@@ -322,7 +323,7 @@ def usage_rollup(
         return 0
     run_at = timezone.now()
     hourly = granularity == Granularity.HOUR
-    source = _from_records(since, until) if hourly else _from_hours(since, until)
+    source = records_by_hour(since, until) if hourly else hours_by_day(since, until)
     window = {
         "granularity": granularity,
         "bucket_start__gte": since,
@@ -333,7 +334,7 @@ def usage_rollup(
         rows = _upsert(source, granularity, run_at)
         UsageRollup.objects.filter(**window).exclude(computed_at=run_at).delete()
         # The account totals follow the key rows in the same transaction.
-        totals = _account_totals(granularity, since, until)
+        totals = keys_by_account(granularity, since, until)
         _upsert(totals, granularity, run_at, AccountRollup)
         AccountRollup.objects.filter(**window).exclude(computed_at=run_at).delete()
     logger.info(

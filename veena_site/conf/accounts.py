@@ -40,6 +40,7 @@ _SCHEDULE: dict[str, float | crontab] = {
     "accounts.purge_usage_records": crontab(hour=3, minute=17),
     # Quota counters are current at every checkpoint: alerts follow within a minute.
     "accounts.check_quota_alerts": 30.0,
+    "accounts.audit_usage": 600.0,
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     name: {"task": name, "schedule": schedule} for name, schedule in _SCHEDULE.items()

@@ -1,77 +1,49 @@
 """Usage metering for one TTS request or one ASR stream (accounts §6, Q7–Q9).
 
 ``tts`` and ``asr`` meter through this module only (accounts L2). One ``UsageMeter`` is one
-UsageRecord: per TTS *request* (a stream may carry several), per ASR *stream*.
+UsageRecord: per TTS *request* (a stream may carry several), per ASR *stream*. What a record
+bills, and how it survives faults, is docs/accounting.md.
 
 When to call what
 =================
 
-1. Create the meter when the request is received (TTS) or the stream is accepted (ASR); that
-   moment is ``started_at`` (U3)::
+1. Create the meter when the request is received (TTS) or the stream is accepted (ASR)
+   (``started_at``, U3): ``UsageMeter.for_admission(admission, endpoint=…, request_id=…,
+   model=…)``, or ``UsageMeter.anonymous(…)`` with auth off (tts W7). Its ``route``
+   (``tts_ws``, ``tts_rest``, ``speech_rest``, ``asr_realtime``, ``asr_rest``) follows
+   from the admission's scope type; without an admission the REST views name it.
 
-       meter = UsageMeter.for_admission(admission, endpoint="tts",
-                                        request_id=request_id, model=model_version)
-       # auth off (tts W7): UsageMeter.anonymous(endpoint="tts", request_id=...,
-       #                                         model=..., stream_id=stream_id)
+2. Reserve quota *before* the work it pays for (Q7, Q8): TTS
+   ``await meter.reserve_tts_chars(n)`` per text unit, all-or-nothing, raising
+   ``AdmissionDenied("quota_exceeded")`` before any audio; ASR
+   ``granted = await meter.reserve_asr_ms()`` when an append does not fit in
+   ``meter.asr_ms_available`` (a grant of 0 stops the stream). Both raise
+   ``AdmissionDenied("limits_unavailable")`` when the limits store is down.
 
-   The record's ``route`` (what was called: ``tts_ws``, ``tts_rest``, ``speech_rest``,
-   ``asr_realtime``, ``asr_rest``) follows from the endpoint and the admission's scope
-   type; a meter without an admission (auth off) cannot tell REST from WebSocket, so
-   ``POST /v1/tts`` passes ``route="tts_rest"`` and ``POST /v1/audio/speech``
-   ``route="speech_rest"``.
+3. ``await meter.open()`` commits the record ``started`` (U2): TTS before the first binary
+   frame, ASR before ``session.created``; ``AdmissionDenied("usage_unavailable")`` when the
+   database refuses (serve nothing then). Idempotent.
 
-2. Reserve quota *before* the work it pays for (Q7, Q8):
+4. Count in memory (no I/O, cheap per frame): ``meter.add(…)``, ``meter.add_audio(samples,
+   rate)`` (exact ms); a TTS request's delivered characters and samples are set by
+   ``meter.settle_tts(…)`` before it finishes.
 
-   * TTS: ``await meter.reserve_tts_chars(len(text))`` for each text unit (a request's
-     ``text`` or one incremental ``text`` message) before it goes to the worker. It is
-     all-or-nothing and raises ``AdmissionDenied("quota_exceeded")`` before any audio.
-   * ASR: when an append does not fit in ``meter.asr_ms_available``, call
-     ``granted = await meter.reserve_asr_ms()`` (``ASR_QUOTA_CHUNK_MS`` by default; the grant
-     may be partial). Accept audio only up to what was granted; a grant of 0 stops the
-     stream with ``quota_exceeded`` and the audio that did not fit is dropped, unmetered.
-
-   Both raise ``AdmissionDenied("limits_unavailable")`` when the limits store is down.
-
-3. ``await meter.open()`` commits the record with ``status=started`` (U2): TTS before the
-   first binary frame (it may run as a task alongside job submission, awaited before the
-   first frame), ASR before ``session.created``. It raises
-   ``AdmissionDenied("usage_unavailable")`` when the database refuses: serve nothing then.
-   Calling it again returns at once.
-
-4. Count what actually happened, in memory (no I/O, cheap per frame)::
-
-       meter.add(tts_chars_in=len(text))        # once the worker accepted the job (tts U2)
-       meter.add_audio(samples, sample_rate)     # PCM handed to the socket (TTS) or
-                                                 # accepted from the client (ASR), exact ms
-       meter.add(asr_items=1, asr_chars_out=len(transcript), asr_latency_ms=latency)
-       # each item's latency also lands in the record's histogram (accounts.histogram),
-       # which the rollups merge into per-day p50/p95
-
-   ``meter.counters`` is the current ``UsageCounters`` snapshot.
-
-5. The per-stream tick task, at least once a second::
-
-       reason = await stream_tick(admission, meter)   # meter may be None between requests
-       if reason: stop the stream (E7)
-
-   It checkpoints every ``USAGE_CHECKPOINT_SECONDS`` (U5), re-checks the key (one store
-   GET), renews the lease every ``LEASE_RENEW_SECONDS`` and watches the maximum duration.
-   A reason (``key_revoked``, ``lease_lost``, ``max_session_duration``,
-   ``usage_unavailable``) means: send the E3 error, close, and finish with
-   ``status="failed", error_code=reason``. ``await meter.checkpoint()`` may also be called
-   directly; it raises ``AdmissionDenied("usage_unavailable")`` under U6/U7 only.
+5. Tick at least once a second: ``reason = await stream_tick(admission, meter)``. It notes
+   changed counters in the usage journal, checkpoints every ``USAGE_CHECKPOINT_SECONDS``
+   (U5), re-checks the key, renews the lease and watches the maximum duration; a reason
+   (``key_revoked``, ``lease_lost``, ``max_session_duration``, ``usage_unavailable``)
+   means: send the E3 error, close, and finish ``failed`` with it.
 
 6. Finish exactly once, on every exit path, then release the admission::
 
-       await asyncio.shield(meter.finish(status="completed", close_code=1000,
-                                         ttfb_ms=ttfb_ms, rtf=rtf))
+       await asyncio.shield(meter.finish(status="completed", close_code=1000, …))
        await admission.release()
 
-   ``status`` is ``completed``, ``cancelled`` or ``failed`` (U9). The first call returns
-   True when it finalized the record; later calls wait for it and return False. It never
-   raises: a database failure is logged and the reaper later marks the record
-   ``abandoned`` with its last checkpointed counters. It also returns unused reservations
-   to the quota mirror (Q9), so a reservation whose job never started costs nothing.
+   The end goes to the journal first and then to the database; a database error is
+   retried until it lands. A meter never opened that ends ``failed`` with a code records a
+   refusal (``refuse``). It returns unused reservations to the quota mirror (Q9).
+
+``refuse(admission_or_key, …)`` records a request refused after its key was known.
 """
 
 from __future__ import annotations

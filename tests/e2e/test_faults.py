@@ -276,9 +276,11 @@ async def test_gateway_killed_mid_stream(
         for record in reaped:
             assert record["status"] == "abandoned"
             assert record["checkpoint_seq"] >= 1
-            assert record["ended_at"] == record["last_checkpoint_at"]
+            # Settled from the usage journal's last counters, never older than the
+            # last checkpoint (issue 30, docs/accounting.md).
+            assert record["ended_at"] >= record["last_checkpoint_at"]
             same = next(r for r in before_reap if r["endpoint"] == record["endpoint"])
-            assert record["tts_audio_out_ms"] == same["tts_audio_out_ms"]
+            assert record["tts_audio_out_ms"] >= same["tts_audio_out_ms"]
             assert (
                 record["asr_audio_in_ms"]
                 == same["asr_audio_in_ms"]

@@ -38,7 +38,7 @@ from accounts.auth import (
     is_live,
     principal_for_id,
 )
-from accounts.exceptions import AdmissionDenied, DenialReason
+from accounts.exceptions import AdmissionDenied, DenialReason, DeniedKey
 from accounts.limits import QuotaGrant, get_limiter, in_store
 from accounts.models.choices import Endpoint, QuotaMetric
 from accounts.origins import normalize_origin
@@ -402,6 +402,6 @@ async def admit(
         check_origin(principal, scope_origin(scope))
         await admission._acquire()
     except AdmissionDenied as denied:  # the key's refusal: its caller records it
-        denied.principal = principal
+        denied.key = DeniedKey(principal.account_id, principal.key_id)
         raise
     return admission

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+import uuid
+from dataclasses import dataclass
+from typing import Literal
 
 from gateway.exceptions import VeenaError
-
-if TYPE_CHECKING:
-    from accounts.auth import KeyPrincipal
 
 # Every reason of the accounts E3 table; each consumer maps them to its wire codes. The
 # first seven refuse a connection or a request; the last five (and quota_exceeded) stop a
@@ -36,6 +35,15 @@ StopReason = Literal[
 ]
 
 
+@dataclass(frozen=True)
+class DeniedKey:
+    """The key a denial belongs to, once the key was known: the refused request is that
+    key's usage (issue 30, docs/accounting.md)."""
+
+    account_id: int
+    key_id: uuid.UUID
+
+
 class AccountsError(VeenaError):
     """An expected failure inside accounts."""
 
@@ -56,7 +64,7 @@ class AdmissionDenied(AccountsError):
         self.code = reason
         self.retry_after_ms = retry_after_ms
         # Set by admission when the key was known: the refusal is that key's (issue 30).
-        self.principal: KeyPrincipal | None = None
+        self.key: DeniedKey | None = None
 
 
 class MissingApiKey(AdmissionDenied):

@@ -61,8 +61,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from accounts.admission import Admission
-from accounts.auth import KeyPrincipal
-from accounts.exceptions import AdmissionDenied, DenialReason
+from accounts.exceptions import AdmissionDenied, DenialReason, DeniedKey
 from accounts.journal import JournalEntry
 from accounts.landing import land, note
 from accounts.models.choices import QuotaMetric, Route
@@ -368,7 +367,7 @@ class UsageMeter(UsageTally):
 
 
 async def refuse(
-    who: Admission | KeyPrincipal | None,
+    who: Admission | DeniedKey | None,
     *,
     endpoint: MeteredEndpoint,
     request_id: str,
@@ -380,12 +379,14 @@ async def refuse(
     """Record a request refused after its key was known (issue 30): zero units, the
     error code and the code sent. Without a key (auth off) nothing is recorded."""
     admission = who if isinstance(who, Admission) else None
-    principal = who.principal if isinstance(who, Admission) else who
-    if principal is None:
+    key = who if isinstance(who, DeniedKey) else None
+    if admission is not None:
+        key = DeniedKey(admission.principal.account_id, admission.principal.key_id)
+    if key is None:
         return
     await record_refusal(
-        account_id=principal.account_id,
-        api_key_id=principal.key_id,
+        account_id=key.account_id,
+        api_key_id=key.key_id,
         endpoint=endpoint,
         route=route or route_of(endpoint, admission),
         error_code=error_code,

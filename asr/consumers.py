@@ -76,7 +76,7 @@ class RealtimeConsumer(WorkerClientConsumer):
             fail = errors.denial(denied.reason, denied.retry_after_ms)
             await self.fail(fail)
             await refuse(
-                denied.principal,
+                denied.key,
                 endpoint="asr",
                 request_id=self.session.session_id,
                 error_code=denied.reason,

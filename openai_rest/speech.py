@@ -114,7 +114,7 @@ async def _start(
     except OpenAiError as error:
         return await _failed(usage, error, request_id, error.code or "invalid_request")
     except AdmissionDenied as denied:
-        usage.known_key = denied.principal
+        usage.known_key = denied.key
         return await _failed(usage, denial_error(denied), request_id, denied.reason)
     except JobError as error:
         return await _failed(usage, job_error(error), request_id, error.code.lower())

@@ -83,7 +83,7 @@ async def transcriptions(request: HttpRequest) -> HttpResponseBase:
     except AdmissionDenied as denied:
         refused = denial_error(denied)
         await refuse(
-            denied.principal,
+            denied.key,
             endpoint="asr",
             route=Route.ASR_REST,
             request_id=request_id,

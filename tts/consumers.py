@@ -72,7 +72,7 @@ class TtsConsumer(WorkerClientConsumer):
             if settings.TTS_AUTH_REQUIRED:
                 self.usage.admission = await admit(self.scope, endpoint="tts")
         except AdmissionDenied as denied:
-            self.usage.known_key = denied.principal  # its refusal is the key's usage
+            self.usage.known_key = denied.key  # its refusal is the key's usage
             await self.fail(denial_fail(denied))
             return
         self.ticker.start()  # accounts E6

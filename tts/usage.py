@@ -14,8 +14,8 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from accounts.admission import Admission, KeyPrincipal
-from accounts.exceptions import AdmissionDenied, DenialReason
+from accounts.admission import Admission
+from accounts.exceptions import AdmissionDenied, DenialReason, DeniedKey
 from accounts.metering import TerminalStatus, UsageMeter, refuse, stream_tick
 from tts.delivery import Billed, Delivery
 
@@ -49,7 +49,7 @@ class TtsUsage:
         self.anonymous_stream_id = stream_id or uuid.uuid4()  # auth off (W7)
         self.route = route  # None: from the admission (accounts.metering.route_of)
         # The key of a denial at admission, when it was known: its refusal is its usage.
-        self.known_key: KeyPrincipal | None = None
+        self.known_key: DeniedKey | None = None
         self.meter: UsageMeter | None = None
         self.delivery: Delivery | None = None  # what of the request reached the client
         self.accepted_chars = 0  # characters reserved for the request (Q7)

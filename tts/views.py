@@ -187,7 +187,7 @@ async def metered_synthesis(
     except RestError as error:
         return await rest_failure(usage, error, request_id)
     except AdmissionDenied as denied:
-        usage.known_key = denied.principal
+        usage.known_key = denied.key
         refused = rest_denial(denied)
         return await rest_failure(usage, refused, request_id, denied.reason)
     # The whole body goes out in this response (docs/accounting.md: completed).

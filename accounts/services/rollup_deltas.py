@@ -28,6 +28,15 @@ from accounts.models.rollups import (
 )
 from accounts.services.rollups import MAX_FIELDS, SUM_FIELDS, floor_bucket, rollup_lock
 
+# The record's counters each rollup row sums as they are.
+COPIED = (
+    "tts_chars_in",
+    "tts_audio_out_ms",
+    "asr_audio_in_ms",
+    "asr_chars_out",
+    "asr_items",
+    "asr_latency_ms_sum",
+)
 # What a record row must hold to compute its contribution.
 ROW_FIELDS = (
     "account_id",
@@ -41,22 +50,9 @@ ROW_FIELDS = (
     "started_at",
     "ended_at",
     "ttfb_ms",
-    "tts_chars_in",
-    "tts_audio_out_ms",
-    "asr_audio_in_ms",
-    "asr_chars_out",
-    "asr_items",
-    "asr_latency_ms_sum",
+    *COPIED,
     "asr_latency_ms_max",
     "asr_latency_hist",
-)
-COPIED = (
-    "tts_chars_in",
-    "tts_audio_out_ms",
-    "asr_audio_in_ms",
-    "asr_chars_out",
-    "asr_items",
-    "asr_latency_ms_sum",
 )
 Row = Mapping[str, Any]
 

@@ -9,8 +9,6 @@ Chromium all equal what the client was served.
 
 from __future__ import annotations
 
-import random
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,14 +17,7 @@ import pytest
 import redis
 
 from tests.conftest import _unavailable, free_port
-from tests.e2e.conftest import screenshot
-from tests.support.ledger import (
-    LedgerClient,
-    create_ledger_account,
-    mix,
-    run_async,
-    verify,
-)
+from tests.support.ledger import ledger_speech, run_ledger
 from tests.support.redis_db import redis_test_url
 from tests.support.services import project_env, start_gateway, start_worker, wait_ready
 
@@ -79,11 +70,7 @@ def cluster(
 
 @pytest.fixture(scope="module")
 def speech() -> tuple[bytes, bytes]:
-    """Piper speech at 16 kHz (the file) and 24 kHz (the realtime session)."""
-    from tests.asr.conftest import synthesize
-
-    (clip,) = synthesize(["Please read the meter every morning."])
-    return clip.bytes_at(16_000), clip.bytes_at(24_000)
+    return ledger_speech()
 
 
 def test_ledger_distributed_every_surface_equals_what_was_served(
@@ -92,22 +79,6 @@ def test_ledger_distributed_every_surface_equals_what_was_served(
     browser_context: Any,
 ) -> None:
     base, env = cluster
-    keys = create_ledger_account(env)
-    client = LedgerClient(base, keys["main"])
-    seed = random.randrange(10_000)
-    speech16k, speech24k = speech
-    run_async(
-        lambda: mix(
-            client,
-            tight_key=keys["tight"],
-            speech16k=speech16k,
-            speech24k=speech24k,
-            seed=seed,
-        )
+    run_ledger(
+        "distributed", base=base, env=env, context=browser_context, speech=speech
     )
-    ended = time.monotonic()
-    measured = verify(
-        base=base, env=env, client=client, context=browser_context, ended=ended
-    )
-    screenshot(browser_context.pages[-1], "ledger-distributed")
-    print(f"\nLEDGER distributed seed {seed}: {measured}; {'; '.join(client.log)}")

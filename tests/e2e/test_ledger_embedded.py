@@ -9,22 +9,14 @@ the dashboard page in Chromium all equal what the client was served.
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.conftest import child_env
-from tests.e2e.conftest import gateway_on_test_db, screenshot
-from tests.support.ledger import (
-    LedgerClient,
-    create_ledger_account,
-    mix,
-    run_async,
-    verify,
-)
+from tests.e2e.conftest import gateway_on_test_db
+from tests.support.ledger import ledger_speech, run_ledger
 
 pytestmark = [
     pytest.mark.e2e,
@@ -56,11 +48,7 @@ def engine_gateway(
 
 @pytest.fixture(scope="module")
 def speech() -> tuple[bytes, bytes]:
-    """Piper speech at 16 kHz (the file) and 24 kHz (the realtime session)."""
-    from tests.asr.conftest import synthesize
-
-    (clip,) = synthesize(["Please read the meter every morning."])
-    return clip.bytes_at(16_000), clip.bytes_at(24_000)
+    return ledger_speech()
 
 
 def test_ledger_embedded_every_surface_equals_what_was_served(
@@ -69,22 +57,4 @@ def test_ledger_embedded_every_surface_equals_what_was_served(
     browser_context: Any,
 ) -> None:
     base, env = engine_gateway
-    keys = create_ledger_account(env)
-    client = LedgerClient(base, keys["main"])
-    seed = random.randrange(10_000)
-    speech16k, speech24k = speech
-    run_async(
-        lambda: mix(
-            client,
-            tight_key=keys["tight"],
-            speech16k=speech16k,
-            speech24k=speech24k,
-            seed=seed,
-        )
-    )
-    ended = time.monotonic()
-    measured = verify(
-        base=base, env=env, client=client, context=browser_context, ended=ended
-    )
-    screenshot(browser_context.pages[-1], "ledger-embedded")
-    print(f"\nLEDGER embedded seed {seed}: {measured}; {'; '.join(client.log)}")
+    run_ledger("embedded", base=base, env=env, context=browser_context, speech=speech)

@@ -95,8 +95,8 @@ class Cluster:
     def record(self, request_id: str) -> dict[str, Any]:
         with psycopg.connect(self.database) as conn:
             cursor = conn.execute(
-                "SELECT status, error_code, close_code, tts_chars_in, tts_audio_out_ms,"
-                " asr_audio_in_ms FROM accounts_usagerecord WHERE request_id = %s",
+                "SELECT endpoint, status, error_code, close_code, tts_chars_in,"
+                " tts_audio_out_ms, asr_audio_in_ms FROM accounts_usagerecord WHERE request_id = %s",
                 (request_id,),
             )
             names = [c.name for c in cursor.description or []]
@@ -253,36 +253,51 @@ async def settled(
         await asyncio.sleep(0.2)
 
 
-def check_tts(record: dict[str, Any], client: Client, *, text_chars: int) -> None:
-    """Billed = delivered (a completed request: its text; else its whole segments);
-    the close code is the one the client saw."""
-    completed = record["status"] == "completed"
-    delivered = text_chars if completed else client.delivered_chars()
-    assert (record["tts_chars_in"], record["tts_audio_out_ms"]) == (
-        delivered,
-        client.audio_ms(),
-    ), (record, client.events[-3:])
-    assert record["close_code"] == client.close_code, (record, client.close_code)
+@dataclass
+class Streams:
+    """The TTS stream and the realtime session of one fault, and what they were sent."""
+
+    speech: Client
+    tts_id: str
+    text_chars: int  # what the TTS request asked for
+    asr: Client
+    session_id: str
+    sent_ms: int  # audio the session appended
 
 
-def check_asr(record: dict[str, Any], client: Client, sent_ms: int) -> None:
-    assert record["asr_audio_in_ms"] == sent_ms, record
-    assert record["close_code"] == client.close_code, (record, client.close_code)
+def billed_text(record: dict[str, Any]) -> str:
+    if record["endpoint"] == "asr":
+        billed = f"{record['asr_audio_in_ms']} ms in"
+    else:
+        billed = f"{record['tts_chars_in']} chars, {record['tts_audio_out_ms']} ms out"
+    code = record["error_code"] or "-"
+    return f"billed {billed} ({record['status']}/{code}/{record['close_code']})"
 
 
-def report(fault: str, **records: tuple[dict[str, Any], Any]) -> None:
-    parts = [
-        f"{name}: delivered {delivered}, billed {billed_of(record)} "
-        f"({record['status']}/{record['error_code'] or '-'}/{record['close_code']})"
-        for name, (record, delivered) in records.items()
-    ]
-    print(f"\nFAULT {fault}: " + "; ".join(parts))
-
-
-def billed_of(record: dict[str, Any]) -> str:
-    if record["asr_audio_in_ms"]:
-        return f"{record['asr_audio_in_ms']} ms in"
-    return f"{record['tts_chars_in']} chars, {record['tts_audio_out_ms']} ms out"
+async def outcome(
+    cluster: Cluster, fault: str, streams: Streams, *, closes: Any = None, **wait: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both records once settled, checked: billed = delivered (a completed TTS request:
+    its text; else its whole segments and the audio it got), and the close codes are the
+    ones the clients saw, or ``closes`` where the server sent none."""
+    speech, asr = streams.speech, streams.asr
+    tts_record = await settled(cluster, streams.tts_id, **wait)
+    asr_record = await settled(cluster, streams.session_id, **wait)
+    completed = tts_record["status"] == "completed"
+    chars = streams.text_chars if completed else speech.delivered_chars()
+    assert (tts_record["tts_chars_in"], tts_record["tts_audio_out_ms"]) == (
+        chars,
+        speech.audio_ms(),
+    ), (tts_record, speech.events[-3:])
+    assert asr_record["asr_audio_in_ms"] == streams.sent_ms, asr_record
+    expected = closes or (speech.close_code, asr.close_code)
+    assert (tts_record["close_code"], asr_record["close_code"]) == expected
+    print(
+        f"\nFAULT {fault}: tts delivered {chars} chars, {speech.audio_ms()} ms, "
+        f"{billed_text(tts_record)}; asr sent {streams.sent_ms} ms, "
+        f"{billed_text(asr_record)}"
+    )
+    return tts_record, asr_record
 
 
 def finish_phase(cluster: Cluster) -> None:
@@ -302,16 +317,9 @@ async def test_worker_kill_bills_what_was_delivered(cluster: Cluster) -> None:
     cluster.worker.kill()
     await speech.closed()
     await asr.closed()
-    tts_record = await settled(cluster, "wk-tts")
-    asr_record = await settled(cluster, session_id)
+    streams = Streams(speech, "wk-tts", len(SENTENCE) * 40, asr, session_id, sent_ms)
+    tts_record, asr_record = await outcome(cluster, "worker kill -9", streams)
     assert tts_record["status"] == asr_record["status"] == "failed"
-    check_tts(tts_record, speech, text_chars=len(SENTENCE) * 40)
-    check_asr(asr_record, asr, sent_ms)
-    report(
-        "worker kill -9",
-        tts=(tts_record, f"{speech.delivered_chars()} chars, {speech.audio_ms()} ms"),
-        asr=(asr_record, f"{sent_ms} ms sent"),
-    )
     cluster.start_worker()
     await asyncio.to_thread(cluster.ready)
     finish_phase(cluster)
@@ -332,17 +340,10 @@ async def test_postgres_stopped_5s_lands_every_end_from_the_journal(
     await asyncio.to_thread(cluster.pg.start)
     back = time.monotonic()
     await asyncio.to_thread(wait_accepting, cluster.pg)
-    tts_record = await settled(cluster, "pg-tts")
-    asr_record = await settled(cluster, session_id)
-    landed_after = time.monotonic() - back
+    streams = Streams(speech, "pg-tts", len(SENTENCE) * 4, asr, session_id, sent_ms)
+    tts_record, asr_record = await outcome(cluster, "PostgreSQL stopped 5 s", streams)
+    print(f"landed {time.monotonic() - back:.1f} s after PostgreSQL was back")
     assert (tts_record["status"], asr_record["status"]) == ("completed", "completed")
-    check_tts(tts_record, speech, text_chars=len(SENTENCE) * 4)
-    check_asr(asr_record, asr, sent_ms)
-    report(
-        f"PostgreSQL stopped 5 s (landed {landed_after:.1f} s after it was back)",
-        tts=(tts_record, f"{len(SENTENCE) * 4} chars, {speech.audio_ms()} ms"),
-        asr=(asr_record, f"{sent_ms} ms sent"),
-    )
     finish_phase(cluster)
 
 
@@ -358,15 +359,8 @@ async def test_redis_stopped_3s_records_the_true_code_and_delivered_units(
     await asyncio.to_thread(cluster.redis.start)
     await speech.closed()
     await asr.closed()
-    tts_record = await settled(cluster, "rd-tts")
-    asr_record = await settled(cluster, session_id)
-    check_tts(tts_record, speech, text_chars=len(SENTENCE) * 40)
-    check_asr(asr_record, asr, sent_ms)
-    report(
-        "Redis stopped 3 s",
-        tts=(tts_record, f"{speech.delivered_chars()} chars, {speech.audio_ms()} ms"),
-        asr=(asr_record, f"{sent_ms} ms sent"),
-    )
+    streams = Streams(speech, "rd-tts", len(SENTENCE) * 40, asr, session_id, sent_ms)
+    await outcome(cluster, "Redis stopped 3 s", streams)
     await asyncio.to_thread(cluster.ready)
     finish_phase(cluster)
 
@@ -390,22 +384,12 @@ async def test_gateway_kill_settles_from_the_journals_last_counters(
     reaper_env = {**cluster.env, "USAGE_STALE_SECONDS": "2"}
     reaped = run_manage("shell", "-c", REAP_SCRIPT, env=reaper_env).strip()
     assert reaped.splitlines()[-1].strip() == "2", reaped
-    tts_record = await settled(cluster, "gk-tts", limit_s=1)
-    asr_record = await settled(cluster, session_id, limit_s=1)
-    assert (tts_record["status"], asr_record["status"]) == ("abandoned", "abandoned")
     # The server sent no close: the process died; the client saw the connection drop.
     assert speech.close_code == asr.close_code == 1006
-    assert tts_record["close_code"] is asr_record["close_code"] is None
-    assert (tts_record["tts_chars_in"], tts_record["tts_audio_out_ms"]) == (
-        speech.delivered_chars(),
-        speech.audio_ms(),
-    )
-    assert asr_record["asr_audio_in_ms"] == sent_ms
-    report(
-        "gateway kill -9 (settled from the journal)",
-        tts=(tts_record, f"{speech.delivered_chars()} chars, {speech.audio_ms()} ms"),
-        asr=(asr_record, f"{sent_ms} ms sent"),
-    )
+    streams = Streams(speech, "gk-tts", len(SENTENCE) * 2, asr, session_id, sent_ms)
+    fault = "gateway kill -9 (settled from the journal)"
+    records = await outcome(cluster, fault, streams, closes=(None, None), limit_s=1)
+    assert [r["status"] for r in records] == ["abandoned", "abandoned"]
     cluster.start_gateway()
     await asyncio.to_thread(cluster.ready)
     finish_phase(cluster)

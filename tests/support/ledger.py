@@ -491,3 +491,41 @@ def verify(
         or abs(api["asr_seconds"] * 1000 - expected.asr_audio_ms) <= 1000
     ), api
     return {"expected": asdict(expected), "freshness_s": round(freshness, 2)}
+
+
+def ledger_speech() -> tuple[bytes, bytes]:
+    """Piper speech at 16 kHz (the file) and 24 kHz (the realtime session)."""
+    from tests.asr.conftest import synthesize
+
+    (clip,) = synthesize(["Please read the meter every morning."])
+    return clip.bytes_at(16_000), clip.bytes_at(24_000)
+
+
+def run_ledger(
+    topology: str,
+    *,
+    base: str,
+    env: dict[str, str],
+    context: Any,
+    speech: tuple[bytes, bytes],
+) -> None:
+    """The whole ledger test against one topology: account, mix, every surface."""
+    from tests.e2e.conftest import screenshot
+
+    keys = create_ledger_account(env)
+    client = LedgerClient(base, keys["main"])
+    seed = random.randrange(10_000)
+    speech16k, speech24k = speech
+    run_async(
+        lambda: mix(
+            client,
+            tight_key=keys["tight"],
+            speech16k=speech16k,
+            speech24k=speech24k,
+            seed=seed,
+        )
+    )
+    ended = time.monotonic()
+    measured = verify(base=base, env=env, client=client, context=context, ended=ended)
+    screenshot(context.pages[-1], f"ledger-{topology}")
+    print(f"\nLEDGER {topology} seed {seed}: {measured}; {'; '.join(client.log)}")

@@ -32,6 +32,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import redis
 import websockets
 
 from tests.conftest import free_port
@@ -300,6 +301,27 @@ async def outcome(
     return tts_record, asr_record
 
 
+def journal_holds(
+    cluster: Cluster, audio_ms: dict[str, int], limit_s: float = 10
+) -> float:
+    """Seconds until the journal's live entries of these requests hold their audio."""
+    client = redis.Redis.from_url(cluster.env["REDIS_URL"])
+    key = f"{cluster.env['REDIS_KEY_PREFIX']}usage:journal:live"
+    started = time.monotonic()
+    while True:
+        entries = [json.loads(v) for v in client.hvals(key)]
+        held = {
+            e["record"]["request_id"]: max(
+                e["counters"]["tts_audio_out_ms"], e["counters"]["asr_audio_in_ms"]
+            )
+            for e in entries
+        }
+        if all(held.get(rid) == ms for rid, ms in audio_ms.items()):
+            return time.monotonic() - started
+        assert time.monotonic() - started < limit_s, (held, audio_ms)
+        time.sleep(0.1)
+
+
 def finish_phase(cluster: Cluster) -> None:
     assert cluster.started() == 0
     cluster.audit_clean()
@@ -375,7 +397,10 @@ async def test_gateway_kill_settles_from_the_journals_last_counters(
     await speech.ws.send(json.dumps({"event": "flush"}))
     await speech.until("flushed")
     asr, session_id, sent_ms = await realtime(cluster, 2.0)
-    await asyncio.sleep(1.5)  # idle mid-request: the ticks have noted every counter
+    # Idle mid-request: wait until the ticks have noted every counter in the journal.
+    noted = {"gk-tts": speech.audio_ms(), session_id: sent_ms}
+    waited = await asyncio.to_thread(journal_holds, cluster, noted)
+    print(f"journal held the last counters {waited:.1f} s after the last audio")
     assert cluster.gateway is not None
     cluster.gateway.kill()
     await speech.closed()

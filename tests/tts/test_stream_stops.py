@@ -166,6 +166,24 @@ async def test_tts_q5_ticker_keeps_one_tick_in_the_channel_and_stops() -> None:
     assert len(posted) == 3
 
 
+async def test_a_tick_whose_post_fails_leaves_the_ticker_running() -> None:
+    """A channel layer that raises (Redis restarting) costs one tick, not the stream's
+    checkpoints, journal notes and lease renewals for good (issue 30)."""
+    posted: list[str] = []
+
+    async def post(name: str) -> bool:
+        posted.append(name)
+        if len(posted) == 1:
+            raise ConnectionError("Connection closed by server.")
+        return True
+
+    ticker = Ticker(post, "tick", 0.01)
+    ticker.start()
+    await asyncio.sleep(0.08)
+    assert len(posted) == 2  # the failed post, then one that waits to be handled
+    await ticker.stop()
+
+
 # W12: gateway shutdown is an exit path too (Z3).
 
 

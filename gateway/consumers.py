@@ -77,6 +77,15 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         its worker job ends too."""
         try:
             await self.serve(scope, receive, send)
+        except Exception:
+            # Outside dispatch (creating the own channel, say): Daphne answers with close
+            # 1011 (daphne ws_protocol handle_exception), so the stream ends as a bug with
+            # 1011, not as a client's 1006 (docs/accounting.md: the code really sent).
+            logger.exception(
+                "%s stream: consumer failed outside a handler", self.endpoint
+            )
+            await asyncio.shield(self.crash())
+            raise
         finally:
             await asyncio.shield(self.release_on_exit())
             if self.link is not None:

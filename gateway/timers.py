@@ -8,7 +8,10 @@ instead of acting late. A ``Ticker`` posts one name periodically.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
+
+logger = logging.getLogger(__name__)
 
 PostLater = Callable[[float, str], "asyncio.Task[None]"]
 Post = Callable[[str], Awaitable[bool]]  # False: not posted (channel full)
@@ -98,5 +101,12 @@ class Ticker:
             if not self._waiting:
                 # Set before the send: the consumer may handle the tick during it.
                 self._waiting, self._posted_at = True, loop.time()
-                if not await self._post(self.name):
+                try:
+                    posted = await self._post(self.name)
+                except (
+                    Exception
+                ):  # boundary: one tick (a Redis blip); the next tries again
+                    logger.warning("tick %s not posted", self.name, exc_info=True)
+                    posted = False
+                if not posted:
                     self._waiting = False

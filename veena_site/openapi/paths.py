@@ -220,6 +220,15 @@ def _usage_parameters() -> list[dict[str, Any]]:
     ]
 
 
+# Every request that ended before this time is counted (docs/accounting.md, "As of").
+AS_OF = {
+    "x-data-as-of": {
+        "schema": {**STRING, "format": "date-time"},
+        "description": "Every request that ended before this time is counted.",
+    }
+}
+
+
 def _usage(kind: str, what: str) -> dict[str, Any]:
     return {
         "get": {
@@ -228,7 +237,11 @@ def _usage(kind: str, what: str) -> dict[str, Any]:
             "summary": f"{what}, per bucket, in OpenAI's Usage API shape",
             "parameters": _usage_parameters(),
             "responses": {
-                "200": {"description": "One page.", "content": _json(ref("UsagePage"))},
+                "200": {
+                    "description": "One page.",
+                    "content": _json(ref("UsagePage")),
+                    "headers": AS_OF,
+                },
                 **_errors("OpenAIError", USAGE_ERRORS),
             },
         }
@@ -264,10 +277,12 @@ def paths() -> dict[str, Any]:
         "/v1/tts": _tts(),
         "/v1/tts/speakers": _speakers(),
         "/v1/organization/usage/audio_speeches": _usage(
-            "audio_speeches", "TTS characters and requests"
+            "audio_speeches",
+            "TTS characters billed and requests (routes tts_ws, tts_rest, speech_rest)",
         ),
         "/v1/organization/usage/audio_transcriptions": _usage(
-            "audio_transcriptions", "Realtime ASR audio seconds and requests"
+            "audio_transcriptions",
+            "ASR audio seconds and requests (routes asr_realtime, asr_rest)",
         ),
         "/healthz": _probe("healthz", "The process serves HTTP", healthz, (200,)),
         "/readyz": _probe(

@@ -144,11 +144,9 @@ async def _start(
     sse = req.stream_format == "sse"
     response: HttpResponseBase
     if stream.encoder.whole and not sse:
-        body = b"".join([part async for part in stream.body(first)])
-        if stream.error is not None:
-            return error_response(_stream_error(stream.error), request_id)
-        response = HttpResponse(body)
-        response["Content-Length"] = str(len(body))
+        response = await _whole(stream, first, request_id)
+        if response.status_code != 200:
+            return response
     else:
         response = StreamingHttpResponse(stream.body(first))
     response["Content-Type"] = (
@@ -158,6 +156,23 @@ async def _start(
     response["x-request-id"] = request_id
     response["X-Sample-Rate"] = str(SPEECH_RATE)
     response["X-Speaker"] = plan.voice
+    return response
+
+
+async def _whole(
+    stream: SpeechStream, first: TtsChunk, request_id: str
+) -> HttpResponse:
+    """A file sent whole, with its length; a failure on the way is an error status. The
+    body has finished the record either way (with the status it answers)."""
+    try:
+        body = b"".join([part async for part in stream.body(first)])
+    except Exception:  # boundary: one request, whose record the body ended
+        logger.exception("speech request %s failed", request_id)
+        return error_response(server_error(), request_id)
+    if stream.error is not None:
+        return error_response(_stream_error(stream.error), request_id)
+    response = HttpResponse(body)
+    response["Content-Length"] = str(len(body))
     return response
 
 
@@ -217,6 +232,8 @@ class SpeechStream:
         self.encoder = StreamEncoder(req.response_format, SPEECH_RATE)
         self.error: Exception | None = None  # what ended the body early
         self.segment_chars: dict[int, int] = {}  # characters of each segment, by seq
+        # A whole file leaves at flush: until then its frames are only counted here.
+        self.held: list[tuple[int, int]] = []  # (samples, segment characters)
 
     def frame(self, data: bytes) -> bytes:
         """``data`` as sent: raw, or ``speech.audio.delta`` events of at most
@@ -266,10 +283,10 @@ class SpeechStream:
                     yield sse(
                         {"type": "error", "error": _stream_error(exc).body()["error"]}
                     )
-                elif self.abort is not None:
-                    self.abort()
+                elif self.abort is not None and not encoder.whole:
+                    self.abort()  # a whole body is answered with an error status
                 return
-            yield self.frame(encoder.flush())
+            yield self.frame(self._flushed(encoder))
             if self.req.stream_format == "sse":
                 yield sse({"type": "speech.audio.done", "usage": self._usage()})
             status, code = "completed", ""
@@ -282,12 +299,37 @@ class SpeechStream:
 
     def _count(self, encoder: StreamEncoder, chunk: TtsChunk) -> bytes:
         """Encode a chunk and count it as sent (the body yields it next); a segment's
-        last chunk also bills the segment's characters (docs/accounting.md)."""
+        last chunk also bills the segment's characters (docs/accounting.md). A whole
+        file's chunks are held: none of its audio leaves before ``flush``."""
         self.samples += chunk.samples
         data = encoder.encode(chunk.data)
         ended = self.segment_chars.get(chunk.segment_seq, 0) if chunk.segment_end else 0
-        self.usage.frame_sent(len(data), chunk.samples, segment_chars=ended)
+        if encoder.whole:
+            self.held.append((chunk.samples, ended))
+        else:
+            self.usage.frame_sent(len(data), chunk.samples, segment_chars=ended)
         return data
+
+    def _flushed(self, encoder: StreamEncoder) -> bytes:
+        """The encoder's last bytes, counted as sent with the held frames (a whole file's
+        audio is delivered, and billed, only when it completes)."""
+        tail = encoder.flush()
+        self.usage.frame_sent(len(tail), 0)
+        for samples, chars in self.held:
+            self.usage.frame_sent(0, samples, segment_chars=chars)
+        self.held.clear()
+        return tail
+
+    def _sent_status(self, status: UsageStatus) -> int | None:
+        """The HTTP status the client got: 200 once the body began; a whole body that
+        did not complete was never sent: its error's status instead, none if cancelled."""
+        if status == "completed" or not self.encoder.whole:
+            return 200
+        if self.req.stream_format == "sse":
+            return 200  # the events' 200 went out before the file
+        if status == "cancelled":
+            return None
+        return 500 if self.error is None else _stream_error(self.error).status
 
     def _usage(self) -> dict[str, Any]:
         chars = len(self.req.input)
@@ -310,7 +352,7 @@ class SpeechStream:
             await self.usage.finish(
                 status=status,
                 error_code=code,
-                close_code=200,  # the body had begun
+                close_code=self._sent_status(status),
                 ttfb_ms=self.ttfb_ms,
                 rtf=rtf if status == "completed" else None,
             )

@@ -32,6 +32,7 @@ import redis
 from django.conf import settings
 
 from accounts.services.usage import NewRecord, RecordEnd, UsageCounters
+from gateway.redis_layer import sync_options
 
 logger = logging.getLogger(__name__)
 
@@ -197,6 +198,7 @@ def _journal_for(redis_url: str, prefix: str, directory: str) -> Journal:
             redis_url,
             socket_timeout=SOCKET_TIMEOUT_S,
             socket_connect_timeout=SOCKET_TIMEOUT_S,
+            **sync_options(),  # health checks and retries (gateway.redis_layer)
         )
         return RedisJournal(client, prefix)
     return FileJournal(Path(directory))

@@ -34,6 +34,7 @@ from accounts.services.refusals import (
 from accounts.services.rollups import floor_bucket
 from accounts.services.usage import this_instance
 from gateway import metrics
+from gateway.outages import log_failure
 
 logger = logging.getLogger(__name__)
 
@@ -82,8 +83,12 @@ class RefusalRecorder:
         await self.flush()
 
     async def flush(self) -> None:
-        """Fold every counted refusal into its row now (a failed fold waits for the next)."""
+        """Fold every counted refusal into its row now (a failed fold waits for the next);
+        called from outside, it also ends the wait of the scheduled fold."""
         pending, self.pending = self.pending, {}
+        flusher, self.flusher = self.flusher, None
+        if flusher is not None and flusher is not asyncio.current_task():
+            flusher.cancel()
         for bucket, (refusal, count) in pending.items():
             try:
                 await database_sync_to_async(usage_refusals_fold)(
@@ -124,7 +129,7 @@ async def record_refusal(
     try:
         await _recorder.record(refusal)
     except Exception:  # boundary: a refusal's record never fails the refusal itself
-        logger.exception("refusal of key %s not recorded", api_key_id)
+        log_failure(logger, "refusal of key %s not recorded", api_key_id)
 
 
 async def flush_refusals() -> None:

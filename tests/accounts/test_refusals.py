@@ -5,6 +5,7 @@ metric only."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -83,7 +84,11 @@ async def test_a_flood_of_refusals_is_folded_not_written_one_by_one(
             error_code="rate_limited",
             close_code=1008,
         )
+    waiting = refusals._recorder.flusher
+    assert waiting is not None and not waiting.done()  # the fold a second later
     await refusals.flush_refusals()
+    await asyncio.sleep(0)
+    assert waiting.cancelled()  # folded now: nothing waits behind the flush
     rows = [r async for r in UsageRecord.objects.filter(account_id=api_key.account_id)]
     kept = [r for r in rows if r.requests == 1]
     folded = [r for r in rows if r.requests > 1]

@@ -18,6 +18,7 @@ from django.db import DatabaseError, IntegrityError
 
 from accounts.journal import JournalEntry, JournalUnavailable, Kind, get_journal
 from accounts.services.settling import land_entry
+from gateway.outages import log_failure
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ async def land(entry: JournalEntry) -> bool | None:
         await forget(entry.record.id)
         return False
     except DatabaseError:
-        logger.exception("usage record %s not finalized: retrying", entry.record.id)
+        log_failure(logger, "usage record %s not finalized: retrying", entry.record.id)
         land_later(entry)
         return None
     await forget(entry.record.id)

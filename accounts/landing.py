@@ -18,6 +18,7 @@ from django.db import DatabaseError, IntegrityError
 
 from accounts.journal import JournalEntry, JournalUnavailable, Kind, get_journal
 from accounts.services.settling import land_entry
+from gateway.background import detached
 from gateway.outages import log_failure
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ async def land(entry: JournalEntry) -> bool | None:
 
 def land_later(entry: JournalEntry) -> None:
     """Retry ``entry`` in the background until it lands."""
-    task = asyncio.ensure_future(_retry(entry))
+    task = detached(_retry(entry))  # it outlives the request that ended the record
     _retrying.add(task)
     task.add_done_callback(_retrying.discard)
 

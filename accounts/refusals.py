@@ -34,6 +34,7 @@ from accounts.services.refusals import (
 from accounts.services.rollups import floor_bucket
 from accounts.services.usage import this_instance
 from gateway import metrics
+from gateway.background import detached
 from gateway.outages import log_failure
 
 logger = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ class RefusalRecorder:
         _, waiting = self.pending.get(bucket, (refusal, 0))
         self.pending[bucket] = (refusal, waiting + count)
         if self.flusher is None or self.flusher.done():
-            self.flusher = asyncio.ensure_future(self._flush_soon())
+            self.flusher = detached(self._flush_soon())  # outlives the request
 
     async def _flush_soon(self) -> None:
         await asyncio.sleep(FLUSH_S)

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.db.models import Sum
 from prometheus_client import REGISTRY
@@ -100,4 +101,34 @@ async def test_a_flood_of_refusals_is_folded_not_written_one_by_one(
         granularity="hour", api_key_id=api_key.id
     ).aaggregate(requests=Sum("requests"), failed=Sum("failed"))
     assert total == {"requests": flood, "failed": flood}
+    await admission.release()
+
+
+async def test_a_fold_scheduled_inside_a_request_lands_after_the_request_ended(
+    keyed: Any,
+) -> None:
+    """A REST refusal is counted inside the request (a sync middleware's thread running
+    the async view through async_to_sync); its fold runs a second later, after that
+    thread's executor quit, and must still reach the database."""
+    api_key, raw = await keyed()
+    admission = await admit(bearer_scope(raw), endpoint="tts")
+    flood = refusals.REFUSALS_KEPT + 3
+
+    async def view() -> None:
+        for n in range(flood):
+            await refuse(
+                admission,
+                endpoint="tts",
+                request_id=f"q{n}",
+                error_code="validation_error",
+                close_code=400,
+            )
+
+    await sync_to_async(async_to_sync(view), thread_sensitive=False)()
+    flusher = refusals._recorder.flusher
+    assert flusher is not None
+    await asyncio.wait_for(asyncio.shield(flusher), refusals.FLUSH_S + 5)
+    assert flusher.exception() is None
+    folded = UsageRecord.objects.filter(account_id=api_key.account_id, requests__gt=1)
+    assert [r.requests async for r in folded] == [flood - refusals.REFUSALS_KEPT]
     await admission.release()

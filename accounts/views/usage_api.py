@@ -93,5 +93,5 @@ def audio_speeches(request: HttpRequest) -> JsonResponse:
 
 @require_GET
 def audio_transcriptions(request: HttpRequest) -> JsonResponse:
-    """Realtime ASR usage: ``seconds`` of audio in and ``num_model_requests``."""
+    """ASR usage (realtime and file): ``seconds`` of audio in, ``num_model_requests``."""
     return _usage(request, "audio_transcriptions")

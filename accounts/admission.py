@@ -38,11 +38,12 @@ from accounts.auth import (
     is_live,
     principal_for_id,
 )
-from accounts.exceptions import AdmissionDenied, DenialReason, StreamCap
+from accounts.exceptions import AdmissionDenied, DenialReason, DeniedKey, StreamCap
 from accounts.limits import get_limiter, in_store
 from accounts.models.choices import Endpoint
 from accounts.origins import ANY_ORIGIN, normalize_origin
 from accounts.quota_mirror import quota_limit, quota_metric, reserve_quota
+from accounts.refusals import auth_failures_counted
 from accounts.services.api_keys import LAST_USED_RESOLUTION, api_key_touch
 from accounts.services.quota import period_of
 from gateway.outages import log_failure
@@ -322,9 +323,22 @@ def authenticate_request(request: HttpRequest, *, endpoint: str | None) -> KeyPr
     /v1/models``) accepts a key whatever endpoints its plan allows; no route over HTTP
     accepts a client secret.
     """
-    principal = authenticate_http(request, endpoint=endpoint)
+    with auth_failures_counted(endpoint=endpoint or ""):
+        principal = authenticate_http(request, endpoint=endpoint)
     check_origin(principal, request.headers.get("Origin"))
     return principal
+
+
+async def _acquire_for_key(admission: Admission, scope: Scope) -> None:
+    """Check the origin and take the limits of a known key; a refusal carries the key,
+    whose usage it is (issue 30), and gives back what was taken (E2)."""
+    principal = admission.principal
+    try:
+        check_origin(principal, scope_origin(scope))
+        await admission._acquire()
+    except AdmissionDenied as denied:  # the key's refusal: its caller records it
+        denied.key = DeniedKey(principal.account_id, principal.key_id)
+        raise
 
 
 async def admit(
@@ -338,15 +352,15 @@ async def admit(
     ``service_unavailable`` (the database did not answer: refused, never a 1011).
     """
     try:
-        principal = await authenticate_websocket(scope, endpoint=endpoint)
-        check_origin(principal, scope_origin(scope))
+        with auth_failures_counted(endpoint=endpoint):
+            principal = await authenticate_websocket(scope, endpoint=endpoint)
         admission = Admission(
             principal=principal,
             stream_id=stream_id or uuid.uuid4(),
             endpoint=endpoint,
             transport=str(scope.get("type", "websocket")),
         )
-        await admission._acquire()  # gives back what it took when it fails (E2)
+        await _acquire_for_key(admission, scope)
     except (OperationalError, InterfaceError):
         log_failure(logger, "admission on %s refused", endpoint)
         raise AdmissionDenied("service_unavailable") from None

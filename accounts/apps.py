@@ -12,3 +12,6 @@ class AccountsConfig(AppConfig):
 
     def ready(self) -> None:
         from accounts import checks  # noqa: F401  (registers the system checks)
+        from accounts.audit_metrics import register_collector
+
+        register_collector()

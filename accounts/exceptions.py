@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,6 +52,15 @@ class StreamCap:
         return f"{count(self.limit, noun)} at once {owner}"
 
 
+@dataclass(frozen=True)
+class DeniedKey:
+    """The key a denial belongs to, once the key was known: the refused request is that
+    key's usage (issue 30, docs/accounting.md)."""
+
+    account_id: int
+    key_id: uuid.UUID
+
+
 class AccountsError(VeenaError):
     """An expected failure inside accounts."""
 
@@ -76,6 +86,8 @@ class AdmissionDenied(AccountsError):
         self.retry_after_ms = retry_after_ms
         # too_many_streams: the cap that was full, for the client's message.
         self.cap = cap
+        # Set by admission when the key was known: the refusal is that key's (issue 30).
+        self.key: DeniedKey | None = None
 
 
 class MissingApiKey(AdmissionDenied):

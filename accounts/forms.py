@@ -84,8 +84,9 @@ class UsageFilterForm(forms.Form):
 
 
 class RecordsFilterForm(UsageFilterForm):
-    """The usage filters plus status, error code and the page cursor."""
+    """The usage filters plus request id, status, error code and the page cursor."""
 
+    request_id = forms.CharField(required=False, max_length=64)
     status = forms.MultipleChoiceField(choices=UsageStatus.choices, required=False)
     error_code = forms.CharField(required=False, max_length=40)
     cursor = forms.CharField(required=False, max_length=200)

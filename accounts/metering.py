@@ -1,76 +1,50 @@
 """Usage metering for one TTS request or one ASR stream (accounts §6, Q7–Q9).
 
 ``tts`` and ``asr`` meter through this module only (accounts L2). One ``UsageMeter`` is one
-UsageRecord: per TTS *request* (a stream may carry several), per ASR *stream*.
+UsageRecord: per TTS *request* (a stream may carry several), per ASR *stream*. What a record
+bills, and how it survives faults, is docs/accounting.md.
 
 When to call what
 =================
 
-1. Create the meter when the request is received (TTS) or the stream is accepted (ASR); that
-   moment is ``started_at`` (U3)::
+1. Create the meter when the request is received (TTS) or the stream is accepted (ASR)
+   (``started_at``, U3): ``UsageMeter.for_admission(admission, endpoint=…, request_id=…,
+   model=…)``, or ``UsageMeter.anonymous(…)`` with auth off (tts W7). Its ``route``
+   (``tts_ws``, ``tts_rest``, ``speech_rest``, ``asr_realtime``, ``asr_rest``) follows
+   from the admission's scope type; without an admission the REST views name it.
 
-       meter = UsageMeter.for_admission(admission, endpoint="tts",
-                                        request_id=request_id, model=model_version)
-       # auth off (tts W7): UsageMeter.anonymous(endpoint="tts", request_id=...,
-       #                                         model=..., stream_id=stream_id)
+2. Reserve quota *before* the work it pays for (Q7, Q8): TTS
+   ``await meter.reserve_tts_chars(n)`` per text unit, all-or-nothing, raising
+   ``AdmissionDenied("quota_exceeded")`` before any audio; ASR
+   ``granted = await meter.reserve_asr_ms()`` when an append does not fit in
+   ``meter.asr_ms_available`` (a grant of 0 stops the stream). Both raise
+   ``AdmissionDenied("limits_unavailable")`` when the limits store is down.
 
-   The record's ``route`` (the dashboard's "tts ws / tts rest / realtime") follows from
-   the endpoint and the admission's scope type; a meter without an admission (auth off)
-   cannot tell REST from WebSocket, so ``POST /v1/tts`` should pass ``route="tts_rest"``.
+3. ``await meter.open()`` commits the record ``started`` (U2): TTS before the first binary
+   frame, ASR before ``session.created``; ``AdmissionDenied("usage_unavailable")`` when the
+   database refuses, ``AdmissionDenied("service_unavailable")`` when it does not answer
+   (serve nothing then). Idempotent.
 
-2. Reserve quota *before* the work it pays for (Q7, Q8):
+4. Count in memory (no I/O, cheap per frame): ``meter.add(…)``, ``meter.add_audio(samples,
+   rate)`` (exact ms); a TTS request's delivered characters and samples are set by
+   ``meter.settle_tts(…)`` before it finishes.
 
-   * TTS: ``await meter.reserve_tts_chars(len(text))`` for each text unit (a request's
-     ``text`` or one incremental ``text`` message) before it goes to the worker. It is
-     all-or-nothing and raises ``AdmissionDenied("quota_exceeded")`` before any audio.
-   * ASR: when an append does not fit in ``meter.asr_ms_available``, call
-     ``granted = await meter.reserve_asr_ms()`` (``ASR_QUOTA_CHUNK_MS`` by default; the grant
-     may be partial). Accept audio only up to what was granted; a grant of 0 stops the
-     stream with ``quota_exceeded`` and the audio that did not fit is dropped, unmetered.
-
-   Both raise ``AdmissionDenied("limits_unavailable")`` when the limits store is down.
-
-3. ``await meter.open()`` commits the record with ``status=started`` (U2): TTS before the
-   first binary frame (it may run as a task alongside job submission, awaited before the
-   first frame), ASR before ``session.created``. It raises
-   ``AdmissionDenied("usage_unavailable")`` when the database refuses, or
-   ``AdmissionDenied("service_unavailable")`` when it does not answer: serve nothing then.
-   Calling it again returns at once.
-
-4. Count what actually happened, in memory (no I/O, cheap per frame)::
-
-       meter.add(tts_chars_in=len(text))        # once the worker accepted the job (tts U2)
-       meter.add_audio(samples, sample_rate)     # PCM handed to the socket (TTS) or
-                                                 # accepted from the client (ASR), exact ms
-       meter.add(asr_items=1, asr_chars_out=len(transcript), asr_latency_ms=latency)
-       # each item's latency also lands in the record's histogram (accounts.histogram),
-       # which the rollups merge into per-day p50/p95
-
-   ``meter.counters`` is the current ``UsageCounters`` snapshot.
-
-5. The per-stream tick task, at least once a second::
-
-       reason = await stream_tick(admission, meter)   # meter may be None between requests
-       if reason: stop the stream (E7)
-
-   It checkpoints every ``USAGE_CHECKPOINT_SECONDS`` (U5), re-checks the key (one store
-   GET), renews the lease every ``LEASE_RENEW_SECONDS`` and watches the maximum duration.
-   A reason (``key_revoked``, ``lease_lost``, ``max_session_duration``,
-   ``usage_unavailable``) means: send the E3 error, close, and finish with
-   ``status="failed", error_code=reason``. ``await meter.checkpoint()`` may also be called
-   directly; it raises ``AdmissionDenied("usage_unavailable")`` under U6/U7 only.
+5. Tick at least once a second: ``reason = await stream_tick(admission, meter)``. It notes
+   changed counters in the usage journal, checkpoints every ``USAGE_CHECKPOINT_SECONDS``
+   (U5), re-checks the key, renews the lease and watches the maximum duration; a reason
+   (``key_revoked``, ``lease_lost``, ``max_session_duration``, ``usage_unavailable``)
+   means: send the E3 error, close, and finish ``failed`` with it.
 
 6. Finish exactly once, on every exit path, then release the admission::
 
-       await asyncio.shield(meter.finish(status="completed", close_code=1000,
-                                         ttfb_ms=ttfb_ms, rtf=rtf))
+       await asyncio.shield(meter.finish(status="completed", close_code=1000, …))
        await admission.release()
 
-   ``status`` is ``completed``, ``cancelled`` or ``failed`` (U9). The first call returns
-   True when it finalized the record; later calls wait for it and return False. It never
-   raises: a database failure is logged and the reaper later marks the record
-   ``abandoned`` with its last checkpointed counters. It also returns unused reservations
-   to the quota mirror (Q9), so a reservation whose job never started costs nothing.
+   The end goes to the journal first and then to the database; a database error is
+   retried until it lands. A meter never opened that ends ``failed`` with a code records a
+   refusal (``refuse``). It returns unused reservations to the quota mirror (Q9).
+
+``refuse(admission_or_key, …)`` records a request refused after its key was known.
 """
 
 from __future__ import annotations
@@ -88,8 +62,11 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from accounts.admission import Admission
-from accounts.exceptions import AdmissionDenied, DenialReason
+from accounts.exceptions import AdmissionDenied, DenialReason, DeniedKey
+from accounts.journal import JournalEntry
+from accounts.landing import land, note
 from accounts.models.choices import QuotaMetric, Route
+from accounts.refusals import record_refusal
 from accounts.reservations import QuotaReservations
 from accounts.services.api_keys import anonymous_api_key
 from accounts.services.quota import period_of
@@ -101,15 +78,12 @@ from accounts.services.usage import (
     default_route,
     this_instance,
     usage_checkpoint,
-    usage_counters,
-    usage_finish,
     usage_open,
-    usage_record_finished,
 )
 from accounts.usage_tally import MeteredEndpoint, UsageTally
 from gateway.outages import is_outage, log_failure
 
-__all__ = ["Route", "UsageCounters", "UsageMeter", "stream_tick"]
+__all__ = ["Route", "UsageCounters", "UsageMeter", "refuse", "stream_tick"]
 
 logger = logging.getLogger(__name__)
 
@@ -125,13 +99,13 @@ class MeterFields(TypedDict):
 
 
 def route_of(endpoint: str, admission: Admission | None) -> str:
-    """The route of a meter: realtime for ASR; for TTS, REST when admitted over HTTP.
+    """The route of a meter: REST when admitted over HTTP, else the endpoint's socket.
 
-    A meter with no admission (auth off, tts W7) cannot tell, and says ``tts_ws`` unless
-    its opener names the route.
+    A meter with no admission (auth off, tts W7) cannot tell, and says the socket's route
+    unless its opener names one (``POST /v1/audio/speech`` names ``speech_rest``).
     """
-    if endpoint == "tts" and admission is not None and admission.transport == "http":
-        return Route.TTS_REST
+    if admission is not None and admission.transport == "http":
+        return Route.TTS_REST if endpoint == "tts" else Route.ASR_REST
     return default_route(endpoint)
 
 
@@ -170,6 +144,8 @@ class UsageMeter(UsageTally):
         self._finish_task: asyncio.Task[bool] | None = None
         self._last_ok = time.monotonic()
         self._last_attempt = time.monotonic()
+        self._new_record: NewRecord | None = None
+        self._noted = UsageCounters()  # what the journal's live entry holds
 
     @classmethod
     def for_admission(
@@ -237,13 +213,15 @@ class UsageMeter(UsageTally):
     # The record.
 
     async def _record(self) -> NewRecord:
+        if self._new_record is not None:
+            return self._new_record
         if self.admission is not None:
             account_id = self.admission.principal.account_id
             key_id = self.admission.principal.key_id
         else:
             api_key = await database_sync_to_async(anonymous_api_key)()
             account_id, key_id = api_key.account_id, api_key.id
-        return NewRecord(
+        self._new_record = NewRecord(
             id=self.record_id,
             stream_id=self.stream_id,
             request_id=self.request_id,
@@ -255,6 +233,7 @@ class UsageMeter(UsageTally):
             instance=this_instance(),
             route=self.route,
         )
+        return self._new_record
 
     async def _open(self) -> None:
         counters = self.counters
@@ -319,7 +298,14 @@ class UsageMeter(UsageTally):
             await self.quota.settle(counters, final=False)
 
     async def tick(self) -> DenialReason | None:
-        """Checkpoint when ``USAGE_CHECKPOINT_SECONDS`` have passed; the stop reason, if any."""
+        """Note the counters in the journal when they changed (so a dead gateway's record
+        settles from them), and checkpoint when ``USAGE_CHECKPOINT_SECONDS`` have passed;
+        the stop reason, if any."""
+        counters = self.counters
+        if self.opened and not self.finished and counters != self._noted:
+            live = JournalEntry(await self._record(), counters, timezone.now())
+            if await note(live):
+                self._noted = counters
         if time.monotonic() - self._last_attempt < settings.USAGE_CHECKPOINT_SECONDS:
             return None
         try:
@@ -349,28 +335,35 @@ class UsageMeter(UsageTally):
         done = await asyncio.shield(self._finish_task)
         return done and owner
 
+    async def _refused(self, end: RecordEnd) -> None:
+        await refuse(
+            self.admission,
+            endpoint=self.endpoint,
+            request_id=self.request_id,
+            error_code=end.error_code,
+            close_code=end.close_code,
+            route=self.route,
+            model=self.model,
+        )
+
     async def _finish(self, end: RecordEnd) -> bool:
+        """Journal the end, then land it (docs/accounting.md): a database that refuses
+        gets it again until it lands, so the quota is settled as if it had."""
         if self._open_task is not None:
             await asyncio.wait([self._open_task])
         async with self._lock:
             counters = self.counters
             accounted, done = self._persisted, False
             try:
-                if self.opened:
-                    done = await database_sync_to_async(usage_finish)(
-                        record_id=self.record_id, counters=counters, end=end
+                if not self.opened and counters == UsageCounters() and end.error_code:
+                    await self._refused(end)  # refused before any work (issue 30)
+                elif self.opened or counters != UsageCounters():
+                    entry = JournalEntry(
+                        await self._record(), counters, timezone.now(), end
                     )
-                    if not done:  # reaped meanwhile: it keeps its last checkpoint
-                        stored = await database_sync_to_async(usage_counters)(
-                            record_id=self.record_id
-                        )
-                        accounted = stored or self._persisted
-                elif counters != UsageCounters():
-                    done = await database_sync_to_async(usage_record_finished)(
-                        record=await self._record(), counters=counters, end=end
-                    )
-                if done:
-                    accounted = counters
+                    await note(entry)
+                    landed = await land(entry)
+                    done, accounted = bool(landed), counters
             except Exception:  # boundary: one record; the reaper ends it (U10)
                 log_failure(logger, "usage record %s not finalized", self.record_id)
             await self.quota.settle(accounted, final=True)
@@ -379,6 +372,36 @@ class UsageMeter(UsageTally):
                 "usage record %s %s %s", self.record_id, self.endpoint, end.status
             )
         return done
+
+
+async def refuse(
+    who: Admission | DeniedKey | None,
+    *,
+    endpoint: MeteredEndpoint,
+    request_id: str,
+    error_code: str,
+    close_code: int | None = None,
+    route: str | None = None,
+    model: str = "",
+) -> None:
+    """Record a request refused after its key was known (issue 30): zero units, the
+    error code and the code sent. Without a key (auth off) nothing is recorded."""
+    admission = who if isinstance(who, Admission) else None
+    key = who if isinstance(who, DeniedKey) else None
+    if admission is not None:
+        key = DeniedKey(admission.principal.account_id, admission.principal.key_id)
+    if key is None:
+        return
+    await record_refusal(
+        account_id=key.account_id,
+        api_key_id=key.key_id,
+        endpoint=endpoint,
+        route=route or route_of(endpoint, admission),
+        error_code=error_code,
+        request_id=request_id,
+        close_code=close_code,
+        model=model,
+    )
 
 
 async def stream_tick(

@@ -34,16 +34,23 @@ def single_flight(
 @shared_task(name="accounts.reap_abandoned_usage", time_limit=60)
 @single_flight("reap_abandoned_usage", ttl_s=60)
 def reap_abandoned_usage(now: str | None = None) -> int:
-    """U10: mark stale started records ``abandoned``."""
+    """U10: land the journal's finalizations, then settle stale started records."""
     from datetime import datetime
 
     from django.conf import settings
     from django.utils import timezone
 
-    from accounts.services.usage import usage_reap_abandoned
+    from accounts.journal import JournalUnavailable, get_journal
+    from accounts.services.settling import usage_journal_settle, usage_reap_abandoned
 
     moment = datetime.fromisoformat(now) if now else timezone.now()
-    return usage_reap_abandoned(now=moment, stale_seconds=settings.USAGE_STALE_SECONDS)
+    stale = settings.USAGE_STALE_SECONDS
+    journal = get_journal()
+    try:
+        usage_journal_settle(journal=journal, now=moment, stale_seconds=stale)
+    except JournalUnavailable:
+        pass  # the reaper below postpones itself too
+    return usage_reap_abandoned(now=moment, stale_seconds=stale, journal=journal)
 
 
 @shared_task(name="accounts.sweep_leases", time_limit=60)
@@ -163,6 +170,15 @@ def purge_client_secrets() -> int:
     return client_secrets_purge()
 
 
+@shared_task(name="accounts.audit_usage", time_limit=300)
+@single_flight("audit_usage", ttl_s=300)
+def audit_usage() -> int:
+    """Issue 30: reconcile the last hours; the drift goes to ``veena_usage_drift``."""
+    from accounts.audit_metrics import usage_audit_recent
+
+    return usage_audit_recent()
+
+
 # Every periodic task by its Celery name: what the embedded scheduler runs (T3).
 PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.reap_abandoned_usage": reap_abandoned_usage,
@@ -175,4 +191,5 @@ PERIODIC_TASKS: dict[str, Callable[[], int]] = {
     "accounts.deliver_webhooks": deliver_webhooks,
     "accounts.purge_webhook_deliveries": purge_webhook_deliveries,
     "accounts.purge_client_secrets": purge_client_secrets,
+    "accounts.audit_usage": audit_usage,
 }

@@ -46,7 +46,9 @@ class UsageRecordAdmin(ReadOnlyWideListAdmin):
         "route",
         "model",
         "status",
+        "requests",
         "error_code",
+        "close_code",
         "units",
         "seconds",
     )
@@ -90,7 +92,7 @@ class UsageRollupAdmin(ReadOnlyWideListAdmin):
     """Hourly and daily rollups, read-only (AD7)."""
 
     list_display = (
-        "bucket_start",
+        "bucket_utc",
         "granularity",
         "account",
         "api_key",
@@ -110,6 +112,11 @@ class UsageRollupAdmin(ReadOnlyWideListAdmin):
     list_select_related = ("account", "api_key")
     date_hierarchy = "bucket_start"
     ordering = ("-bucket_start",)
+
+    @admin.display(description="bucket start (UTC)", ordering="bucket_start")
+    def bucket_utc(self, rollup: UsageRollup) -> str:
+        """The bucket's start in UTC, which the column names."""
+        return f"{rollup.bucket_start:%Y-%m-%d %H:%M}"
 
 
 @admin.register(AuditLog)

@@ -77,3 +77,13 @@ class UsageTally:
         assert samples >= 0 and sample_rate > 0, (samples, sample_rate)
         if not self.finished:
             self._audio += Fraction(samples * 1000, sample_rate)
+
+    def settle_tts(self, *, chars: int, samples: int, sample_rate: int) -> None:
+        """Set the TTS counters to what the request bills (docs/accounting.md): its
+        delivered characters, and its delivered samples as exact milliseconds."""
+        assert self.endpoint == "tts" and chars >= 0 and samples >= 0, (chars, samples)
+        if self.finished:
+            return
+        self._counts["tts_chars_in"] = chars
+        self._counts["tts_audio_out_ms"] = 0
+        self._audio = Fraction(samples * 1000, sample_rate)

@@ -19,6 +19,7 @@ from django.conf import settings
 
 from accounts.admission import Admission, admit
 from accounts.exceptions import AdmissionDenied
+from accounts.metering import refuse
 from asr import connection, errors, events
 from asr.config import ConfigError
 from asr.connection import EarlyFrames
@@ -73,17 +74,26 @@ class RealtimeConsumer(WorkerClientConsumer):
         try:
             self.admission = await self.admit()
         except AdmissionDenied as denied:
-            await self.fail(
-                errors.denial(denied.reason, denied.retry_after_ms, denied.cap)
+            fail = errors.denial(denied.reason, denied.retry_after_ms, denied.cap)
+            await self.fail(fail)
+            await refuse(
+                denied.key,
+                endpoint="asr",
+                request_id=self.session.session_id,
+                error_code=denied.reason,
+                close_code=fail.close,
             )
             return
+        self.usage = RealtimeUsage.start(
+            self.admission, accepted_at=accepted_at, request_id=self.session.session_id
+        )
         try:
             connection.apply_secret_session(self.session, self.admission)
         except ConfigError:  # the served model changed since the secret was minted
             logger.info("client secret's session no longer valid")
+            # A refusal: its record holds the code (issue 30).
             await self.fail(FailSession("invalid_session"))
             return
-        self.usage = RealtimeUsage.start(self.admission, accepted_at=accepted_at)
         self.session.expires_at = connection.expires_at(accepted_at, self.admission)
         self.handlers = ClientHandlers(self.session, self.usage)
         await self.submit()
@@ -254,9 +264,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         assert self.usage is not None
         version = self.link.model_version if self.link is not None else ""
         try:  # MT-1: the record is committed before session.created (accounts U2)
-            await self.usage.open(
-                request_id=self.session.session_id, model=version or settings.ASR_MODEL
-            )
+            await self.usage.open(model=version or settings.ASR_MODEL)
         except AdmissionDenied as denied:  # usage_unavailable: serve none (accounts U2)
             await self.fail(replace(errors.stop(denied.reason), admission=True))
             return

@@ -18,7 +18,7 @@ from typing import Literal
 
 from accounts.admission import Admission
 from accounts.exceptions import DenialReason
-from accounts.metering import UsageMeter, stream_tick
+from accounts.metering import UsageMeter, refuse, stream_tick
 from asr.items import Completed
 from gateway import metrics
 
@@ -34,21 +34,28 @@ class RealtimeUsage:
         *,
         stream_id: uuid.UUID,
         started_at: datetime,
+        request_id: str,
     ) -> None:
         self.admission = admission
         self.stream_id = stream_id
         self.started_at = started_at  # the accept time (accounts U3)
+        self.request_id = request_id  # the session id, or the REST request's id
         self.meter: UsageMeter | None = None
+        self.refused = False  # a refusal record was written
 
     @classmethod
-    def start(cls, admission: Admission | None, *, accepted_at: float) -> RealtimeUsage:
+    def start(
+        cls, admission: Admission | None, *, accepted_at: float, request_id: str
+    ) -> RealtimeUsage:
         """The usage of a connection accepted at ``accepted_at``; the stream id is the
         admission's (a fresh one for the ``anonymous`` key)."""
         stream_id = admission.stream_id if admission is not None else uuid.uuid4()
         started_at = datetime.fromtimestamp(accepted_at, tz=UTC)
-        return cls(admission, stream_id=stream_id, started_at=started_at)
+        return cls(
+            admission, stream_id=stream_id, started_at=started_at, request_id=request_id
+        )
 
-    async def open(self, *, request_id: str, model: str) -> None:
+    async def open(self, *, model: str) -> None:
         """Commit the record with ``status=started`` (AU-4, accounts U2); idempotent.
 
         Raises ``AdmissionDenied("usage_unavailable")`` when the database refuses.
@@ -57,7 +64,7 @@ class RealtimeUsage:
             self.meter = UsageMeter.for_stream(
                 self.admission,
                 endpoint="asr",
-                request_id=request_id,
+                request_id=self.request_id,
                 model=model,
                 stream_id=self.stream_id,
                 started_at=self.started_at,
@@ -112,9 +119,22 @@ class RealtimeUsage:
         error_code: str = "",
         close_code: int | None = None,
     ) -> None:
-        """Finalize the record once (U8, U9); later calls do nothing. Never raises."""
+        """Finalize the record once (U8, U9); later calls do nothing. Never raises.
+
+        With no record opened (refused before ``session.created``, or a REST call refused
+        before its audio was read), a failure leaves a refusal record (issue 30).
+        """
         if self.meter is None:
-            return  # no record was opened: the connection ended before session.created
+            if status == "failed" and error_code and not self.refused:
+                self.refused = True
+                await refuse(
+                    self.admission,
+                    endpoint="asr",
+                    request_id=self.request_id,
+                    error_code=error_code,
+                    close_code=close_code,
+                )
+            return
         await asyncio.shield(
             self.meter.finish(
                 status=status,

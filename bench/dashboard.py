@@ -46,7 +46,7 @@ MIX = (
     ("tts_ws", "tts", "piper/en_US-joe-medium", 0.40),
     ("tts_ws", "tts", "vllm/veena-3b", 0.15),
     ("tts_rest", "tts", "piper/en_US-joe-medium", 0.15),
-    ("realtime", "asr", "whisper-tiny.en", 0.30),
+    ("asr_realtime", "asr", "whisper-tiny.en", 0.30),
 )
 ERROR_CODES = ("inference_failed", "worker_lost", "quota_exceeded")
 
@@ -135,7 +135,7 @@ COLUMNS = (
     "model", "status", "error_code", "close_code", "started_at", "ended_at",
     "last_checkpoint_at", "checkpoint_seq", "period", "instance", "tts_chars_in",
     "tts_audio_out_ms", "ttfb_ms", "rtf", "asr_audio_in_ms", "asr_chars_out", "asr_items",
-    "asr_latency_ms_sum", "asr_latency_ms_max", "asr_latency_hist",
+    "asr_latency_ms_sum", "asr_latency_ms_max", "asr_latency_hist", "requests",
 )  # fmt: skip
 
 
@@ -195,6 +195,7 @@ def record_lines(
             str(sum(latencies)),
             str(max(latencies, default=0)),
             json.dumps(hist) if items else "[]",
+            "1",
         )
         yield "\t".join(fields) + "\n"
 
@@ -290,6 +291,41 @@ def raw_totals(account, since: datetime) -> Callable[[], object]:
     return call
 
 
+def end_record(account, keys) -> Callable[[], object]:
+    """One record opened, then ended: the ending transaction adds it to its four rollup
+    rows (issue 30), which is what keeps every page current without a recompute."""
+    from django.utils import timezone
+
+    from accounts.services.usage import (
+        NewRecord,
+        RecordEnd,
+        UsageCounters,
+        usage_finish,
+        usage_open,
+    )
+
+    def call() -> object:
+        record = NewRecord(
+            id=uuid.uuid4(),
+            stream_id=uuid.uuid4(),
+            request_id="bench-end",
+            account_id=account.id,
+            api_key_id=keys[0].id,
+            endpoint="tts",
+            model="piper/en_US-joe-medium",
+            started_at=timezone.now(),
+            instance="bench:1",
+            route="tts_ws",
+        )
+        usage_open(record=record, counters=UsageCounters())
+        counters = UsageCounters(tts_chars_in=120, tts_audio_out_ms=6_000)
+        return usage_finish(
+            record_id=record.id, counters=counters, end=RecordEnd("completed")
+        )
+
+    return call
+
+
 def measure(account, keys, users, now: datetime) -> list[tuple[str, float, float, str]]:
     from django.test import Client
 
@@ -307,6 +343,13 @@ def measure(account, keys, users, now: datetime) -> list[tuple[str, float, float
         (now - timedelta(days=31)).replace(hour=0, minute=0, second=0).timestamp()
     )
     api = "/v1/organization/usage"
+    from accounts.models.usage import UsageRecord
+
+    request_id = (
+        UsageRecord.objects.filter(account=account)
+        .values_list("request_id", flat=True)
+        .first()
+    )
     cases = [
         ("usage, 7 days, UTC (default page)", page(client, f"/dashboard/bench/usage/?{week}&tz=UTC"), "page"),
         ("usage, 7 days, America/New_York", page(client, f"/dashboard/bench/usage/?{week}&tz=America/New_York"), "page"),
@@ -318,11 +361,13 @@ def measure(account, keys, users, now: datetime) -> list[tuple[str, float, float
         ("usage.csv, 7 days of hours, UTC", page(client, f"/dashboard/bench/usage.csv?{week}&granularity=hour&tz=UTC"), "page"),
         ("requests, first page", page(client, f"/dashboard/bench/requests/?{week}&tz=UTC"), "page"),
         ("requests, one key, failed", page(client, f"/dashboard/bench/requests/?{quarter}&key={key}&status=failed"), "page"),
+        ("requests, search by request id", page(client, f"/dashboard/bench/requests/?request_id={request_id}"), "page"),
         ("keys", page(client, "/dashboard/bench/keys/"), "page"),
         ("all accounts (staff), 7 days", page(admin, f"/dashboard/all/?{week}&tz=UTC"), "page"),
         ("API audio_speeches 1d ×31, by key+model", page(client, f"{api}/audio_speeches?start_time={t31}&bucket_width=1d&limit=31&group_by=api_key_id,model"), "api"),
         ("API audio_transcriptions 1h ×168", page(client, f"{api}/audio_transcriptions?start_time={t7}&bucket_width=1h&limit=168"), "api"),
         ("API audio_speeches 1h ×168, by key", page(client, f"{api}/audio_speeches?start_time={t7}&bucket_width=1h&limit=168&group_by=api_key_id"), "api"),
+        ("end one record (its rollups kept current)", end_record(account, keys), "write"),
         ("raw records: 7-day totals by day", raw_totals(account, now - timedelta(days=7)), "baseline"),
         ("raw records: 90-day totals by day", raw_totals(account, now - timedelta(days=DAYS)), "baseline"),
     ]  # fmt: skip

@@ -12,6 +12,11 @@ REQUESTS = Counter(
     "veena_requests_total", "Requests and sessions started", ["endpoint"]
 )
 ERRORS = Counter("veena_errors_total", "Errors sent to clients", ["endpoint", "code"])
+AUTH_FAILURES = Counter(
+    "veena_auth_failures_total",
+    "Requests refused before a key was known (no account's usage), by reason",
+    ["endpoint", "reason"],
+)
 TTFB = Histogram(
     "veena_ttfb_seconds",
     "Time from request to first audio (TTS) or first text (ASR)",

@@ -36,6 +36,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
+from accounts.metering import Route
 from gateway import metrics
 from gateway.outages import is_outage, log_failure
 from gateway.server.daphne_compat import ABORT_EXTENSION
@@ -92,17 +93,16 @@ def job_error(error: JobError) -> OpenAiError:
 async def speech(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/audio/speech``: audio in ``response_format``, chunked or as SSE."""
     request_id = rest_request_id(request)
-    usage = TtsUsage()
+    usage = TtsUsage(route=Route.SPEECH_REST)
     try:
         return await _start(request, request_id, usage)
     except asyncio.CancelledError:  # the client went away before the body started
-        await usage.end(status="cancelled")
+        await usage.end(status="cancelled", request_id=request_id)
         raise
     except Exception as exc:  # boundary: one request
         log_failure(logger, "speech request %s failed", request_id)
         answer, failure = boundary_error(exc)
-        await usage.end(status="failed", error_code=failure)
-        return error_response(answer, request_id)
+        return await _failed(usage, answer, request_id, failure)
 
 
 async def _start(
@@ -122,36 +122,31 @@ async def _start(
         metrics.REQUESTS.labels("tts").inc()
         await open_usage(usage, plan)
         await usage.ready()  # committed before any audio exists
-        job = ChannelJob(get_channel_layer(), on_accepted=usage.job_accepted)
+        job = ChannelJob(get_channel_layer())
         chunks = ticked(usage, _chunks(job, plan))
         first = await anext(chunks)  # the first sentence; errors still get a status
     except OpenAiError as error:
-        await usage.end(status="failed", error_code=error.code or "invalid_request")
-        return error_response(error, request_id)
+        return await _failed(usage, error, request_id, error.code or "invalid_request")
     except AdmissionDenied as denied:
-        await usage.end(status="failed", error_code=denied.reason)
-        return error_response(denial_error(denied), request_id)
+        usage.known_key = denied.key
+        return await _failed(usage, denial_error(denied), request_id, denied.reason)
     except JobError as error:
-        await usage.end(status="failed", error_code=error.code.lower())
-        return error_response(job_error(error), request_id)
+        return await _failed(usage, job_error(error), request_id, error.code.lower())
     except TimeoutError:
-        await usage.end(status="failed", error_code="timeout")
-        return error_response(timeout_error(), request_id)
+        return await _failed(usage, timeout_error(), request_id, "timeout")
     except StopAsyncIteration:  # the job ended without audio
-        await usage.end(status="failed", error_code="internal_error")
-        return error_response(server_error(), request_id)
+        return await _failed(usage, server_error(), request_id, "internal_error")
     ttfb_ms = round((time.monotonic() - started) * 1000)
     stream = SpeechStream(req, usage, chunks, started=started, ttfb_ms=ttfb_ms)
+    stream.segment_chars = {seq: end - start for seq, start, end in plan.spans}
     scope = getattr(request, "scope", {})  # ASGIRequest; a test's WSGI request has none
     stream.abort = scope.get("extensions", {}).get(ABORT_EXTENSION)
     sse = req.stream_format == "sse"
     response: HttpResponseBase
     if stream.encoder.whole and not sse:
-        body = b"".join([part async for part in stream.body(first)])
-        if stream.error is not None:
-            return error_response(_stream_error(stream.error), request_id)
-        response = HttpResponse(body)
-        response["Content-Length"] = str(len(body))
+        response = await _whole(stream, first, request_id)
+        if response.status_code != 200:
+            return response
     else:
         response = StreamingHttpResponse(stream.body(first))
     response["Content-Type"] = (
@@ -162,6 +157,33 @@ async def _start(
     response["X-Sample-Rate"] = str(SPEECH_RATE)
     response["X-Speaker"] = plan.voice
     return response
+
+
+async def _whole(
+    stream: SpeechStream, first: TtsChunk, request_id: str
+) -> HttpResponse:
+    """A file sent whole, with its length; a failure on the way is an error status. The
+    body has finished the record either way (with the status it answers)."""
+    try:
+        body = b"".join([part async for part in stream.body(first)])
+    except Exception:  # boundary: one request, whose record the body ended
+        logger.exception("speech request %s failed", request_id)
+        return error_response(server_error(), request_id)
+    if stream.error is not None:
+        return error_response(_stream_error(stream.error), request_id)
+    response = HttpResponse(body)
+    response["Content-Length"] = str(len(body))
+    return response
+
+
+async def _failed(
+    usage: TtsUsage, error: OpenAiError, request_id: str, code: str
+) -> HttpResponseBase:
+    """End the request as failed with ``code`` and the status sent, and answer."""
+    await usage.end(
+        status="failed", request_id=request_id, error_code=code, close_code=error.status
+    )
+    return error_response(error, request_id)
 
 
 def _body(request: HttpRequest) -> bytes:
@@ -209,6 +231,9 @@ class SpeechStream:
         self.samples = 0
         self.encoder = StreamEncoder(req.response_format, SPEECH_RATE)
         self.error: Exception | None = None  # what ended the body early
+        self.segment_chars: dict[int, int] = {}  # characters of each segment, by seq
+        # A whole file leaves at flush: until then its frames are only counted here.
+        self.held: list[tuple[int, int]] = []  # (samples, segment characters)
 
     def frame(self, data: bytes) -> bytes:
         """``data`` as sent: raw, or ``speech.audio.delta`` events of at most
@@ -258,10 +283,10 @@ class SpeechStream:
                     yield sse(
                         {"type": "error", "error": _stream_error(exc).body()["error"]}
                     )
-                elif self.abort is not None:
-                    self.abort()
+                elif self.abort is not None and not encoder.whole:
+                    self.abort()  # a whole body is answered with an error status
                 return
-            yield self.frame(encoder.flush())
+            yield self.frame(self._flushed(encoder))
             if self.req.stream_format == "sse":
                 yield sse({"type": "speech.audio.done", "usage": self._usage()})
             status, code = "completed", ""
@@ -273,9 +298,38 @@ class SpeechStream:
             await asyncio.shield(self._finish(status, code))
 
     def _count(self, encoder: StreamEncoder, chunk: TtsChunk) -> bytes:
+        """Encode a chunk and count it as sent (the body yields it next); a segment's
+        last chunk also bills the segment's characters (docs/accounting.md). A whole
+        file's chunks are held: none of its audio leaves before ``flush``."""
         self.samples += chunk.samples
-        self.usage.audio_sent(chunk.samples, SPEECH_RATE)
-        return encoder.encode(chunk.data)
+        data = encoder.encode(chunk.data)
+        ended = self.segment_chars.get(chunk.segment_seq, 0) if chunk.segment_end else 0
+        if encoder.whole:
+            self.held.append((chunk.samples, ended))
+        else:
+            self.usage.frame_sent(len(data), chunk.samples, segment_chars=ended)
+        return data
+
+    def _flushed(self, encoder: StreamEncoder) -> bytes:
+        """The encoder's last bytes, counted as sent with the held frames (a whole file's
+        audio is delivered, and billed, only when it completes)."""
+        tail = encoder.flush()
+        self.usage.frame_sent(len(tail), 0)
+        for samples, chars in self.held:
+            self.usage.frame_sent(0, samples, segment_chars=chars)
+        self.held.clear()
+        return tail
+
+    def _sent_status(self, status: UsageStatus) -> int | None:
+        """The HTTP status the client got: 200 once the body began; a whole body that
+        did not complete was never sent: its error's status instead, none if cancelled."""
+        if status == "completed" or not self.encoder.whole:
+            return 200
+        if self.req.stream_format == "sse":
+            return 200  # the events' 200 went out before the file
+        if status == "cancelled":
+            return None
+        return 500 if self.error is None else _stream_error(self.error).status
 
     def _usage(self) -> dict[str, Any]:
         chars = len(self.req.input)
@@ -298,6 +352,7 @@ class SpeechStream:
             await self.usage.finish(
                 status=status,
                 error_code=code,
+                close_code=self._sent_status(status),
                 ttfb_ms=self.ttfb_ms,
                 rtf=rtf if status == "completed" else None,
             )

@@ -34,6 +34,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
+from accounts.metering import Route, refuse
 from asr.client import AsrJobError, FileJob, PieceText
 from asr.usage import RealtimeUsage, UsageStatus
 from asr.whisper import MODEL_RATE
@@ -95,9 +96,21 @@ async def transcriptions(request: HttpRequest) -> HttpResponseBase:
     except OpenAiError as error:
         return error_response(error, request_id)
     except AdmissionDenied as denied:
-        return error_response(denial_error(denied), request_id)
+        refused = denial_error(denied)
+        await refuse(
+            denied.key,
+            endpoint="asr",
+            route=Route.ASR_REST,
+            request_id=request_id,
+            error_code=denied.reason,
+            close_code=refused.status,
+        )
+        return error_response(refused, request_id)
     usage = RealtimeUsage(
-        admission, stream_id=admission.stream_id, started_at=timezone.now()
+        admission,
+        stream_id=admission.stream_id,
+        started_at=timezone.now(),
+        request_id=request_id,
     )
     call = Transcription(request_id, usage)
     try:
@@ -108,7 +121,7 @@ async def transcriptions(request: HttpRequest) -> HttpResponseBase:
     except Exception as exc:  # boundary: one request
         log_failure(logger, "transcription %s failed", request_id)
         answer, failure = boundary_error(exc)
-        await call.end("failed", failure)
+        await call.end("failed", failure, answer.status)
         return error_response(answer, request_id)
 
 
@@ -120,13 +133,18 @@ class Transcription:
         self.ended = False
         self.started = time.monotonic()
 
-    async def end(self, status: UsageStatus, code: str = "") -> None:
-        """Finish the record (if one was opened) and give the lease back, once."""
+    async def end(
+        self, status: UsageStatus, code: str = "", http_status: int | None = None
+    ) -> None:
+        """Finish the record (a refusal's, if none was opened) and give the lease back,
+        once; the record keeps the HTTP status sent."""
         if self.ended:
             return
         self.ended = True
         try:
-            await self.usage.finish(status=status, error_code=code)
+            await self.usage.finish(
+                status=status, error_code=code, close_code=http_status
+            )
         except Exception:  # boundary: the record (the reaper finalizes it later)
             logger.exception("transcription: usage record not finalized")
         await asyncio.shield(self.usage.release())
@@ -138,7 +156,7 @@ class Transcription:
             pcm = await asyncio.to_thread(_decode, req)
             pieces = split_pieces(pcm)
             metrics.REQUESTS.labels("asr").inc()
-            await self.usage.open(request_id=self.request_id, model=req.model)
+            await self.usage.open(model=req.model)
             if await self.usage.accept(len(pcm), MODEL_RATE) < len(pcm):
                 raise AdmissionDenied("quota_exceeded")
             texts = ticked(self.usage, self._texts(req, pcm, pieces))
@@ -153,20 +171,21 @@ class Transcription:
                 return response
             transcripts = [_transcript(pieces, t) async for t in texts]
         except OpenAiError as error:
-            await self.end("failed", error.code or "invalid_request")
-            return error_response(error, self.request_id)
+            return await self.refused(error, error.code or "invalid_request")
         except AdmissionDenied as denied:
-            await self.end("failed", denied.reason)
-            return error_response(denial_error(denied), self.request_id)
+            return await self.refused(denial_error(denied), denied.reason)
         except AsrJobError as error:
-            await self.end("failed", "engine_error")
-            return error_response(job_error(error), self.request_id)
+            return await self.refused(job_error(error), "engine_error")
         except TimeoutError:
-            await self.end("failed", "timeout")
-            return error_response(timeout_error(), self.request_id)
+            return await self.refused(timeout_error(), "timeout")
         self._count(transcripts, len(pcm))
-        await self.end("completed")
+        await self.end("completed", http_status=200)
         return self.response(req, transcripts, len(pcm) / MODEL_RATE)
+
+    async def refused(self, error: OpenAiError, code: str) -> HttpResponseBase:
+        """End the call as failed with ``code``, and answer ``error``."""
+        await self.end("failed", code, error.status)
+        return error_response(error, self.request_id)
 
     async def _texts(
         self, req: TranscriptionRequest, pcm: npt.NDArray[np.int16], pieces: list[Piece]
@@ -262,7 +281,7 @@ class Transcription:
                 await texts.aclose()
             except Exception:  # boundary: the job's iterator; its job is withdrawn
                 logger.exception("transcription stream: job not closed cleanly")
-            await asyncio.shield(self.end(status, code))
+            await asyncio.shield(self.end(status, code, 200))  # the body had begun
 
 
 def _transcript(pieces: list[Piece], text: PieceText) -> PieceTranscript:

@@ -4,6 +4,10 @@ A child process of a test gets changed constants through ``SETTINGS_OVERRIDES``
 (``tests.conftest.child_env`` writes it; applied last, below).
 """
 
+import os as _os
+import tempfile as _tempfile
+from pathlib import Path as _Path
+
 from veena_site.conf.registry import apply_overrides
 from veena_site.settings import *  # noqa: F403
 
@@ -23,13 +27,15 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # one thread fails another at once ("database table is locked") instead of waiting for the busy
 # timeout, and metering writes from worker threads while tests read (seen once in CI).
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
-    import os as _os
-    import tempfile as _tempfile
-
     DATABASES["default"]["TEST"] = {  # noqa: F405
         "NAME": _os.path.join(
             _tempfile.gettempdir(), f"veena-test-{_os.getpid()}.sqlite3"
         )
     }
+
+# Each test run its own usage journal (accounts.journal), unless a child process is given
+# the DATA_DIR of its test (or the folder, as an override): entries never cross runs.
+if "DATA_DIR" not in _os.environ:
+    USAGE_JOURNAL_DIR = _Path(_tempfile.gettempdir()) / f"veena-journal-{_os.getpid()}"
 
 apply_overrides(globals())

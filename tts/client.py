@@ -69,11 +69,9 @@ class ChannelJob:
         layer: BaseChannelLayer,
         *,
         header_room: int = 0,
-        on_accepted: Callable[[], None] | None = None,
     ) -> None:
         self.layer = layer
         self.header_room = header_room  # bytes left free at the start of the body
-        self.on_accepted = on_accepted  # a worker holds the job (tts U2: chars charged)
         self.link: WorkerLink | None = None
         self.channel = ""
 
@@ -155,8 +153,6 @@ class ChannelJob:
             await link.send(
                 TtsAck(job_id=link.job_id, seq=-1)
             )  # confirm (tts.worker.jobs)
-            if self.on_accepted is not None:
-                self.on_accepted()
         elif outcome is not None:
             code, message, _ = outcome_error(outcome)
             raise JobError(code, message)

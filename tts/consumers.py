@@ -42,6 +42,14 @@ from tts.usage import TICK_S, TtsUsage, UsageStatus
 
 logger = logging.getLogger(__name__)
 
+# E7's stops of a stream with no request running: no request of the key was refused.
+STREAM_STOPS = (
+    "key_revoked",
+    "lease_lost",
+    "max_session_duration",
+    "usage_unavailable",
+)
+
 
 class TtsConsumer(WorkerClientConsumer):
     """One TTS stream: admission, requests one at a time, audio forwarding, cancel, ping."""
@@ -67,6 +75,7 @@ class TtsConsumer(WorkerClientConsumer):
             if settings.TTS_AUTH_REQUIRED:
                 self.usage.admission = await admit(self.scope, endpoint="tts")
         except AdmissionDenied as denied:
+            self.usage.known_key = denied.key  # its refusal is the key's usage
             await self.fail(denial_fail(denied))
             return
         self.ticker.start()  # accounts E6
@@ -188,7 +197,6 @@ class TtsConsumer(WorkerClientConsumer):
         await link.send(TtsAck(job_id=link.job_id, seq=-1))  # confirm (Z3)
         active.state = active.state.advance(RequestState.STREAMING)
         await self.perform(forwarding.header(active, link.model_version))
-        self.usage.job_accepted()
         await self.perform(self.input.accepted())
 
     async def end(
@@ -200,7 +208,9 @@ class TtsConsumer(WorkerClientConsumer):
     ) -> dict[str, Any]:
         """End the active request: stop its job, finish its usage record (U3, E5, Z2).
 
-        Returns the ``complete`` metrics, whose timing the record carries.
+        Returns the ``complete`` metrics, whose timing the record carries. When the stream
+        ends with a request that did not complete, what still waits in the write buffer
+        never reaches the client, and is not billed (docs/accounting.md).
         """
         active = self.active
         self.session.end_request()
@@ -209,10 +219,12 @@ class TtsConsumer(WorkerClientConsumer):
         body = active.complete_metrics(
             cancelled=status == "cancelled", engine=active.engine
         )
+        unsent = 0 if close_code is None or status == "completed" else self.unsent()
         await self.usage.finish(
             status=status,
             error_code=error_code,
             close_code=close_code,
+            unsent=unsent,
             **active.usage_timing(body),
         )
         logger.info("tts request %s %s", active.request_id, status)
@@ -292,11 +304,13 @@ class TtsConsumer(WorkerClientConsumer):
             match out:
                 case outputs.Send(event):
                     await self.emit(event)
-                case outputs.Frame(data, samples, ttfb_s):
+                case outputs.Frame(data, samples, ttfb_s, segment_chars):
                     if ttfb_s is not None:
                         metrics.TTFB.labels("tts").observe(ttfb_s)
                     await self.send(bytes_data=data)
-                    self.usage.audio_sent(samples, self.active.request.sample_rate)
+                    self.usage.frame_sent(
+                        len(data), samples, segment_chars=segment_chars
+                    )
                 case outputs.Ack() | outputs.SentTimer():
                     full = self.transport_full()
                     acks = forwarding.transport(out, self.active, transport_full=full)
@@ -332,8 +346,12 @@ class TtsConsumer(WorkerClientConsumer):
 
     def transport_full(self) -> bool:
         """More than ``TTS_SEND_BUFFER_BYTES`` wait unsent in the socket's buffer."""
+        return self.unsent() > settings.TTS_SEND_BUFFER_BYTES
+
+    def unsent(self) -> int:
+        """Bytes sent to the socket that still wait in its write buffer (0 untold)."""
         probe = self.scope.get("extensions", {}).get(TRANSPORT_EXTENSION)
-        return probe is not None and probe.buffered() > settings.TTS_SEND_BUFFER_BYTES
+        return 0 if probe is None else int(probe.buffered())
 
     async def release_link(self) -> None:
         """Z2/Q4: stop the worker job now, also one whose acceptance is still on its way
@@ -353,9 +371,14 @@ class TtsConsumer(WorkerClientConsumer):
         fatal, close = session.error_effect(error)
         rid = error.request_id or session.current_request_id()
         metrics.ERRORS.labels("tts", error.code).inc()
+        usage_error = error.usage_error or error.code.lower()
         if session.busy:
-            usage_error = error.usage_error or error.code.lower()
             await self.end("failed", error_code=usage_error, close_code=close)
+        elif error.code != "TIMEOUT" and usage_error not in STREAM_STOPS:
+            # A request refused before it began leaves a record (issue 30).
+            await self.usage.fail(
+                request_id=rid, error_code=usage_error, close_code=close
+            )
         await self.emit(outputs.error_event(error, rid, fatal=fatal))
         if close is not None:
             await self.close_stream(close)

@@ -47,11 +47,16 @@ def header(active: ActiveRequest, model_version: str) -> list[Out]:
 
 
 def frame(
-    active: ActiveRequest, data: bytes, *, samples: int, ttfb_s: float | None = None
+    active: ActiveRequest,
+    data: bytes,
+    *,
+    samples: int,
+    ttfb_s: float | None = None,
+    segment_chars: int = 0,
 ) -> list[Out]:
     """One binary frame, counted (U2), and progress after every N-th (E2)."""
     due = active.count_frame(len(data), samples, settings.TTS_PROGRESS_EVERY)
-    outs: list[Out] = [Frame(data, samples, ttfb_s)]
+    outs: list[Out] = [Frame(data, samples, ttfb_s, segment_chars)]
     return [*outs, Send(active.progress_event())] if due else outs
 
 
@@ -80,7 +85,11 @@ def chunk(active: ActiveRequest, message: TtsChunk) -> list[Out]:
         outs.append(Send(Words(request_id=active.request_id, seq=seq, words=words)))
     active.last_segment_seq = seq
     first = active.clock() - active.t0 if active.first_audio_at is None else None
-    outs += frame(active, message.data, samples=message.samples, ttfb_s=first)
+    ended = active.spans.get(seq) if message.segment_end else None
+    chars = ended.char_end - ended.char_start if ended is not None else 0
+    outs += frame(
+        active, message.data, samples=message.samples, ttfb_s=first, segment_chars=chars
+    )
     if stamps and message.segment_end:
         outs.append(Send(active.segment_end_event(seq)))
     return outs + acks

@@ -66,7 +66,7 @@ class IncrementalInput:
         if isinstance(step, Input):
             return await self.on_event(step.event, usage)
         if isinstance(step, ClearInput):
-            return self.clear()
+            return self.clear(usage)
         return await self.on_timer(step.name)
 
     async def on_event(
@@ -125,10 +125,18 @@ class IncrementalInput:
         end = self._to_worker("end", lambda job: TtsEnd(job_id=job, epoch=epoch))
         return [*outs, Disarm(("buffer", "input")), *end]
 
-    def clear(self) -> list[Out]:
-        """C2: drop buffered text and unsent audio; the request goes on in a new epoch."""
+    def clear(self, usage: TtsUsage) -> list[Out]:
+        """C2: drop buffered text and unsent audio; the request goes on in a new epoch.
+
+        The dropped text (not yet cut, or in segments whose audio had not all been sent)
+        is not billed (docs/accounting.md).
+        """
         active = self.active
         active.epoch += 1
+        buffer = self.buffer
+        outstanding = (active.spans[seq] for seq in active.outstanding)
+        dropped = len(buffer.text) - buffer.cut_at
+        usage.cleared(dropped + sum(s.char_end - s.char_start for s in outstanding))
         self.buffer.clear()
         active.outstanding.clear()
         self.pending = [out for out in self.pending if out.kind != "text"]

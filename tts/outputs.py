@@ -27,11 +27,13 @@ class Send:
 
 @dataclass(frozen=True)
 class Frame:
-    """Send one binary frame and count its samples (U2); ``ttfb_s`` for the first audio."""
+    """Send one binary frame and count its samples (U2); ``ttfb_s`` for the first audio,
+    ``segment_chars`` when it is a segment's last frame (docs/accounting.md)."""
 
     data: bytes
     samples: int
     ttfb_s: float | None = None
+    segment_chars: int = 0
 
 
 @dataclass(frozen=True)

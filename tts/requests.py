@@ -128,4 +128,5 @@ async def open_usage(usage: TtsUsage, plan: RequestPlan) -> None:
         request_id=plan.request_id,
         model=plan.info.model_version,
         text_chars=len(plan.req.text),
+        sample_rate=plan.req.sample_rate,
     )

@@ -15,8 +15,9 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from accounts.admission import Admission
-from accounts.exceptions import AdmissionDenied, DenialReason
-from accounts.metering import TerminalStatus, UsageMeter, stream_tick
+from accounts.exceptions import AdmissionDenied, DenialReason, DeniedKey
+from accounts.metering import TerminalStatus, UsageMeter, refuse, stream_tick
+from tts.delivery import Billed, Delivery
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +48,12 @@ class TtsUsage:
         self.admission = admission
         self.anonymous_stream_id = stream_id or uuid.uuid4()  # auth off (W7)
         self.route = route  # None: from the admission (accounts.metering.route_of)
+        # The key of a denial at admission, when it was known: its refusal is its usage.
+        self.known_key: DeniedKey | None = None
         self.meter: UsageMeter | None = None
+        self.delivery: Delivery | None = None  # what of the request reached the client
+        self.accepted_chars = 0  # characters reserved for the request (Q7)
         self._opening: asyncio.Future[None] | None = None
-        self._accepted = False  # the worker holds the job: reservations are charged
-        self._uncharged = 0  # reserved characters not yet charged (U2)
 
     async def take_request_token(self) -> None:
         """K4 / accounts E8: one more RPM token for each request after the first."""
@@ -58,7 +61,7 @@ class TtsUsage:
             await self.admission.take_request_token()
 
     async def open_request(
-        self, *, request_id: str, model: str, text_chars: int
+        self, *, request_id: str, model: str, text_chars: int, sample_rate: int
     ) -> None:
         """L1 step 7: reserve the text all-or-nothing (accounts Q7), then start the record's INSERT.
 
@@ -75,7 +78,8 @@ class TtsUsage:
             stream_id=self.anonymous_stream_id,
             route=self.route,
         )
-        self.meter, self._accepted, self._uncharged = meter, False, 0
+        self.meter, self.delivery = meter, Delivery(sample_rate=sample_rate)
+        self.accepted_chars = 0
         await self.reserve_text(chars=text_chars)
         self._opening = asyncio.ensure_future(meter.open())
         self._opening.add_done_callback(_retrieve)
@@ -88,29 +92,28 @@ class TtsUsage:
         if self.meter is not None:
             await self.meter.open()
 
-    def job_accepted(self) -> None:
-        """U2: a worker accepted the job, so the characters reserved so far are charged."""
-        self._accepted = True
-        self._charge()
-
     async def reserve_text(self, *, chars: int) -> None:
-        """I2 / accounts Q7: one text unit, all or nothing; charged once the job is accepted."""
+        """I2 / accounts Q7: one text unit, all or nothing; billed as its audio is delivered."""
         if self.meter is None or chars <= 0:
             return
         await self.meter.reserve_tts_chars(chars)
-        self._uncharged += chars
-        if self._accepted:
-            self._charge()
+        self.accepted_chars += chars
 
-    def _charge(self) -> None:
-        if self.meter is not None and self._uncharged:
-            self.meter.add(tts_chars_in=self._uncharged)
-            self._uncharged = 0
+    def frame_sent(self, nbytes: int, samples: int, *, segment_chars: int = 0) -> None:
+        """A frame handed to the socket (a WAV header frame carries no samples), and the
+        characters of the segment it ends, if it ends one (docs/accounting.md)."""
+        if self.meter is None or self.delivery is None:
+            return
+        self.delivery.frame(nbytes, samples, segment_chars=segment_chars)
+        if samples > 0:
+            self.meter.add_audio(samples, self.delivery.sample_rate)
+        if segment_chars:
+            self.meter.add(tts_chars_in=segment_chars)
 
-    def audio_sent(self, samples: int, sample_rate: int) -> None:
-        """U2: PCM samples handed to the socket (a WAV header frame carries none)."""
-        if self.meter is not None and samples > 0:
-            self.meter.add_audio(samples, sample_rate)
+    def cleared(self, chars: int) -> None:
+        """C2: the client cleared ``chars`` accepted characters before their audio."""
+        if self.delivery is not None and chars > 0:
+            self.delivery.cleared(chars)
 
     async def tick(self) -> DenialReason | None:
         """accounts E6: checkpoint, key check, lease renewal, duration; the stop reason."""
@@ -124,14 +127,24 @@ class TtsUsage:
         close_code: int | None = None,
         ttfb_ms: int | None = None,
         rtf: float | None = None,
+        unsent: int = 0,
     ) -> bool:
-        """U3 / accounts U8: finalize the current request's record once, shielded.
+        """U3 / accounts U8: bill what was delivered and finalize the record once,
+        shielded; ``unsent`` bytes never reached the client (the stream ended with them
+        still in the gateway's write buffer).
 
         Later calls, and calls with no request, do nothing and return False.
         """
         meter, self.meter, self._opening = self.meter, None, None
         if meter is None:
             return False
+        if self.delivery is not None:
+            billed = self.billed(status=status, unsent=unsent)
+            meter.settle_tts(
+                chars=billed.chars,
+                samples=billed.samples,
+                sample_rate=billed.sample_rate,
+            )
         return await asyncio.shield(
             meter.finish(
                 status=status,
@@ -142,17 +155,58 @@ class TtsUsage:
             )
         )
 
+    def billed(self, *, status: UsageStatus, unsent: int = 0) -> Billed:
+        """What the current request bills if it ends now with ``status``."""
+        assert self.delivery is not None
+        return self.delivery.billed(
+            completed=status == "completed",
+            accepted_chars=self.accepted_chars,
+            unsent=unsent,
+        )
+
+    async def fail(
+        self, *, request_id: str, error_code: str, close_code: int | None = None
+    ) -> None:
+        """End the current request as failed; a request refused before it was metered
+        leaves a refusal record instead (issue 30: zero units, its code)."""
+        if self.meter is not None:
+            await self.finish(
+                status="failed", error_code=error_code, close_code=close_code
+            )
+            return
+        await refuse(
+            self.admission or self.known_key,
+            endpoint="tts",
+            request_id=request_id,
+            error_code=error_code[:40],
+            close_code=close_code,
+            route=self.route,
+        )
+
     async def release(self) -> None:
         """Give back the lease (accounts E5, C3); finish the request first. Idempotent."""
         if self.admission is not None:
             await self.admission.release()
 
-    async def end(self, *, status: UsageStatus, error_code: str = "") -> None:
-        """A REST request's last step: finish the record, then give the lease back, both
-        whatever happens (a record the database refused is finalized by the reaper)."""
+    async def end(
+        self,
+        *,
+        status: UsageStatus,
+        request_id: str,
+        error_code: str = "",
+        close_code: int | None = None,
+    ) -> None:
+        """A REST request's last step: finish the record (``close_code``: the HTTP status
+        sent), then give the lease back, both whatever happens (a record the database
+        refused lands later from the journal)."""
         try:
-            await self.finish(status=status, error_code=error_code)
-        except Exception:  # boundary: the record (the reaper finalizes it later)
+            if status == "failed":
+                await self.fail(
+                    request_id=request_id, error_code=error_code, close_code=close_code
+                )
+            else:
+                await self.finish(status=status, close_code=close_code)
+        except Exception:  # boundary: the record (the journal lands it later)
             logger.exception("usage record not finalized")
         await asyncio.shield(self.release())
 

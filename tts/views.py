@@ -12,7 +12,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import IO, Any
 
 from channels.layers import get_channel_layer
@@ -160,14 +160,19 @@ async def synthesize(request: HttpRequest) -> HttpResponseBase:
     try:
         response = await metered_synthesis(request, request_id, usage)
     except asyncio.CancelledError:  # H5: the client went away; the job was withdrawn
-        await usage.end(status="cancelled")
+        await usage.end(status="cancelled", request_id=request_id)
         raise
     except Exception as exc:  # boundary: one request (issue 9); the job was withdrawn
         log_failure(logger, "tts rest request %s failed", request_id)
         failure: Failure = "service_unavailable" if is_outage(exc) else "internal_error"
-        await usage.end(status="failed", error_code=failure)
         event = failure_error(failure, request_id)
         error = RestError(event.code, event.message, event.retry_after_ms)
+        await usage.end(
+            status="failed",
+            request_id=request_id,
+            error_code=failure,
+            close_code=error.status,
+        )
         return error_response(error, request_id)
     if not isinstance(response, StreamingHttpResponse):  # else read_chunks releases
         await usage.release()
@@ -186,22 +191,36 @@ async def metered_synthesis(
         plan = await plan_request(req, request_id)
         await open_usage(usage, plan)
         await usage.ready()  # accounts U2: committed before any audio exists
-        audio = await while_ticking(usage, run_job(plan, usage.job_accepted))
-    except TtsProtocolError as exc:  # validation opens no record (U3)
-        return error_response(RestError(exc.code, exc.message), request_id)
+        audio = await while_ticking(usage, run_job(plan))
+    except (
+        TtsProtocolError
+    ) as exc:  # a refusal's record (issue 30), no usage record (U3)
+        return await rest_failure(usage, RestError(exc.code, exc.message), request_id)
     except RestError as error:
-        await usage.finish(status="failed", error_code=error.code.lower())
-        return error_response(error, request_id)
+        return await rest_failure(usage, error, request_id)
     except AdmissionDenied as denied:
-        await usage.finish(status="failed", error_code=denied.reason)
-        return error_response(rest_denial(denied), request_id)
-    usage.audio_sent(audio.samples, req.sample_rate)
+        usage.known_key = denied.key
+        refused = rest_denial(denied)
+        return await rest_failure(usage, refused, request_id, denied.reason)
+    # The whole body goes out in this response (docs/accounting.md: completed).
+    usage.frame_sent(audio.data_bytes, audio.samples)
     seconds = audio.samples / req.sample_rate
     rtf = round((time.monotonic() - t0) / seconds, 3) if seconds else None
-    await usage.finish(status="completed", rtf=rtf)  # no frames, so no ttfb_ms
+    await usage.finish(status="completed", rtf=rtf, close_code=200)  # no ttfb_ms
     if req.word_timestamps:
         return timed_response(req, plan.voice, audio, request_id)
     return audio_response(req, plan.voice, audio, request_id, usage)
+
+
+async def rest_failure(
+    usage: TtsUsage, error: RestError, request_id: str, code: str | None = None
+) -> JsonResponse:
+    """Fail the request's record (or record its refusal) with the status sent."""
+    error_code = code or error.code.lower()
+    await usage.fail(
+        request_id=request_id, error_code=error_code, close_code=error.status
+    )
+    return error_response(error, request_id)
 
 
 def parse_body(request: HttpRequest) -> TtsRequest:
@@ -216,10 +235,10 @@ def parse_body(request: HttpRequest) -> TtsRequest:
     return parse_rest_body(body)
 
 
-async def run_job(plan: RequestPlan, on_accepted: Callable[[], None]) -> JobAudio:
+async def run_job(plan: RequestPlan) -> JobAudio:
     """Run the worker job to its end (Q2–Q4); H4's timeout is 504."""
     room = WAV_HEADER_BYTES if plan.req.format == "wav" else 0
-    job = ChannelJob(get_channel_layer(), header_room=room, on_accepted=on_accepted)
+    job = ChannelJob(get_channel_layer(), header_room=room)
     try:
         return await job.run(
             plan.submit,

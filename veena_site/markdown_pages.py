@@ -25,9 +25,8 @@ from markdown_it.common.utils import escapeHtml
 from markdown_it.token import Token
 
 README = "readme"
-# The navigation's fixed part: page name → label. A name with no page is left out, so a page
-# another branch adds (``accounting``) takes its place once it exists; every other page is
-# listed after these, under "More".
+# The navigation's fixed part: page name → label, the usage API then its accounting rules. A
+# name with no page is left out; every other page is listed after these, under "More".
 NAV: tuple[tuple[str, str], ...] = (
     (README, "Overview"),
     ("quickstart", "Quickstart"),

@@ -13,11 +13,16 @@ class Endpoint(models.TextChoices):
 
 
 class Route(models.TextChoices):
-    """The public route a request came in on: endpoint plus transport."""
+    """What was called: the public route a request came in on (docs/accounting.md)."""
 
     TTS_WS = "tts_ws", "TTS WebSocket"
     TTS_REST = "tts_rest", "TTS REST"
-    REALTIME = "realtime", "Realtime ASR"
+    SPEECH_REST = "speech_rest", "Speech REST"
+    ASR_REALTIME = "asr_realtime", "Realtime ASR"
+    ASR_REST = "asr_rest", "File transcription"
+
+
+ROUTE_MAX_LENGTH = 16
 
 
 class UsageStatus(models.TextChoices):

@@ -8,7 +8,7 @@ from django.utils import timezone
 from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS
 from accounts.models.accounts import Account
 from accounts.models.api_keys import ApiKey
-from accounts.models.choices import Endpoint, Granularity, Route
+from accounts.models.choices import ROUTE_MAX_LENGTH, Endpoint, Granularity, Route
 
 # The columns that name one UsageRollup row, and one AccountRollup row (no key column).
 ROLLUP_KEY = (
@@ -31,7 +31,7 @@ class RollupMeasures(models.Model):
     bucket_start = models.DateTimeField()
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
     endpoint = models.CharField(max_length=3, choices=Endpoint.choices)
-    route = models.CharField(max_length=10, choices=Route.choices)
+    route = models.CharField(max_length=ROUTE_MAX_LENGTH, choices=Route.choices)
     model = models.CharField(max_length=100)
     # Blank for every record without one; failures are split by code.
     error_code = models.CharField(max_length=40, blank=True)

@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from accounts.models.accounts import Account
 from accounts.models.api_keys import ApiKey
-from accounts.models.choices import Endpoint, Route, UsageStatus
+from accounts.models.choices import ROUTE_MAX_LENGTH, Endpoint, Route, UsageStatus
 
 
 class UsageRecord(models.Model):
@@ -21,13 +21,16 @@ class UsageRecord(models.Model):
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="+")
     api_key = models.ForeignKey(ApiKey, on_delete=models.PROTECT, related_name="+")
     endpoint = models.CharField(max_length=3, choices=Endpoint.choices)
-    route = models.CharField(max_length=10, choices=Route.choices)
+    route = models.CharField(max_length=ROUTE_MAX_LENGTH, choices=Route.choices)
     model = models.CharField(max_length=100)
     status = models.CharField(
         max_length=10, choices=UsageStatus.choices, default=UsageStatus.STARTED
     )
     error_code = models.CharField(max_length=40, blank=True)
     close_code = models.PositiveIntegerField(null=True, blank=True)
+    # How many requests the row stands for: 1, or the refusals of one key, route and code
+    # in one hour folded into one row once a flood passes REFUSALS_KEPT (accounts.refusals).
+    requests = models.PositiveIntegerField(default=1)
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
     last_checkpoint_at = models.DateTimeField()
@@ -55,6 +58,10 @@ class UsageRecord(models.Model):
                 fields=["api_key", "started_at"], name="acct_usage_key_started"
             ),
             models.Index(fields=["started_at"], name="acct_usage_started"),
+            # The requests page's search by request id (the id every error body carries).
+            models.Index(
+                fields=["account", "request_id"], name="acct_usage_account_request"
+            ),
             # The reaper's scan (accounts U10) touches only open records.
             models.Index(
                 fields=["last_checkpoint_at"],

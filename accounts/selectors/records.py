@@ -69,10 +69,20 @@ def usage_records(
     models: Iterable[str] = (),
     statuses: Iterable[str] = (),
     error_code: str = "",
+    request_id: str = "",
 ) -> QuerySet[UsageRecord]:
-    """The scope's records started in ``[since, until)`` under the filters, newest first."""
+    """The scope's records started in ``[since, until)`` under the filters, newest first.
+
+    A ``request_id`` (the id an error body or a response header carried) is looked up
+    whenever the request was made: the range does not apply to it.
+    """
+    records = UsageRecord.objects.all()
+    if request_id:
+        records = records.filter(request_id=request_id)
+    else:
+        records = records.filter(started_at__gte=since, started_at__lt=until)
     records = narrowed(
-        UsageRecord.objects.filter(started_at__gte=since, started_at__lt=until),
+        records,
         scope=scope,
         key_ids=key_ids,
         routes=routes,

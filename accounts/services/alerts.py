@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -183,7 +183,8 @@ def _send_email(alert: QuotaAlert, to: list[str]) -> None:
         f"{metric} quota used",
         message=(
             f"Account {alert.account.name} has used {used:,} of {limit:,} {unit} of "
-            f"its {metric} quota for {alert.period} ({alert.threshold}% threshold)."
+            f"its {metric} quota for {alert.period} ({alert.threshold}% threshold), "
+            f"as of {alert.fired_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC."
         ),
         from_email=settings.DEFAULT_FROM_EMAIL,
         recipient_list=to,

@@ -66,6 +66,19 @@ SUM_FIELDS = (
 MAX_FIELDS = ("ttfb_ms_max", "asr_latency_ms_max")
 MEASURES = (*SUM_FIELDS, *MAX_FIELDS)
 BUCKET = {Granularity.HOUR: timedelta(hours=1), Granularity.DAY: timedelta(days=1)}
+# PostgreSQL advisory lock between rollup writers (an arbitrary constant of our own).
+ROLLUP_LOCK_ID = 30_0530
+
+
+def rollup_lock(*, exclusive: bool) -> None:
+    """Inside a transaction: the recompute holds this exclusively, each write that adds a
+    record to the rollups (``rollup_deltas``) shared, so no recompute overwrites an
+    addition it did not see. SQLite has one writer at a time already."""
+    if connection.vendor != "postgresql":
+        return
+    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {function}(%s)", [ROLLUP_LOCK_ID])
 
 
 def floor_bucket(moment: datetime, granularity: str) -> datetime:
@@ -160,13 +173,19 @@ def _asr_bins() -> dict[str, Coalesce]:
     }
 
 
-def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
-    tts_duration_us = Sum(
-        Microseconds("ended_at", "started_at"),
+def records_by_hour(since: datetime, until: datetime) -> QuerySet[Any]:
+    """The hourly sums of the window's ended records (a record counts once it ends,
+    docs/accounting.md), each weighted by the requests it stands for."""
+    # Floored per record, as ``rollup_deltas`` adds them.
+    tts_duration_ms = Sum(
+        Cast(
+            Floor(Microseconds("ended_at", "started_at") / Value(1000)),
+            BigIntegerField(),
+        ),
         filter=Q(endpoint="tts", ended_at__isnull=False),
     )
     statuses = {
-        status.value: Count("id", filter=Q(status=status))
+        status.value: Coalesce(Sum("weight", filter=Q(status=status)), 0)
         for status in (
             UsageStatus.COMPLETED,
             UsageStatus.CANCELLED,
@@ -176,16 +195,15 @@ def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
     }
     return (
         UsageRecord.objects.filter(started_at__gte=since, started_at__lt=until)
-        .annotate(bucket=TruncHour("started_at", tzinfo=UTC))
+        .exclude(status=UsageStatus.STARTED)
+        .annotate(bucket=TruncHour("started_at", tzinfo=UTC), weight=F("requests"))
         .values("bucket", *GROUP_FIELDS)
         .annotate(
-            requests=Count("id"),
+            requests=Coalesce(Sum("weight"), 0),
             **statuses,
             tts_chars_in=Coalesce(Sum("tts_chars_in"), 0),
             tts_audio_out_ms=Coalesce(Sum("tts_audio_out_ms"), 0),
-            tts_duration_ms=Coalesce(
-                Cast(Floor(tts_duration_us / Value(1000)), BigIntegerField()), 0
-            ),
+            tts_duration_ms=Coalesce(tts_duration_ms, 0),
             ttfb_ms_sum=Coalesce(Sum("ttfb_ms"), 0),
             ttfb_count=Count("ttfb_ms"),
             ttfb_ms_max=Coalesce(Max("ttfb_ms"), 0),
@@ -201,7 +219,8 @@ def _from_records(since: datetime, until: datetime) -> QuerySet[Any]:
     )
 
 
-def _from_hours(since: datetime, until: datetime) -> QuerySet[Any]:
+def hours_by_day(since: datetime, until: datetime) -> QuerySet[Any]:
+    """The daily sums of the window's hourly key rows."""
     return (
         UsageRollup.objects.filter(
             granularity=Granularity.HOUR,
@@ -257,7 +276,7 @@ def _upsert(
 ACCOUNT_GROUP_FIELDS = tuple(f for f in GROUP_FIELDS if f != "api_key_id")
 
 
-def _account_totals(
+def keys_by_account(
     granularity: str, since: datetime, until: datetime
 ) -> QuerySet[Any]:
     """The window's key rows summed over keys, for AccountRollup."""
@@ -304,17 +323,18 @@ def usage_rollup(
         return 0
     run_at = timezone.now()
     hourly = granularity == Granularity.HOUR
-    source = _from_records(since, until) if hourly else _from_hours(since, until)
+    source = records_by_hour(since, until) if hourly else hours_by_day(since, until)
     window = {
         "granularity": granularity,
         "bucket_start__gte": since,
         "bucket_start__lt": until,
     }
     with transaction.atomic():
+        rollup_lock(exclusive=True)
         rows = _upsert(source, granularity, run_at)
         UsageRollup.objects.filter(**window).exclude(computed_at=run_at).delete()
         # The account totals follow the key rows in the same transaction.
-        totals = _account_totals(granularity, since, until)
+        totals = keys_by_account(granularity, since, until)
         _upsert(totals, granularity, run_at, AccountRollup)
         AccountRollup.objects.filter(**window).exclude(computed_at=run_at).delete()
     logger.info(

@@ -11,18 +11,20 @@ import logging
 import os
 import socket
 from dataclasses import asdict, dataclass, fields
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
 from django.db import transaction
 from django.db.models import F
+from django.db.models.expressions import Combinable
 from django.utils import timezone
 
 from accounts.histogram import normalized
 from accounts.models.choices import Endpoint, Route, UsageStatus
 from accounts.models.usage import UsageRecord
 from accounts.services.quota import METRIC_FIELDS, period_of, quota_add
+from accounts.services.rollup_deltas import ROW_FIELDS, rollup_apply
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +89,7 @@ class NewRecord:
 
 def default_route(endpoint: str) -> str:
     """The route of a record whose opener did not name one."""
-    return Route.REALTIME if endpoint == Endpoint.ASR else Route.TTS_WS
+    return Route.ASR_REALTIME if endpoint == Endpoint.ASR else Route.TTS_WS
 
 
 def this_instance() -> str:
@@ -143,21 +145,28 @@ def usage_open(
         return _create_once(record, counters, now)
 
 
-def _update_started(
-    record_id: UUID, counters: UsageCounters, now: datetime, **changes: object
+def _update_record(
+    record_id: UUID,
+    counters: UsageCounters,
+    now: datetime,
+    *,
+    statuses: tuple[str, ...] = (UsageStatus.STARTED,),
+    **changes: object,
 ) -> bool:
-    """The conditional UPDATE shared by checkpoint and finish, plus its quota delta."""
+    """The conditional UPDATE of every record write (only while its status is one of
+    ``statuses``), with its QuotaCounter delta (Q3) and, once it has ended, its rollup
+    delta (``rollup_deltas``), in the caller's transaction."""
     before = (
         UsageRecord.objects.select_for_update()
-        .filter(pk=record_id, status=UsageStatus.STARTED)
-        .values("account_id", "period", *COUNTER_FIELDS)
+        .filter(pk=record_id, status__in=statuses)
+        .values("period", *ROW_FIELDS)
         .first()
     )
     if before is None:
         return False
-    updated = UsageRecord.objects.filter(
-        pk=record_id, status=UsageStatus.STARTED
-    ).update(**counters.as_fields(), **changes)
+    updated = UsageRecord.objects.filter(pk=record_id, status__in=statuses).update(
+        **counters.as_fields(), **changes
+    )
     if not updated:
         return False
     quota_add(
@@ -166,6 +175,9 @@ def _update_started(
         deltas=_quota_deltas(before, counters),
         now=now,
     )
+    plain = {k: v for k, v in changes.items() if not isinstance(v, Combinable)}
+    after = {**before, **counters.as_fields(), **plain}
+    rollup_apply(before=before, after=after, now=now)
     return True
 
 
@@ -176,7 +188,7 @@ def usage_checkpoint(
     started (U6)."""
     now = now or timezone.now()
     with transaction.atomic():
-        return _update_started(
+        return _update_record(
             record_id,
             counters,
             now,
@@ -204,56 +216,70 @@ def usage_finish(
     now: datetime | None = None,
 ) -> bool:
     """Finalize a started record once (U8); a second call returns False."""
-    assert end.status in TERMINAL_STATUSES, end.status
     now = now or timezone.now()
     with transaction.atomic():
-        return _update_started(
-            record_id,
-            counters,
-            now,
-            status=end.status,
-            ended_at=now,
-            last_checkpoint_at=now,
-            error_code=end.error_code[:40],
-            close_code=end.close_code,
-            ttfb_ms=end.ttfb_ms,
-            rtf=end.rtf,
-        )
+        return _end_record(record_id, counters, end, now)
 
 
-def usage_record_finished(
+def _end_record(
+    record_id: UUID,
+    counters: UsageCounters,
+    end: RecordEnd,
+    ended_at: datetime,
+    *,
+    statuses: tuple[str, ...] = (UsageStatus.STARTED,),
+) -> bool:
+    assert end.status in TERMINAL_STATUSES, end.status
+    return _update_record(
+        record_id,
+        counters,
+        ended_at,
+        statuses=statuses,
+        status=end.status,
+        ended_at=ended_at,
+        last_checkpoint_at=ended_at,
+        error_code=end.error_code[:40],
+        close_code=end.close_code,
+        ttfb_ms=end.ttfb_ms,
+        rtf=end.rtf,
+    )
+
+
+def usage_land(
     *,
     record: NewRecord,
     counters: UsageCounters,
     end: RecordEnd,
-    now: datetime | None = None,
+    ended_at: datetime,
 ) -> bool:
-    """Create and finalize a record in one transaction: usage that was never opened."""
-    now = now or timezone.now()
+    """Write how a record ended, whatever happened to its row meanwhile (a journaled
+    finalization, accounts.journal): a record never opened is created ended, and one the
+    reaper marked ``abandoned`` from older counters is corrected. False when it had
+    already ended another way (a replay)."""
     with transaction.atomic():
-        return _create_once(record, UsageCounters(), now) and usage_finish(
-            record_id=record.id, counters=counters, end=end, now=now
+        _create_once(record, UsageCounters(), ended_at)
+        return _end_record(
+            record.id,
+            counters,
+            end,
+            ended_at,
+            statuses=(UsageStatus.STARTED, UsageStatus.ABANDONED),
         )
+
+
+def usage_abandon(
+    *, record_id: UUID, counters: UsageCounters, ended_at: datetime, now: datetime
+) -> bool:
+    """Mark a started record ``abandoned`` with ``counters`` (U10); False if it ended."""
+    return _update_record(
+        record_id, counters, now, status=UsageStatus.ABANDONED, ended_at=ended_at
+    )
 
 
 def usage_counters(*, record_id: UUID) -> UsageCounters | None:
     """The counters the database holds for a record, or None when there is none."""
     row = UsageRecord.objects.filter(pk=record_id).values(*COUNTER_FIELDS).first()
     return None if row is None else UsageCounters.from_fields(row)
-
-
-def usage_reap_abandoned(*, now: datetime, stale_seconds: float) -> int:
-    """Mark ``abandoned`` every started record not checkpointed for ``stale_seconds`` (U10).
-
-    ``ended_at`` becomes the last checkpoint; counters, and so quota, stay as checkpointed.
-    """
-    reaped = UsageRecord.objects.filter(
-        status=UsageStatus.STARTED,
-        last_checkpoint_at__lt=now - timedelta(seconds=stale_seconds),
-    ).update(status=UsageStatus.ABANDONED, ended_at=F("last_checkpoint_at"))
-    if reaped:
-        logger.warning("reaped %d abandoned usage records", reaped)
-    return reaped
 
 
 def usage_purge(*, before: datetime) -> int:

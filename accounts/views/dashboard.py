@@ -31,6 +31,7 @@ from accounts.selectors import (
     scope_keys,
 )
 from accounts.selectors.export import export_csv
+from accounts.selectors.freshness import AS_OF_HEADER, usage_complete_as_of
 from accounts.selectors.quota import quota_bars
 from accounts.selectors.records import account_has_usage, records_page, usage_records
 from accounts.selectors.usage import usage_report
@@ -45,6 +46,7 @@ from accounts.views.present import (
     chart_data,
     chart_texts,
     figures,
+    local_time,
     record_row,
     table_row,
 )
@@ -79,6 +81,8 @@ def _usage_context(
         context["base_url"] = request.build_absolute_uri("/").rstrip("/")
         # What the account may use is known before its first request (plan, overrides).
         context["quota"] = quota_bars(account=account, now=timezone.now())
+        # The quota's times in the zone the page names (issue 30).
+        context["flt"] = usage_filter(form, scope=scope) if valid else None
         return context, 200
     if not valid:
         return context, 400
@@ -86,7 +90,9 @@ def _usage_context(
     now = timezone.now()
     report = usage_report(scope=scope, flt=flt, now=now)
     chart = chart_data(report)
+    as_of = usage_complete_as_of(now=now)
     context.update(
+        as_of=local_time(as_of, flt.tz) if as_of is not None else None,
         flt=flt,
         report=report,
         cards=figures(report.totals),
@@ -137,6 +143,9 @@ def _csv_response(
     )
     filename = f"{name}-usage-{flt.first:%Y%m%d}-{flt.last:%Y%m%d}-{flt.width}.csv"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    as_of = usage_complete_as_of(now=timezone.now())
+    if as_of is not None:
+        response[AS_OF_HEADER] = as_of.astimezone(flt.tz).isoformat()
     return response
 
 
@@ -185,6 +194,7 @@ def requests_view(request: HttpRequest, slug: str) -> HttpResponse:
         models=flt.models,
         statuses=data["status"],
         error_code=data["error_code"],
+        request_id=data["request_id"].strip(),
     )
     try:
         page = records_page(records, cursor=data["cursor"] or None)

@@ -82,7 +82,15 @@ def form_values(form: UsageFilterForm) -> dict[str, Any]:
     """
     cleaned: dict[str, Any] = getattr(form, "cleaned_data", {})
     values: dict[str, Any] = {}
-    for name in ("from", "to", "granularity", "tz", "model", "error_code"):
+    for name in (
+        "from",
+        "to",
+        "granularity",
+        "tz",
+        "model",
+        "error_code",
+        "request_id",
+    ):
         typed = name in ("from", "to") or name not in cleaned
         value = form.data.get(name, "") if typed else cleaned[name]
         values[name] = value.isoformat() if isinstance(value, date) else value or ""

@@ -8,6 +8,7 @@ the exact values.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -120,13 +121,25 @@ def chart_data(report: UsageReport) -> dict[str, Any]:
     }
 
 
+def local_time(moment: datetime, tz: ZoneInfo) -> str:
+    """``moment`` as text in ``tz``, with the zone's abbreviation (EST or EDT, CET…).
+
+    Formatted here, not by the template's ``date`` filter, which would convert an aware
+    time back to the site's zone (UTC) whatever zone the page names.
+    """
+    return moment.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
 def record_row(record: UsageRecord, tz: ZoneInfo) -> dict[str, Any]:
     """One row of the recent-requests table, times in the viewer's zone."""
     tts = record.endpoint == "tts"
     audio_ms = record.tts_audio_out_ms if tts else record.asr_audio_in_ms
     return {
         "id": record.id,
-        "local_started": record.started_at.astimezone(tz),
+        "started": local_time(record.started_at, tz),
+        "request_id": record.request_id,
+        "requests": record.requests,
+        "close_code": record.close_code,
         "api_key": record.api_key,
         "get_route_display": record.get_route_display(),
         "model": record.model,

@@ -20,6 +20,7 @@ from accounts.selectors import (
     dashboard_account_for,
     dashboard_accounts_for,
 )
+from accounts.selectors.freshness import AS_OF_HEADER, usage_complete_as_of
 from accounts.selectors.openai_usage import (
     Kind,
     UsageApiError,
@@ -77,7 +78,11 @@ def _usage(request: HttpRequest, kind: Kind) -> JsonResponse:
         return JsonResponse(denied.body(), status=403)
     except Http404:
         return JsonResponse(UsageApiError("No such account.").body(), status=404)
-    return JsonResponse(page)
+    response = JsonResponse(page)
+    as_of = usage_complete_as_of(now=timezone.now())
+    if as_of is not None:  # every request that ended before this is counted (issue 30)
+        response[AS_OF_HEADER] = as_of.isoformat()
+    return response
 
 
 @require_GET
@@ -88,5 +93,5 @@ def audio_speeches(request: HttpRequest) -> JsonResponse:
 
 @require_GET
 def audio_transcriptions(request: HttpRequest) -> JsonResponse:
-    """Realtime ASR usage: ``seconds`` of audio in and ``num_model_requests``."""
+    """ASR usage (realtime and file): ``seconds`` of audio in, ``num_model_requests``."""
     return _usage(request, "audio_transcriptions")

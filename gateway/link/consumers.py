@@ -78,6 +78,13 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         its worker job ends too."""
         try:
             await self.serve(scope, receive, send)
+        except Exception as error:
+            # Outside dispatch (creating the own channel, say): the stream ends here as
+            # inside, with the code it sends, before Daphne's own close; the record holds
+            # that code, not a client's 1006 (docs/accounting.md: the code really sent).
+            log_failure(logger, "%s stream: failed outside a handler", self.endpoint)
+            await asyncio.shield(self.fail_for(error))
+            raise
         finally:
             await asyncio.shield(self.release_on_exit())
             if self.link is not None:
@@ -136,14 +143,15 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
         except Exception as error:  # boundary: one stream (STYLE 46)
             kind = message.get("type")
             log_failure(logger, "%s stream: %s handler failed", self.endpoint, kind)
-            outage = is_outage(error)
-            await self.fail_with("service_unavailable" if outage else "internal_error")
+            await self.fail_for(error)
             if kind == "websocket.disconnect":
                 raise StopConsumer() from None
 
-    async def crash(self) -> None:
-        """The boundary's way out for a bug: internal error, release as failed, 1011."""
-        await self.fail_with("internal_error")
+    async def fail_for(self, error: BaseException) -> None:
+        """The boundary's way out for ``error``: an outage (``gateway.outages``) is
+        ``service_unavailable`` and 1013, anything else ``internal_error`` and 1011."""
+        outage = is_outage(error)
+        await self.fail_with("service_unavailable" if outage else "internal_error")
 
     async def fail_with(self, failure: Failure) -> None:
         """The boundary's way out: the protocol's error for ``failure``, release as

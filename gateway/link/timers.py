@@ -9,6 +9,7 @@ worker link's own timers reach the channel.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,6 +19,8 @@ from channels.layers import BaseChannelLayer
 
 POST_RETRY_S = 0.05  # a timer that finds the consumer's channel full is posted again
 POST_PATIENCE_S = 10.0  # full this long: the consumer no longer reads its channel
+
+logger = logging.getLogger(__name__)
 
 PostLater = Callable[[float, str], "asyncio.Task[None]"]
 Post = Callable[[str], Awaitable[bool]]  # False: not posted (channel full)
@@ -107,7 +110,14 @@ class Ticker:
             if not self._waiting:
                 # Set before the send: the consumer may handle the tick during it.
                 self._waiting, self._posted_at = True, loop.time()
-                if not await self._post(self.name):
+                try:
+                    posted = await self._post(self.name)
+                except (
+                    Exception
+                ):  # boundary: one tick (a Redis blip); the next tries again
+                    logger.warning("tick %s not posted", self.name, exc_info=True)
+                    posted = False
+                if not posted:
                     self._waiting = False
 
 

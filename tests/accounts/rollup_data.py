@@ -49,7 +49,7 @@ def random_records(
                 account_id=key.account_id,
                 api_key_id=key.id,
                 endpoint=endpoint,
-                route=rng.choice(["tts_ws", "tts_rest"]) if tts else "realtime",
+                route=rng.choice(["tts_ws", "tts_rest"]) if tts else "asr_realtime",
                 model=rng.choice(["model-a", "model-b"]),
                 status=status,
                 error_code=rng.choice(["x", "y"]) if status == "failed" else "",
@@ -76,10 +76,11 @@ def random_records(
 def expected_rollups(
     records: list[UsageRecord], granularity: str, since: datetime, until: datetime
 ) -> dict[tuple, dict[str, int]]:
-    """What the rollup rows of ``[since, until)`` must hold, computed record by record."""
+    """What the rollup rows of ``[since, until)`` must hold, computed record by record:
+    ended records only, each weighted by the requests it stands for (issue 30)."""
     rows: dict[tuple, dict[str, int]] = defaultdict(lambda: dict.fromkeys(MEASURES, 0))
     for r in records:
-        if not since <= r.started_at < until:
+        if not since <= r.started_at < until or r.status == "started":
             continue
         key = (
             floor_bucket(r.started_at, granularity),
@@ -91,9 +92,8 @@ def expected_rollups(
             r.error_code,
         )
         row = rows[key]
-        row["requests"] += 1
-        if r.status != "started":
-            row[r.status] += 1
+        row["requests"] += r.requests
+        row[r.status] += r.requests
         for name in (
             "tts_chars_in",
             "tts_audio_out_ms",

@@ -123,7 +123,7 @@ def test_d4_breakdowns_by_key_and_route_model(seeded) -> None:
     prod, staging = seeded.keys["prod"], seeded.keys["staging"]
     assert f'data-key="{prod.id}"' in html and f'data-key="{staging.id}"' in html
     assert 'data-route="tts_rest" data-model="piper"' in html
-    assert 'data-route="realtime" data-model="whisper-tiny.en"' in html
+    assert 'data-route="asr_realtime" data-model="whisper-tiny.en"' in html
 
 
 def test_d4_quota_bar_and_forecast(seeded) -> None:
@@ -380,7 +380,7 @@ def test_rollups_carry_routes_codes_and_histograms(seeded) -> None:
     assert set(rows.values_list("route", flat=True)) == {
         "tts_ws",
         "tts_rest",
-        "realtime",
+        "asr_realtime",
     }
     assert set(rows.values_list("error_code", flat=True)) == {"", "inference_failed"}
     assert (

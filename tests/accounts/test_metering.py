@@ -20,7 +20,7 @@ from accounts.metering import UsageCounters, UsageMeter, stream_tick
 from accounts.models.api_keys import ApiKey
 from accounts.models.quota import QuotaCounter
 from accounts.models.usage import UsageRecord
-from accounts.services.usage import usage_reap_abandoned
+from accounts.services.settling import usage_reap_abandoned
 
 from .conftest import bearer_scope
 
@@ -217,12 +217,17 @@ async def test_u6_reaped_record_stops_the_stream_and_keeps_its_checkpoint(
     with pytest.raises(AdmissionDenied) as info:
         await meter.checkpoint()
     assert info.value.reason == "usage_unavailable"
-    settings.USAGE_CHECKPOINT_SECONDS = 0
-    assert await stream_tick(admission, meter) == "usage_unavailable"
-    assert await meter.finish(status="completed") is False
     record = await UsageRecord.objects.aget(pk=meter.record_id)
     assert (record.status, record.asr_audio_in_ms) == ("abandoned", 2000)
     assert record.ended_at == record.last_checkpoint_at
+    settings.USAGE_CHECKPOINT_SECONDS = 0
+    assert await stream_tick(admission, meter) == "usage_unavailable"
+    # The stream's own end still lands, and corrects the record: never abandoned with
+    # less than was served (issue 30).
+    done = await meter.finish(status="failed", error_code="usage_unavailable")
+    assert done is True
+    record = await UsageRecord.objects.aget(pk=meter.record_id)
+    assert (record.status, record.asr_audio_in_ms) == ("failed", 3000)
     await assert_q3_invariant(api_key.account_id)
 
 
@@ -408,6 +413,7 @@ def test_public_api_surface() -> None:
         "Route",
         "UsageCounters",
         "UsageMeter",
+        "refuse",  # a refused request's record (issue 30)
         "stream_tick",
     }
     for name in (

@@ -20,10 +20,12 @@ async def test_routes_follow_the_admission_transport_and_endpoint(keyed) -> None
     ws = await admit(bearer_scope(raw), endpoint="tts")
     rest = await admit({**bearer_scope(raw), "type": "http"}, endpoint="tts")
     asr = await admit(bearer_scope(raw), endpoint="asr")
+    asr_rest = await admit({**bearer_scope(raw), "type": "http"}, endpoint="asr")
     meters = [
         UsageMeter.for_admission(ws, endpoint="tts", request_id="a", model="m"),
         UsageMeter.for_admission(rest, endpoint="tts", request_id="b", model="m"),
         UsageMeter.for_admission(asr, endpoint="asr", request_id="c", model="m"),
+        UsageMeter.for_admission(asr_rest, endpoint="asr", request_id="e", model="m"),
         UsageMeter.anonymous(
             endpoint="tts", request_id="d", model="m", route="tts_rest"
         ),
@@ -32,8 +34,8 @@ async def test_routes_follow_the_admission_transport_and_endpoint(keyed) -> None
         await meter.open()
         await meter.finish(status="completed")
     routes = [(await UsageRecord.objects.aget(pk=m.record_id)).route for m in meters]
-    assert routes == ["tts_ws", "tts_rest", "realtime", "tts_rest"]
-    for admission in (ws, rest, asr):
+    assert routes == ["tts_ws", "tts_rest", "asr_realtime", "asr_rest", "tts_rest"]
+    for admission in (ws, rest, asr, asr_rest):
         await admission.release()
 
 

@@ -24,6 +24,7 @@ from accounts.models.rollups import UsageRollup
 from accounts.models.usage import UsageRecord
 from accounts.services.quota import period_of
 from accounts.services.rollups import usage_rollup
+from accounts.services.settling import usage_reap_abandoned
 from accounts.services.usage import (
     NewRecord,
     RecordEnd,
@@ -31,7 +32,6 @@ from accounts.services.usage import (
     usage_checkpoint,
     usage_finish,
     usage_open,
-    usage_reap_abandoned,
 )
 
 WRITERS = 4

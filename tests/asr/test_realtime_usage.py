@@ -146,7 +146,14 @@ async def test_au4_usage_unavailable_is_one_error_and_gives_everything_back(
     while embedded_worker.jobs.busy("asr") and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     assert embedded_worker.jobs.busy("asr") == 0
-    assert not await UsageRecord.objects.aexists()
+    # No usage record opened: the refusal alone is recorded, with no units (issue 30).
+    (record,) = [r async for r in UsageRecord.objects.all()]
+    assert (record.status, record.error_code, record.close_code) == (
+        "failed",
+        "usage_unavailable",
+        1011,
+    )
+    assert record.asr_audio_in_ms == 0
     await rt.comm.disconnect()
 
 

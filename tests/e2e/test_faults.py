@@ -176,7 +176,9 @@ async def test_worker_killed_mid_tts_stream(
         "worker kill -9 mid TTS stream", comm, worker, account_id, surfaced, "tts"
     )
     assert record.error_code == "model_not_loaded"
-    assert record.tts_chars_in == 3000 and record.tts_audio_out_ms > 0
+    # One 3000-character text is 15 segments of 200; the kill came inside the first, so
+    # no character is billed, only the audio received (issue 30, docs/accounting.md).
+    assert record.tts_chars_in == 0 and record.tts_audio_out_ms > 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -279,9 +281,11 @@ async def test_gateway_killed_mid_stream(
         for record in reaped:
             assert record["status"] == "abandoned"
             assert record["checkpoint_seq"] >= 1
-            assert record["ended_at"] == record["last_checkpoint_at"]
+            # Settled from the usage journal's last counters, never older than the
+            # last checkpoint (issue 30, docs/accounting.md).
+            assert record["ended_at"] >= record["last_checkpoint_at"]
             same = next(r for r in before_reap if r["endpoint"] == record["endpoint"])
-            assert record["tts_audio_out_ms"] == same["tts_audio_out_ms"]
+            assert record["tts_audio_out_ms"] >= same["tts_audio_out_ms"]
             assert (
                 record["asr_audio_in_ms"]
                 == same["asr_audio_in_ms"]

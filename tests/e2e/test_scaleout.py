@@ -14,7 +14,7 @@ the gateways over real sockets:
   realtime sessions fail over to the survivor while it has a free slot (realtime WK-7) and end
   with ``engine_unavailable`` within 5 s when it has none, and new sessions go to the survivor;
 * ``kill -9`` of a gateway: the other keeps serving, and the Celery worker's reaper marks the
-  dead gateway's usage records ``abandoned`` with their last checkpoint.
+  dead gateway's usage records ``abandoned`` with the last counters it noted.
 
 The phases share one cluster (module fixture) and run in file order; each checks what it
 needs first and ends with every worker slot free and no lease left (a closed socket gives back
@@ -592,11 +592,13 @@ async def test_gateway_killed_the_other_serves_and_its_records_are_reaped(
     for record in rows:
         if record["instance"].endswith(instance):
             assert record["checkpoint_seq"] >= 1
-            assert record["ended_at"] == record["last_checkpoint_at"]
+            # Settled from the usage journal's last counters (issue 30): never older
+            # than the last checkpoint.
+            assert record["ended_at"] >= record["last_checkpoint_at"]
             if record["endpoint"] == "asr":
                 assert record["asr_audio_in_ms"] == 2000
             else:
-                assert record["tts_audio_out_ms"] > 0  # the last checkpoint's
+                assert record["tts_audio_out_ms"] > 0
         else:
             assert record["status"] == "completed", record
     assert len(rows) == 4

@@ -264,7 +264,8 @@ async def test_speech_flac_is_sent_whole_and_a_failure_midway_is_an_error_status
     slow_fake: WorkerRuntime, keyed: KeyMaker
 ) -> None:
     """Issue 37: FLAC leaves complete, with its length; a key revoked while it is made
-    gets an error status, never a truncated file."""
+    gets an error status, never a truncated file. Issue 30: that file reached nobody, so
+    its record bills nothing and holds the status really sent (docs/accounting.md)."""
     api_key, raw = await keyed()
     whole = await speech(
         {"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": "flac"},
@@ -284,5 +285,14 @@ async def test_speech_flac_is_sent_whole_and_a_failure_midway_is_an_error_status
     assert failed.json()["error"]["code"] == "invalid_api_key"
     await settled(api_key.account_id)
     records = await usage_records(api_key.account_id)
-    assert (records[-1].status, records[-1].error_code) == ("failed", "key_revoked")
+    assert len(records) == 2  # one record for the failed file, no refusal beside it
+    cut = records[-1]
+    assert (cut.status, cut.error_code, cut.close_code) == (
+        "failed",
+        "key_revoked",
+        401,
+    )
+    assert (cut.tts_chars_in, cut.tts_audio_out_ms) == (0, 0)
+    assert records[0].close_code == 200
+    assert records[0].tts_chars_in == len(TEXT)
     assert not slow_fake.jobs.busy("tts")

@@ -87,7 +87,7 @@ RECORDS_A = [
     (
         "prod",
         "2026-03-09T04:30",
-        "realtime",
+        "asr_realtime",
         "whisper-tiny.en",
         "completed",
         "",
@@ -99,7 +99,7 @@ RECORDS_A = [
     (
         "prod",
         "2026-03-09T09:00",
-        "realtime",
+        "asr_realtime",
         "whisper-tiny.en",
         "abandoned",
         "",
@@ -140,7 +140,7 @@ class Seeded:
 def _record(key: ApiKey, row: tuple[Any, ...]) -> UsageRecord:
     _, started, route, model, status, code, chars, audio_ms, ttfb, latencies = row
     start = at(started)
-    tts = route != "realtime"
+    tts = route != "asr_realtime"
     hist = histogram.empty()
     for latency in latencies:
         histogram.observe(hist, latency)

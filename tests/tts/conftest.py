@@ -58,6 +58,16 @@ class Transcript:
         return b"".join(frames)
 
 
+def delivered_chars(log: Any) -> int:
+    """Characters of the segments whose last frame reached the client, from the
+    timestamp events of a request that did not complete (a failed one sends no closing
+    ``segment_end`` of its own)."""
+    spans = {
+        e["seq"]: e["char_end"] - e["char_start"] for e in log.named("segment_start")
+    }
+    return sum(spans[e["seq"]] for e in log.named("segment_end"))
+
+
 class Stream:
     """A WebSocket client of the TTS endpoint that records everything it receives."""
 

@@ -138,8 +138,9 @@ async def test_tts_h5_client_disconnect_is_metered_cancelled(
         assert time.monotonic() < deadline, "the record stayed open"
         await asyncio.sleep(0.02)
     record = await UsageRecord.objects.aget(request_id="gone")
-    assert (record.status, record.tts_chars_in) == ("cancelled", 3000)
-    assert await chars_used(api_key.account_id) == 3000
+    # No audio reached the client: nothing is billed (docs/accounting.md).
+    assert (record.status, record.tts_chars_in) == ("cancelled", 0)
+    assert await chars_used(api_key.account_id) == 0
     assert await lease_free(api_key.account_id)
     await comm.wait(timeout=2)
 

@@ -21,6 +21,7 @@ from tests.conftest import KeyMaker
 from tests.tts.conftest import (
     Opener,
     chars_used,
+    delivered_chars,
     lease_free,
     open_records,
     pcm_ms,
@@ -40,7 +41,7 @@ async def test_tts_e7_revoked_key_stops_a_running_stream_within_a_second(
 ) -> None:
     api_key, raw = await keyed()
     stream = await connect(open_stream, raw)
-    await stream.send(request("r" * 3000, request_id="revoked"))
+    await stream.send(request("r" * 3000, request_id="revoked", timestamps=True))
     for _ in range(3):
         await stream.until(lambda item: item[0] == "bytes")
     revoked_at = time.monotonic()
@@ -62,7 +63,9 @@ async def test_tts_e7_revoked_key_stops_a_running_stream_within_a_second(
         1008,
     )
     assert record.tts_audio_out_ms == pcm_ms(audio_frames(stream), RATE)
-    assert record.tts_chars_in == 3000 == await chars_used(api_key.account_id)
+    # Billed: the segments whose last frame reached the client (docs/accounting.md).
+    chars = delivered_chars(stream.log)
+    assert record.tts_chars_in == chars == await chars_used(api_key.account_id)
     assert await lease_free(api_key.account_id)
 
 
@@ -136,8 +139,9 @@ async def test_tts_u5_long_request_is_checkpointed(
     await asyncio.sleep(1.2)
     record = await UsageRecord.objects.aget(request_id="ckpt")
     assert record.status == "started" and record.checkpoint_seq >= 2
-    assert record.tts_chars_in == 3000 and record.tts_audio_out_ms > 0
-    assert await chars_used(api_key.account_id) == 3000
+    # The checkpoint holds what was delivered so far: whole 200-character segments.
+    assert record.tts_chars_in % 200 == 0 and record.tts_audio_out_ms > 0
+    assert await chars_used(api_key.account_id) == record.tts_chars_in
     await stream.send({"event": "cancel"})
     await stream.closed()
 
@@ -160,6 +164,24 @@ async def test_tts_q5_ticker_keeps_one_tick_in_the_channel_and_stops() -> None:
     ticker.ticked()
     await asyncio.sleep(0.03)
     assert len(posted) == 3
+
+
+async def test_a_tick_whose_post_fails_leaves_the_ticker_running() -> None:
+    """A channel layer that raises (Redis restarting) costs one tick, not the stream's
+    checkpoints, journal notes and lease renewals for good (issue 30)."""
+    posted: list[str] = []
+
+    async def post(name: str) -> bool:
+        posted.append(name)
+        if len(posted) == 1:
+            raise ConnectionError("Connection closed by server.")
+        return True
+
+    ticker = Ticker(post, "tick", 0.01)
+    ticker.start()
+    await asyncio.sleep(0.08)
+    assert len(posted) == 2  # the failed post, then one that waits to be handled
+    await ticker.stop()
 
 
 # W12: gateway shutdown is an exit path too (Z3).

@@ -9,6 +9,7 @@ from __future__ import annotations
 from celery.schedules import crontab
 
 from veena_site.conf.registry import Group
+from veena_site.conf.server import DATA_DIR
 
 _accounts = Group(
     __name__,
@@ -87,6 +88,13 @@ ASR_QUOTA_CHUNK_MS = _accounts.constant(
 ROLLUP_LOOKBACK_HOURS = _accounts.constant(
     "ROLLUP_LOOKBACK_HOURS", 3, "rollup recomputation window"
 )
+USAGE_JOURNAL_DIR = _accounts.constant(
+    "USAGE_JOURNAL_DIR",
+    DATA_DIR / "usage-journal",
+    "without `REDIS_URL`: the usage journal's folder, where a record's end waits until"
+    " the database took it ([Accounting](accounting.md))",
+    shown="`DATA_DIR/usage-journal`",
+)
 
 # The periodic jobs (accounts.tasks): how often Celery beat runs each, in seconds.
 _SCHEDULE: dict[str, float | crontab] = {
@@ -96,11 +104,14 @@ _SCHEDULE: dict[str, float | crontab] = {
     "accounts.rollup_usage_daily": 900.0,
     "accounts.reconcile_quota_mirror": 300.0,
     "accounts.purge_usage_records": crontab(hour=3, minute=17),
-    "accounts.check_quota_alerts": 300.0,
+    # Quota counters are current at every checkpoint: alerts follow within a minute.
+    "accounts.check_quota_alerts": 30.0,
     # New webhook events go out within this; a retry is due 10 s after a failure at soonest.
     "accounts.deliver_webhooks": 10.0,
     "accounts.purge_webhook_deliveries": crontab(hour=3, minute=47),
     "accounts.purge_client_secrets": 3600.0,
+    # Issue 30: records, quota counters and rollups reconciled (veena_usage_drift).
+    "accounts.audit_usage": 600.0,
 }
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     name: {"task": name, "schedule": schedule} for name, schedule in _SCHEDULE.items()

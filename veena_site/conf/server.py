@@ -30,7 +30,8 @@ DATA_DIR = _server.env(
     "DATA_DIR",
     Path,
     BASE_DIR / "var",
-    "SQLite file, generated dev secret key, Celery beat schedule, converted models. One"
+    "SQLite file, generated dev secret key, Celery beat schedule, converted models, the"
+    " usage journal without `REDIS_URL`. One"
     " embedded server per directory (it holds `DATA_DIR/server.lock`).",
     shown="`var` beside `manage.py`",
 )

@@ -290,6 +290,15 @@ def _usage_parameters() -> list[dict[str, Any]]:
     ]
 
 
+# Every request that ended before this time is counted (docs/accounting.md, "As of").
+AS_OF = {
+    "x-data-as-of": {
+        "schema": {**STRING, "format": "date-time"},
+        "description": "Every request that ended before this time is counted.",
+    }
+}
+
+
 def _usage(kind: str, what: str) -> dict[str, Any]:
     return {
         "get": {
@@ -301,6 +310,7 @@ def _usage(kind: str, what: str) -> dict[str, Any]:
                 "200": {
                     "description": "One page.",
                     "content": json_content(ref("UsagePage")),
+                    "headers": AS_OF,
                 },
                 **error_answers("OpenAIError", USAGE_ERRORS),
             },
@@ -341,10 +351,12 @@ def paths() -> dict[str, Any]:
         "/v1/tts": _tts(),
         "/v1/tts/speakers": _speakers(),
         "/v1/organization/usage/audio_speeches": _usage(
-            "audio_speeches", "TTS characters and requests"
+            "audio_speeches",
+            "TTS characters billed and requests (routes tts_ws, tts_rest, speech_rest)",
         ),
         "/v1/organization/usage/audio_transcriptions": _usage(
-            "audio_transcriptions", "Realtime ASR audio seconds and requests"
+            "audio_transcriptions",
+            "ASR audio seconds and requests (routes asr_realtime, asr_rest)",
         ),
         "/healthz": _probe("healthz", "The process serves HTTP", healthz, (200,)),
         "/readyz": _probe(

@@ -255,8 +255,14 @@ def _usage_page() -> Schema:
                 "organization.usage.audio_transcriptions.result",
             ],
         },
-        characters={**INTEGER, "description": "audio_speeches: TTS characters."},
-        seconds={**INTEGER, "description": "audio_transcriptions: audio seconds in."},
+        characters={
+            **INTEGER,
+            "description": "audio_speeches: TTS characters billed (those delivered).",
+        },
+        seconds={
+            **INTEGER,
+            "description": "audio_transcriptions: audio seconds received.",
+        },
         num_model_requests=INTEGER,
         project_id={"type": "null"},
         user_id={"type": "null"},

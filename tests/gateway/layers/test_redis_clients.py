@@ -15,6 +15,7 @@ import django, json; django.setup()
 from django.conf import settings as s
 from django.core.cache import caches
 from channels.layers import get_channel_layer
+from accounts.journal import get_journal
 from accounts.limits import get_limiter
 from gateway.liveness import get_liveness
 from veena_site.celery import app
@@ -28,6 +29,7 @@ cache = caches["default"]._cache
 print(json.dumps({
     "layer": kwargs(get_channel_layer().create_pool(0)),
     "limiter": kwargs(get_limiter().client.connection_pool),
+    "usage journal": kwargs(get_journal().client.connection_pool),
     "liveness sync": kwargs(live._sync.connection_pool),
     "liveness async": kwargs(live._client().connection_pool),
     "cache": kwargs(cache._get_connection_pool(True)),

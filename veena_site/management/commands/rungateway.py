@@ -87,6 +87,9 @@ class Command(BaseCommand):
             drain_s = lifecycle.drain_seconds()
             logger.info("gateway stopping: draining streams for up to %gs", drain_s)
             await lifecycle.drain(drain_s)
+            from accounts.refusals import flush_refusals
+
+            await flush_refusals()  # the refusals this process counted but not folded
             if not settings.REDIS_URL:
                 from veena_site.runtime import get_runtime
 

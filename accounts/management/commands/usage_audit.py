@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from accounts.services.reconciliation import usage_drift, usage_drift_fix
+from gateway.wording import count
 
 DEFAULT_DAYS = 2
 
@@ -33,7 +34,7 @@ class Command(BaseCommand):
 
     help = (
         "Compare usage records, quota counters and hourly/daily rollups for a range "
-        f"(default: the last {DEFAULT_DAYS} days), print the drift, exit 1 on any; "
+        f"(default: the last {count(DEFAULT_DAYS, 'day')}), print the drift, exit 1 on any; "
         "--fix rebuilds the rollups and recounts the quota periods first."
     )
 

@@ -46,9 +46,7 @@ class UsageRecordAdmin(ReadOnlyWideListAdmin):
         "route",
         "model",
         "status",
-        "requests",
         "error_code",
-        "close_code",
         "units",
         "seconds",
     )
@@ -75,7 +73,10 @@ class UsageRecordAdmin(ReadOnlyWideListAdmin):
 
     @admin.display(description="counted")
     def units(self, obj: UsageRecord) -> str:
-        """What the record charges: TTS characters in, or ASR audio in."""
+        """What the record charges (TTS characters in, or ASR audio in), or, for a row
+        that folds many refused requests, how many it stands for."""
+        if obj.requests != 1:
+            return f"{obj.requests:,} refused"
         if obj.endpoint == Endpoint.TTS:
             return f"{obj.tts_chars_in:,} chars"
         return f"{obj.asr_audio_in_ms / 1000:,.1f} s audio"

@@ -259,3 +259,17 @@ def test_admin_links_a_key_to_its_records_and_an_account_to_its_dashboard(
     )
     dashboard = reverse("dashboard:usage", args=[api_key.account.slug])
     assert dashboard in account.content.decode()
+
+
+def test_ad6_counted_column_says_what_a_row_stands_for() -> None:
+    """A record counts its characters or its audio; a folded refusal row, its requests."""
+    from accounts.models.usage import UsageRecord
+    from accounts.usage_admin import UsageRecordAdmin
+
+    column = UsageRecordAdmin.units
+    tts = UsageRecord(endpoint="tts", tts_chars_in=1234)
+    asr = UsageRecord(endpoint="asr", asr_audio_in_ms=61_500)
+    folded = UsageRecord(endpoint="tts", tts_chars_in=0, requests=37)
+    assert column(None, tts) == "1,234 chars"  # type: ignore[arg-type]
+    assert column(None, asr) == "61.5 s audio"  # type: ignore[arg-type]
+    assert column(None, folded) == "37 refused"  # type: ignore[arg-type]

@@ -144,13 +144,13 @@ def test_admin_pages_an_operator_reads(live_gateway, world, browser_context) -> 
     page.goto(live_gateway + "/admin/accounts/usagerecord/")
     started = page.locator("#result_list tbody .field-started").all_inner_texts()
     assert len(started) == 5 and started == sorted(started, reverse=True)
+    screenshot(page, "admin-usage-records")
     results = page.locator(".results").bounding_box()
     assert results
     for column in ("field-status", "field-error_code", "field-units", "field-seconds"):
         box = page.locator(f"#result_list tbody td.{column}").first.bounding_box()
         assert box and box["x"] + box["width"] <= results["x"] + results["width"]
     assert fits(page)
-    screenshot(page, "admin-usage-records")
 
     account = world["account"]
     page.goto(live_gateway + f"/admin/accounts/account/{account.pk}/change/")

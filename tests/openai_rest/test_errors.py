@@ -131,6 +131,7 @@ def test_over_rate_limit_is_429_with_retry_after(rest_gateway: RestGateway) -> N
 def test_nothing_held_after_the_errors(rest_gateway: RestGateway) -> None:
     """The one-lease key still gets through both endpoints; no record stays open."""
     client = rest_gateway.client("rest-open")
+    before = len(rest_gateway.records())
     for _ in range(2):
         with pytest.raises(openai.BadRequestError):
             client.audio.transcriptions.create(
@@ -145,10 +146,18 @@ def test_nothing_held_after_the_errors(rest_gateway: RestGateway) -> None:
         assert "short test" in text.lower()
     assert rest_gateway.started_records() == 0
     records = rest_gateway.records()
-    assert ("tts", "completed", "") in records and ("asr", "completed", "") in records
-    # A refused request opens no record (tts U3); one refused by its quota after the
-    # file was decoded ends ``failed``.
-    assert ("asr", "failed", "quota_exceeded") in records
-    assert all(
-        status != "failed" or code == "quota_exceeded" for _, status, code in records
+    # Each refusal is a record of its own (issue 30: searchable by request id, billing
+    # nothing); each served call one completed record; nothing failed on the server side.
+    assert sorted(records[before:]) == sorted(
+        [("asr", "failed", "invalid_audio_format")] * 2
+        + [("tts", "completed", "")] * 2
+        + [("asr", "completed", "")] * 2
     )
+    # The module's earlier refusals: one refused by its quota after the file was decoded
+    # ends ``failed`` like every other refusal; no server error among them.
+    assert ("asr", "failed", "quota_exceeded") in records
+    assert not {code for _, status, code in records if status == "failed"} & {
+        "internal_error",
+        "inference_failed",
+        "service_unavailable",
+    }

@@ -82,19 +82,32 @@ class RealtimeUsage:
         if meter is None or samples <= 0:
             return samples
         needed = Fraction(samples * 1000, rate)
-        while needed > meter.asr_ms_available:
+        available = meter.asr_ms_available
+        while needed > available:
             if not await meter.reserve_asr_ms():
                 break
-        available = max(0, meter.asr_ms_available)
+            available = meter.asr_ms_available
         if needed <= available:
             return samples
         # Floor of the metered total stays within the grant (accounts Q1, Q8).
-        return min(samples, available * rate // 1000)
+        return min(samples, max(0, available) * rate // 1000)
+
+    async def take(self, samples: int, rate: int) -> int:
+        """``accept``, and the accepted samples metered at once (MT-2): one step per
+        realtime append. An append that then overflows is given back (AI-1 step 6)."""
+        accepted = await self.accept(samples, rate)
+        self.audio(accepted, rate)
+        return accepted
 
     def audio(self, samples: int, rate: int) -> None:
         """MT-2: accepted input samples, metered as exact milliseconds floored on the total."""
         if self.meter is not None and samples > 0:
             self.meter.add_audio(samples, rate)
+
+    def give_back(self, samples: int, rate: int) -> None:
+        """Un-meter samples that ``take`` metered: their append overflowed (AI-1 step 6)."""
+        if self.meter is not None and samples > 0:
+            self.meter.remove_audio(samples, rate)
 
     def completed(self, done: Completed) -> None:
         """A completed item sent (MT-4): metered, its latency since the commit observed."""

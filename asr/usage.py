@@ -13,7 +13,6 @@ import asyncio
 import time
 import uuid
 from datetime import UTC, datetime
-from fractions import Fraction
 from typing import Literal
 
 from accounts.admission import Admission
@@ -74,30 +73,20 @@ class RealtimeUsage:
     async def accept(self, samples: int, rate: int) -> int:
         """MT-3, accounts Q8: how many of ``samples`` input samples fit in the quota reservations.
 
-        Reserves ``ASR_QUOTA_CHUNK_MS`` at a time while the append does not fit; a grant of 0
-        stops reserving, and a result below ``samples`` means the quota ran out. Raises
+        Reserves ``ASR_QUOTA_CHUNK_MS`` at a time while the append does not fit; a result
+        below ``samples`` means the quota ran out. Raises
         ``AdmissionDenied("limits_unavailable")`` when the limits store is down.
         """
-        meter = self.meter
-        if meter is None or samples <= 0:
+        if self.meter is None or samples <= 0:
             return samples
-        needed = Fraction(samples * 1000, rate)
-        available = meter.asr_ms_available
-        while needed > available:
-            if not await meter.reserve_asr_ms():
-                break
-            available = meter.asr_ms_available
-        if needed <= available:
-            return samples
-        # Floor of the metered total stays within the grant (accounts Q1, Q8).
-        return min(samples, max(0, available) * rate // 1000)
+        return await self.meter.accept_asr_audio(samples, rate, count=False)
 
     async def take(self, samples: int, rate: int) -> int:
         """``accept``, and the accepted samples metered at once (MT-2): one step per
         realtime append. An append that then overflows is given back (AI-1 step 6)."""
-        accepted = await self.accept(samples, rate)
-        self.audio(accepted, rate)
-        return accepted
+        if self.meter is None or samples <= 0:
+            return samples
+        return await self.meter.accept_asr_audio(samples, rate, count=True)
 
     def audio(self, samples: int, rate: int) -> None:
         """MT-2: accepted input samples, metered as exact milliseconds floored on the total."""

@@ -186,6 +186,8 @@ class FrontEnd:
         self.trim = trim  # ASR_TRIM_NONSPEECH: score every frame to trim non-speech
         self.clock = 0  # AI-10: model-rate samples of all accepted audio, never reset
         self.decoder = InputDecoder(config.format, config.rate)
+        self.rate = config.rate  # the input's sample rate
+        self.width = self.decoder.width  # bytes of one input sample (PCM16 2, G.711 1)
         self.vad = SileroStream()
         self.server_vad = _server_vad(config, dialect)
         self.detector = TurnDetector(_turn_params(config, dialect))
@@ -194,16 +196,6 @@ class FrontEnd:
     def scoring(self) -> bool:
         """Whether audio is scored by Silero (AI-7, §7): to trim, or for server VAD."""
         return self.trim or self.server_vad
-
-    @property
-    def rate(self) -> int:
-        """The input sample rate."""
-        return self.decoder.rate
-
-    @property
-    def width(self) -> int:
-        """Bytes of one input sample (PCM16: 2, G.711: 1)."""
-        return self.decoder.width
 
     def append(self, audio: bytes, samples: int) -> Heard:
         """The first ``samples`` input samples of an append (those the quota accepted, MT-3),
@@ -223,6 +215,7 @@ class FrontEnd:
         if (config.format, config.rate) != (self.decoder.fmt, self.decoder.rate):
             tail = self.flush()
             self.decoder = InputDecoder(config.format, config.rate)
+            self.rate, self.width = config.rate, self.decoder.width
         scored = self.scoring
         self.server_vad = _server_vad(config, dialect)
         self.detector.params = _turn_params(config, dialect)

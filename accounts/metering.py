@@ -16,9 +16,10 @@ When to call what
 2. Reserve quota *before* the work it pays for (Q7, Q8): TTS
    ``await meter.reserve_tts_chars(n)`` per text unit, all-or-nothing, raising
    ``AdmissionDenied("quota_exceeded")`` before any audio; ASR
-   ``granted = await meter.reserve_asr_ms()`` when an append does not fit in
-   ``meter.asr_ms_available`` (a grant of 0 stops the stream). Both raise
-   ``AdmissionDenied("limits_unavailable")`` when the limits store is down.
+   ``accepted = await meter.accept_asr_audio(samples, rate, count=…)``, which reserves
+   ``ASR_QUOTA_CHUNK_MS`` at a time while the audio does not fit (a grant of 0 stops the
+   stream). Both raise ``AdmissionDenied("limits_unavailable")`` when the limits store is
+   down. The reservations are ``MeterQuota``'s (``accounts.meter_quota``).
 
 3. ``await meter.open()`` commits the record ``started`` (U2): TTS before the first binary
    frame, ASR before ``session.created``; ``AdmissionDenied("usage_unavailable")`` when the
@@ -44,7 +45,8 @@ When to call what
    retried until it lands. A meter never opened that ends ``failed`` with a code records a
    refusal (``refuse``). It returns unused reservations to the quota mirror (Q9).
 
-``refuse(admission_or_key, …)`` records a request refused after its key was known.
+``refuse(admission_or_key, …)`` (``accounts.refused``) records a request refused after its key
+was known.
 """
 
 from __future__ import annotations
@@ -62,12 +64,12 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from accounts.admission import Admission
-from accounts.exceptions import AdmissionDenied, DenialReason, DeniedKey
+from accounts.exceptions import AdmissionDenied, DenialReason
 from accounts.journal import JournalEntry
 from accounts.landing import land, note
-from accounts.models.choices import QuotaMetric, Route
-from accounts.refusals import record_refusal
-from accounts.reservations import QuotaReservations
+from accounts.meter_quota import MeterQuota
+from accounts.models.choices import Route
+from accounts.refused import refuse, route_of
 from accounts.services.api_keys import anonymous_api_key
 from accounts.services.quota import period_of
 from accounts.services.usage import (
@@ -75,12 +77,11 @@ from accounts.services.usage import (
     RecordEnd,
     TerminalStatus,
     UsageCounters,
-    default_route,
     this_instance,
     usage_checkpoint,
     usage_open,
 )
-from accounts.usage_tally import MeteredEndpoint, UsageTally
+from accounts.usage_tally import MeteredEndpoint
 from gateway.outages import is_outage, log_failure
 
 __all__ = ["Route", "UsageCounters", "UsageMeter", "refuse", "stream_tick"]
@@ -98,22 +99,11 @@ class MeterFields(TypedDict):
     route: NotRequired[str | None]
 
 
-def route_of(endpoint: str, admission: Admission | None) -> str:
-    """The route of a meter: REST when admitted over HTTP, else the endpoint's socket.
-
-    A meter with no admission (auth off, tts W7) cannot tell, and says the socket's route
-    unless its opener names one (``POST /v1/audio/speech`` names ``speech_rest``).
-    """
-    if admission is not None and admission.transport == "http":
-        return Route.TTS_REST if endpoint == "tts" else Route.ASR_REST
-    return default_route(endpoint)
-
-
-class UsageMeter(UsageTally):
+class UsageMeter(MeterQuota):
     """The usage of one TTS request or one ASR stream, and its quota reservations.
 
     The counting itself is ``UsageTally``'s (``add``, ``add_audio``, ``counters``); the
-    quota held in the store is ``QuotaReservations``'; this class writes the record.
+    quota it may count against is ``MeterQuota``'s; this class writes the record.
     """
 
     def __init__(
@@ -124,20 +114,20 @@ class UsageMeter(UsageTally):
         **fields: Unpack[MeterFields],
     ) -> None:
         endpoint = fields["endpoint"]
-        super().__init__(endpoint=endpoint, record_id=uuid.uuid4())
+        started_at = fields.get("started_at") or timezone.now()
+        super().__init__(
+            endpoint=endpoint,
+            record_id=uuid.uuid4(),
+            admission=admission,
+            period=period_of(started_at),
+            stream_id=stream_id,
+        )
         self.admission = admission
         self.route = fields.get("route") or route_of(endpoint, admission)
         self.request_id = fields["request_id"]
         self.model = fields["model"]
         self.stream_id = stream_id
-        self.started_at = fields.get("started_at") or timezone.now()
-        self.period = period_of(self.started_at)
-        self.quota = QuotaReservations(
-            admission=admission,
-            period=self.period,
-            stream_id=stream_id,
-            record_id=self.record_id,
-        )
+        self.started_at = started_at
         self._persisted = UsageCounters()
         self._lock = asyncio.Lock()
         self._open_task: asyncio.Task[None] | None = None
@@ -173,42 +163,6 @@ class UsageMeter(UsageTally):
         if admission is not None:
             return cls.for_admission(admission, **fields)
         return cls.anonymous(stream_id=stream_id, **fields)
-
-    # Quota.
-
-    @property
-    def holder(self) -> str:
-        """This record's name in the account's reservations (Q11)."""
-        return self.quota.holder
-
-    @property
-    def reserved_tts_chars(self) -> int:
-        """TTS characters reserved so far."""
-        return self.quota.reserved[QuotaMetric.TTS_CHARACTERS]
-
-    @property
-    def reserved_asr_ms(self) -> int:
-        """ASR audio milliseconds granted so far."""
-        return self.quota.reserved[QuotaMetric.ASR_AUDIO_MS]
-
-    @property
-    def asr_ms_available(self) -> int:
-        """Granted ASR milliseconds not yet metered: audio that may still be accepted."""
-        return self.reserved_asr_ms - self.counters.asr_audio_in_ms
-
-    async def reserve_tts_chars(self, n: int) -> None:
-        """Reserve ``n`` characters all-or-nothing (Q7), or raise ``quota_exceeded``."""
-        assert n >= 0 and not self.finished
-        metric = QuotaMetric.TTS_CHARACTERS
-        if n and await self.quota.reserve(metric, n, partial=False) < n:
-            raise AdmissionDenied("quota_exceeded")
-
-    async def reserve_asr_ms(self, ms: int | None = None) -> int:
-        """Reserve up to ``ms`` (default ``ASR_QUOTA_CHUNK_MS``); return the grant (Q8)."""
-        assert not self.finished
-        amount = settings.ASR_QUOTA_CHUNK_MS if ms is None else ms
-        assert amount > 0, amount
-        return await self.quota.reserve(QuotaMetric.ASR_AUDIO_MS, amount, partial=True)
 
     # The record.
 
@@ -372,36 +326,6 @@ class UsageMeter(UsageTally):
                 "usage record %s %s %s", self.record_id, self.endpoint, end.status
             )
         return done
-
-
-async def refuse(
-    who: Admission | DeniedKey | None,
-    *,
-    endpoint: MeteredEndpoint,
-    request_id: str,
-    error_code: str,
-    close_code: int | None = None,
-    route: str | None = None,
-    model: str = "",
-) -> None:
-    """Record a request refused after its key was known (issue 30): zero units, the
-    error code and the code sent. Without a key (auth off) nothing is recorded."""
-    admission = who if isinstance(who, Admission) else None
-    key = who if isinstance(who, DeniedKey) else None
-    if admission is not None:
-        key = DeniedKey(admission.principal.account_id, admission.principal.key_id)
-    if key is None:
-        return
-    await record_refusal(
-        account_id=key.account_id,
-        api_key_id=key.key_id,
-        endpoint=endpoint,
-        route=route or route_of(endpoint, admission),
-        error_code=error_code,
-        request_id=request_id,
-        close_code=close_code,
-        model=model,
-    )
 
 
 async def stream_tick(

@@ -78,6 +78,13 @@ class UsageTally:
         if not self.finished:
             self._audio += Fraction(samples * 1000, sample_rate)
 
+    def remove_audio(self, samples: int, sample_rate: int) -> None:
+        """Take back samples counted by ``add_audio`` that turned out not to be accepted
+        (a realtime append that overflowed); the total is exact, so nothing is lost."""
+        assert samples >= 0 and sample_rate > 0, (samples, sample_rate)
+        if not self.finished:
+            self._audio -= Fraction(samples * 1000, sample_rate)
+
     def settle_tts(self, *, chars: int, samples: int, sample_rate: int) -> None:
         """Set the TTS counters to what the request bills (docs/accounting.md): its
         delivered characters, and its delivered samples as exact milliseconds."""

@@ -61,7 +61,6 @@ def new_session(scope: dict[str, Any], *, accepted_at: float) -> RealtimeSession
         config=config,
         dialect=fixed or Dialect.UNDETERMINED,
         beta=beta and fixed is not Dialect.VLLM,
-        trim=settings.ASR_TRIM_NONSPEECH,
         precommit_deltas=settings.ASR_PRECOMMIT_DELTAS,
         max_samples=int(settings.ASR_MAX_BUFFER_S * MODEL_RATE),
         max_pending_samples=int(settings.ASR_MAX_PENDING_S * MODEL_RATE),

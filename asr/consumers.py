@@ -25,7 +25,7 @@ from asr.config import ConfigError
 from asr.connection import EarlyFrames
 from asr.errors import FailSession, Reject
 from asr.events import ClientOut, ErrorFields, SessionCreated
-from asr.handlers import PARSE_INLINE, Action, ClientHandlers, Meter
+from asr.handlers import PARSE_INLINE, Action, ClientHandlers
 from asr.items import Completed, Overflow, WorkerOut
 from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
 from asr.outbox import RETRY_S, FlushResult, WorkerOutbox
@@ -198,9 +198,6 @@ class RealtimeConsumer(WorkerClientConsumer):
                 await self.send_error(
                     out.code, text, param=out.param, event_id=event_id
                 )
-            elif isinstance(out, Meter):
-                if self.usage is not None:
-                    self.usage.audio(out.samples, out.rate)
             elif isinstance(out, WorkerOut):
                 if self.link is not None:
                     self.outbox.put(out, self.link.job_id)

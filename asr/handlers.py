@@ -3,15 +3,16 @@
 ``ClientHandlers.handle`` parses a frame once into a typed event (``asr.protocol``), applies
 the control budget and the dialect the event selects (DI-2), and applies the event to the
 session: each handler validates first and changes state after (STYLE 18) and runs the
-CPU-heavy audio steps off the loop (AR-2). It holds no consumer: it returns the frame's
-outputs in order (session outputs, echoes, ``Meter``, and the error records of
-``asr.errors``), and the consumer performs them, stopping at the first that ends the session.
+CPU-heavy audio steps of the front end (``asr.front_end``) off the loop (AR-2). It holds no
+consumer: it returns the frame's outputs in order (session outputs, echoes and the error
+records of ``asr.errors``), and the consumer performs them, stopping at the first that ends
+the session. An append's audio is metered as the quota accepts it (MT-2, MT-3).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from django.conf import settings
 
@@ -21,7 +22,8 @@ from asr.config import VLLM_RATE, ConfigError, Models, SessionConfig
 from asr.connection import served_models
 from asr.errors import FailSession, Reject
 from asr.events import BufferCleared, ClientOut, ModelValidated, SessionUpdated
-from asr.items import Out
+from asr.front_end import FrontEnd
+from asr.items import Out, Overflow
 from asr.protocol import (
     AudioAppend,
     AudioClear,
@@ -38,23 +40,13 @@ from asr.protocol import (
 from asr.session import RealtimeSession
 from asr.updates import validate_update
 from asr.usage import RealtimeUsage
-from asr.vad import AudioFrontEnd
 from asr.vllm_update import validate_vllm_update
 from gateway.link.budget import ControlBudget
 
 PARSE_INLINE = 64 * 1024  # AR-2: larger frames are parsed (JSON, base64) off the loop
 
 
-@dataclass(frozen=True)
-class Meter:
-    """MT-2: count accepted input samples, once their outputs were carried out (an
-    append that overflowed ends the session first and stays unmetered, AI-1.6)."""
-
-    samples: int
-    rate: int
-
-
-Action = Out | ClientOut | Meter | FailSession | Reject
+Action = Out | ClientOut | FailSession | Reject
 
 
 class ClientHandlers:
@@ -64,7 +56,9 @@ class ClientHandlers:
         self.session = session
         self.usage = usage
         self.control = ControlBudget.from_settings()  # this connection's control events
-        self.front = AudioFrontEnd(session.config.format, session.config.rate)
+        self.front = FrontEnd(
+            session.config, session.dialect, trim=settings.ASR_TRIM_NONSPEECH
+        )
 
     async def handle(
         self, text: str | None, data: bytes | None, *, large: bool, version: str
@@ -144,41 +138,27 @@ class ClientHandlers:
 
     async def apply_config(self, new: SessionConfig) -> list[Action]:
         """Format changes flush the resampler into the current item (AI-4)."""
-        session = self.session
-        old, had_vad = session.config, session.needs_vad
-        outs: list[Action] = []
-        if (new.format, new.rate) != (old.format, old.rate):
-            pcm, probs = await asyncio.to_thread(
-                self.front.reformat, new.format, new.rate, vad=had_vad
-            )
-            outs += session.ingest(pcm, probs, 0.0)
-        outs += session.configure(new)
-        if session.needs_vad and not had_vad:
-            self.front.vad.reset()
-            session.detector.reset(session.clock)
-        return outs
+        tail = await asyncio.to_thread(self.front.configure, new, self.session.dialect)
+        outs = self.session.ingest(tail) if tail is not None else []
+        return [*outs, *self.session.configure(new)]
 
     async def append(self, event: AudioAppend) -> list[Action]:
-        """AI-1: reserve quota (MT-3), decode off the loop, ingest, forward, meter."""
-        payload = event.audio
+        """AI-1: take quota (MT-3) and meter, hear off the loop, ingest and forward; an
+        append that overflows is not metered (AI-1 step 6)."""
+        payload, rate = event.audio, self.front.rate
         if not payload:
             return []
-        rate = self.session.config.rate
-        width = 2 if self.session.config.format == "audio/pcm" else 1
-        samples = len(payload) // width
+        samples = len(payload) // self.front.width
         try:
-            accepted = await self.usage.accept(samples, rate)
+            accepted = await self.usage.take(samples, rate)
         except AdmissionDenied as denied:  # limits_unavailable
             return [errors.stop(denied.reason)]
         outs: list[Action] = []
         if accepted:
-            pcm, probs = await asyncio.to_thread(
-                self.front.process,
-                payload[: accepted * width],
-                vad=self.session.needs_vad,
-            )
-            outs += self.session.ingest(pcm, probs, accepted * 1000 / rate)
-            outs.append(Meter(accepted, rate))
+            heard = await asyncio.to_thread(self.front.append, payload, accepted)
+            outs += self.session.ingest(heard)
+            if any(isinstance(out, Overflow) for out in outs):
+                self.usage.give_back(accepted, rate)
         if accepted < samples:  # the rest is dropped, unmetered (MT-3, accounts Q8)
             outs.append(errors.stop("quota_exceeded"))
         return outs
@@ -188,23 +168,21 @@ class ClientHandlers:
         outs = await self.flush_resampler()
         short = self.session.commit_ready(settings.ASR_MIN_COMMIT_MS)
         if short is None:
-            return [*outs, *self.session.commit()]
+            self.front.commit()
+            return [*outs, *self.session.commit(self.front.clock)]
         text = errors.message("commit_empty", min=settings.ASR_MIN_COMMIT_MS, ms=short)
         code = "input_audio_buffer_commit_empty"
         return [*outs, Reject(code, text, None, event.event_id)]
 
     async def flush_resampler(self) -> list[Action]:
         """The resampler's pending output belongs to the item being committed (AI-4)."""
-        vad = self.session.needs_vad
-        pcm, probs = await asyncio.to_thread(self.front.flush, vad=vad)
-        return list(self.session.ingest(pcm, probs, 0.0)) if pcm else []
+        tail = await asyncio.to_thread(self.front.flush)
+        return list(self.session.ingest(tail)) if tail.pcm else []
 
     async def clear(self) -> list[Action]:
         """IT-14: drop the item, reset the resampler and the VAD, then cleared."""
-        pcm, _ = await asyncio.to_thread(self.front.flush, vad=False)
-        self.session.clock += len(pcm) // 2
-        self.front.reset()
-        return [*self.session.clear(), BufferCleared()]
+        clock = await asyncio.to_thread(self.front.clear)
+        return [*self.session.clear(clock), BufferCleared()]
 
     # vLLM dialect.
 
@@ -223,4 +201,6 @@ class ClientHandlers:
             raise RealtimeProtocolError("model_not_validated", text)
         if not event.final:
             return list(self.session.start_generation())
-        return [*await self.flush_resampler(), *self.session.commit()]
+        outs = await self.flush_resampler()
+        self.front.commit()
+        return [*outs, *self.session.commit(self.front.clock)]

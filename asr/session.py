@@ -1,9 +1,11 @@
 """State of one realtime session in the gateway: pure dataclasses, no I/O (STYLE 6).
 
-``RealtimeSession`` owns the protocol state of AR-1: dialect, configuration, the session clock,
-item ids and boundaries, non-speech trimming and server-VAD turns, the retained audio of every
-unfinished item (the WK-7 copy) and the IT-5 order of transcription events. Its methods return
-plain *outputs* (what to tell the worker, what to tell the client) that the consumer performs.
+``RealtimeSession`` owns the protocol state of AR-1: dialect, configuration, item ids and
+boundaries, the retained audio of every unfinished item (the WK-7 copy) and the IT-5 order of
+transcription events. The signal (decoder, VAD, turns, the session clock) is the front end's
+(``asr.front_end``): the session places what it heard in items, trimming non-speech and
+splitting server-VAD turns. Its methods return plain *outputs* (what to tell the worker, what
+to tell the client) that the consumer performs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asr.config import SessionConfig
+from asr.front_end import (
+    SAMPLES_PER_MS,
+    START_FRAMES,
+    Heard,
+    SpeechStart,
+    Turn,
+)
 from asr.items import (
     Committed,
     Completed,
@@ -34,18 +43,10 @@ from asr.items import (
 )
 from asr.messages import AsrDelta, AsrFinal, AsrResync
 from asr.protocol import Dialect, new_id
-from asr.vad import (
-    FRAME,
-    START_FRAMES,
-    SpeechStart,
-    SpeechStop,
-    TurnDetector,
-    TurnParams,
-)
+from asr.vad import FRAME
 from asr.whisper import MODEL_RATE
 from gateway.contracts import JobFailed
 
-SAMPLES_PER_MS = MODEL_RATE // 1000
 MIN_FORWARD = MODEL_RATE // 5  # WK-4: audio goes to the worker in 200–500 ms chunks
 MAX_FORWARD = MODEL_RATE // 2
 
@@ -65,7 +66,6 @@ class RealtimeSession:
     config: SessionConfig
     dialect: Dialect = Dialect.UNDETERMINED
     beta: bool = False
-    trim: bool = True
     precommit_deltas: bool = True
     max_samples: int = 60 * MODEL_RATE
     max_pending_samples: int = 300 * MODEL_RATE
@@ -73,7 +73,6 @@ class RealtimeSession:
     state: AsrState = AsrState.ADMITTING
     model_validated: bool = False  # vLLM: a session.update succeeded (VL-3)
     generating: bool = False  # vLLM: a non-final commit started the item (VL-4)
-    clock: int = 0  # AI-10: model-rate samples of all accepted audio
     previous_item_id: str | None = None
     pending: deque[Item] = field(default_factory=deque)
     created_at: float = field(default_factory=time.time)  # the accept time (CN-7)
@@ -82,21 +81,8 @@ class RealtimeSession:
     def __post_init__(self) -> None:
         self._seq = 0
         self.current = self._new_item(0)
-        self.detector = TurnDetector(self._turn_params())
 
     # Configuration.
-
-    @property
-    def server_vad(self) -> bool:
-        """True when server VAD ends turns (VD-3); never in vLLM dialect."""
-        return (
-            self.config.turn_detection is not None and self.dialect is not Dialect.VLLM
-        )
-
-    @property
-    def needs_vad(self) -> bool:
-        """Whether appends must be scored by Silero (AI-7, §7)."""
-        return self.trim or self.server_vad
 
     @property
     def stream(self) -> bool:
@@ -109,9 +95,6 @@ class RealtimeSession:
         """Apply a validated configuration (SE-8); options of open items may change."""
         old_logprobs = self.config.logprobs
         self.config = config
-        self.detector.params = self._turn_params()
-        if self.server_vad is False and self.detector.in_speech:
-            self.detector.idle()
         if config.logprobs != old_logprobs:
             return self._reopen(logprobs=config.logprobs)
         return []
@@ -129,31 +112,23 @@ class RealtimeSession:
             item.options = replace(item.options, logprobs=logprobs)
         return [OpenItem(item, self.stream)] if item.opened else []
 
-    def _turn_params(self) -> TurnParams:
-        td = self.config.turn_detection
-        if td is None or self.dialect is Dialect.VLLM:
-            return TurnParams()
-        return TurnParams(td.threshold, td.prefix_padding_ms, td.silence_duration_ms)
-
     # Audio.
 
-    def ingest(self, pcm: bytes, probs: list[float], input_ms: float) -> list[Out]:
-        """Accept model-rate audio and the VAD probabilities of the frames it completed."""
+    def ingest(self, heard: Heard) -> list[Out]:
+        """Place what the front end heard: its audio in the current item, its turns."""
         item = self.current
         if item.options is None:
             item.options = self._options()
-        if not self.trim and not item.speech:
+        if not heard.trim and not item.speech:
             item.speech, item.buf_start = True, item.boundary
-        item.input_ms += input_ms
-        item.buf.extend(pcm)
-        self.clock += len(pcm) // 2
+        item.input_ms += heard.input_ms
+        item.buf.extend(heard.pcm)
         outs: list[Out] = []
-        if self.needs_vad:
-            for turn in self.detector.feed(probs):
-                outs += self._turn(turn)
+        for turn in heard.turns:
+            outs += self._turn(turn, heard)
         item = self.current
         if not item.speech:
-            self._trim(item)
+            self._trim(item, heard)
         outs += self._forward(item, final=False)
         if item.retained > self.max_samples:
             outs.append(Overflow())
@@ -172,20 +147,19 @@ class RealtimeSession:
             c.language, c.prompt or "", c.logprobs, c.transcript, c.words
         )
 
-    def _turn(self, turn: SpeechStart | SpeechStop) -> list[Out]:
+    def _turn(self, turn: Turn, heard: Heard) -> list[Out]:
         item = self.current
-        pad = self.detector.params.prefix_padding_ms * SAMPLES_PER_MS
         if isinstance(turn, SpeechStart):
-            start = max(turn.at - pad, item.boundary, item.buf_start)
+            start = max(turn.at - heard.pad, item.boundary, item.buf_start)
             if not item.speech:
                 del item.buf[: 2 * (start - item.buf_start)]
                 item.buf_start, item.speech = start, True
             return (
                 [SpeechStarted(item, start // SAMPLES_PER_MS)]
-                if self.server_vad
+                if heard.server_vad
                 else []
             )
-        if not self.server_vad:
+        if not heard.server_vad:
             return []
         outs: list[Out] = [SpeechStopped(item, turn.at // SAMPLES_PER_MS)]
         keep = 2 * (turn.at - item.buf_start)
@@ -198,16 +172,15 @@ class RealtimeSession:
         new.options = self._options()
         new.buf.extend(rest)
         new.buf_start = turn.at
-        new.input_ms = (self.clock - turn.at) / SAMPLES_PER_MS
-        if not self.trim:
+        new.input_ms = (heard.end - turn.at) / SAMPLES_PER_MS
+        if not heard.trim:
             new.speech = True
         return outs
 
-    def _trim(self, item: Item) -> None:
+    def _trim(self, item: Item, heard: Heard) -> None:
         """Before speech keep only the padding plus the undecided frames (AI-7, VD-7)."""
-        pad = self.detector.params.prefix_padding_ms * SAMPLES_PER_MS
-        undecided = self.clock - self.detector.next_frame
-        keep = pad + (START_FRAMES + 1) * FRAME + max(0, undecided)
+        undecided = heard.end - heard.decided
+        keep = heard.pad + (START_FRAMES + 1) * FRAME + max(0, undecided)
         excess = len(item.buf) // 2 - keep
         if excess > 0:
             del item.buf[: 2 * excess]
@@ -239,11 +212,9 @@ class RealtimeSession:
         ms = self.current.input_ms
         return ms if ms < min_ms else None
 
-    def commit(self) -> list[Out]:
-        """Commit the current item at the clock (IT-2, VD-6, VL-5)."""
-        outs = self._commit_at(self.clock)
-        self.detector.idle()
-        return outs
+    def commit(self, clock: int) -> list[Out]:
+        """Commit the current item at the session clock (IT-2, VD-6, VL-5)."""
+        return self._commit_at(clock)
 
     def _commit_at(self, point: int) -> list[Out]:
         item = self.current
@@ -262,11 +233,10 @@ class RealtimeSession:
         words: list[dict[str, Any]] | None = [] if asked else None
         return outs + self._finish(item, Completed(item, "", words=words))
 
-    def clear(self) -> list[Out]:
-        """Drop the current item (IT-14); the VAD restarts at the clock."""
+    def clear(self, clock: int) -> list[Out]:
+        """Drop the current item (IT-14); the next one starts at the session clock."""
         item = self.current
-        self.current = self._new_item(self.clock)
-        self.detector.reset(self.clock)
+        self.current = self._new_item(clock)
         return [Drop(item)] if item.opened else []
 
     def _new_item(self, boundary: int) -> Item:

@@ -13,7 +13,6 @@ import asyncio
 import time
 import uuid
 from datetime import UTC, datetime
-from fractions import Fraction
 from typing import Literal
 
 from accounts.admission import Admission
@@ -74,27 +73,30 @@ class RealtimeUsage:
     async def accept(self, samples: int, rate: int) -> int:
         """MT-3, accounts Q8: how many of ``samples`` input samples fit in the quota reservations.
 
-        Reserves ``ASR_QUOTA_CHUNK_MS`` at a time while the append does not fit; a grant of 0
-        stops reserving, and a result below ``samples`` means the quota ran out. Raises
+        Reserves ``ASR_QUOTA_CHUNK_MS`` at a time while the append does not fit; a result
+        below ``samples`` means the quota ran out. Raises
         ``AdmissionDenied("limits_unavailable")`` when the limits store is down.
         """
-        meter = self.meter
-        if meter is None or samples <= 0:
+        if self.meter is None or samples <= 0:
             return samples
-        needed = Fraction(samples * 1000, rate)
-        while needed > meter.asr_ms_available:
-            if not await meter.reserve_asr_ms():
-                break
-        available = max(0, meter.asr_ms_available)
-        if needed <= available:
+        return await self.meter.accept_asr_audio(samples, rate, count=False)
+
+    async def take(self, samples: int, rate: int) -> int:
+        """``accept``, and the accepted samples metered at once (MT-2): one step per
+        realtime append. An append that then overflows is given back (AI-1 step 6)."""
+        if self.meter is None or samples <= 0:
             return samples
-        # Floor of the metered total stays within the grant (accounts Q1, Q8).
-        return min(samples, available * rate // 1000)
+        return await self.meter.accept_asr_audio(samples, rate, count=True)
 
     def audio(self, samples: int, rate: int) -> None:
         """MT-2: accepted input samples, metered as exact milliseconds floored on the total."""
         if self.meter is not None and samples > 0:
             self.meter.add_audio(samples, rate)
+
+    def give_back(self, samples: int, rate: int) -> None:
+        """Un-meter samples that ``take`` metered: their append overflowed (AI-1 step 6)."""
+        if self.meter is not None and samples > 0:
+            self.meter.remove_audio(samples, rate)
 
     def completed(self, done: Completed) -> None:
         """A completed item sent (MT-4): metered, its latency since the commit observed."""

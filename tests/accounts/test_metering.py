@@ -360,6 +360,30 @@ async def test_q8_asr_quota_runs_out_mid_stream(backend, keyed, settings) -> Non
     assert info.value.reason == "quota_exceeded"
 
 
+async def test_q8_accept_asr_audio_reserves_as_needed_and_counts_what_fits(
+    backend, keyed, settings
+) -> None:
+    """24 kHz appends of 100 ms against 1 s of quota in chunks of 400 ms: the tenth
+    append is the last one that fits whole; the eleventh gets nothing; the count is
+    exactly what was accepted, and ``count=False`` (the REST path) counts nothing."""
+    settings.ASR_QUOTA_CHUNK_MS = 400
+    api_key, raw = await keyed({"monthly_asr_seconds": 1})
+    admission = await admit(bearer_scope(raw), endpoint="asr")
+    meter = UsageMeter.for_admission(
+        admission, endpoint="asr", request_id="s", model="m"
+    )
+    await meter.open()
+    assert await meter.accept_asr_audio(2400, 24_000, count=False) == 2400
+    assert meter.counters.asr_audio_in_ms == 0 and meter.reserved_asr_ms == 400
+    got = [await meter.accept_asr_audio(2400, 24_000, count=True) for _ in range(11)]
+    assert got == [2400] * 10 + [0]
+    assert meter.reserved_asr_ms == 1000 and meter.counters.asr_audio_in_ms == 1000
+    meter.remove_audio(2400, 24_000)  # an append given back (AI-1 step 6)
+    assert meter.counters.asr_audio_in_ms == 900
+    await meter.finish(status="completed")
+    await admission.release()
+
+
 async def test_q9_unused_asr_grant_goes_back(backend, keyed) -> None:
     admission, _ = await admitted(keyed, "asr", {"monthly_asr_seconds": 60})
     meter = UsageMeter.for_admission(

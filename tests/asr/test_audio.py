@@ -1,4 +1,4 @@
-"""Tests of asr.audio against realtime-asr spec §6 (AI-3 to AI-5)."""
+"""Tests of the front end's decoder against realtime-asr spec §6 (AI-3 to AI-5)."""
 
 from itertools import pairwise
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import soxr
 
-from asr.audio import INPUT_RATES, InputDecoder, decode_pcm16, round_to_int16
+from asr.audio import INPUT_RATES
+from asr.front_end import InputDecoder, decode_pcm16, round_to_int16
 from asr.whisper import MODEL_RATE
 from gateway.pcm import alaw2lin, lin2alaw, lin2ulaw, ulaw2lin
 

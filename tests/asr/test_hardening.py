@@ -184,7 +184,7 @@ async def test_i9_1_a_bug_in_any_handler_releases_everything_once(
         assert (await rt.recv())["type"] == "session.updated"
         await rt.send(COMMIT)  # non-final: stream deltas from now on
     if where == "receive":
-        monkeypatch.setattr("asr.vad.AudioFrontEnd.process", boom)
+        monkeypatch.setattr("asr.front_end.FrontEnd.append", boom)
     elif where == "worker-reply":
         monkeypatch.setattr(AsrFinal, "from_message", classmethod(boom))
     else:

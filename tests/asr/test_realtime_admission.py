@@ -338,20 +338,18 @@ async def test_asr_wk7_a_long_handler_is_not_a_lost_worker(
     settings: Any,
 ) -> None:
     """A 15 MiB append keeps the consumer busy for seconds; heartbeats queue meanwhile."""
-    from asr.vad import AudioFrontEnd
+    from asr.front_end import FrontEnd, Heard
 
     settings.ASR_WORKER_STALL_S = 1.0
     embedded_worker.jobs.slots["asr"] = 1
-    process = AudioFrontEnd.process
+    append = FrontEnd.append
 
-    def slow(
-        self: AudioFrontEnd, payload: bytes, *, vad: bool
-    ) -> tuple[bytes, list[float]]:
-        if len(payload) > 100_000:
+    def slow(self: FrontEnd, audio: bytes, samples: int) -> Heard:
+        if len(audio) > 100_000:
             time.sleep(2.5)
-        return process(self, payload, vad=vad)
+        return append(self, audio, samples)
 
-    monkeypatch.setattr(AudioFrontEnd, "process", slow)
+    monkeypatch.setattr(FrontEnd, "append", slow)
     layer = get_channel_layer()
     opens: list[dict] = []
     original = layer.send

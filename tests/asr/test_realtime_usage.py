@@ -219,6 +219,23 @@ async def test_mt2_checkpoints_run_on_the_tick(
 # MT-3: reservations with partial grants.
 
 
+async def test_mt2_an_append_that_overflows_is_not_metered(
+    embedded_worker: object, keyed: MakeKey, fast_vad_settings: Any
+) -> None:
+    """AI-1 step 6: the append that passes ``ASR_MAX_BUFFER_S`` closes 1009 and stays
+    out of ``asr_audio_in_ms``; the appends before it are metered."""
+    fast_vad_settings.ASR_MAX_BUFFER_S = 1
+    api_key, raw = await keyed()
+    rt = await connect(key=raw)
+    for _ in range(2):  # one append of 600 ms each
+        await rt.append(silence(0.6), chunk_bytes=48_000)
+    error, code = await stopped(rt)
+    assert (error["code"], code) == ("buffer_overflow", 1009)
+    record = await record_of(rt)
+    assert (record.status, record.asr_audio_in_ms) == ("failed", 600)
+    assert await quota_used(api_key.account_id) == 600
+
+
 @pytest.mark.parametrize(
     "backend", ["memory", pytest.param("redis", marks=pytest.mark.redis)]
 )

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 from asr.config import SessionConfig, TurnDetection
+from asr.front_end import FrontEnd
 from asr.items import (
     Committed,
     Completed,
@@ -33,14 +35,37 @@ from asr.vad import FRAME
 SPEECH, QUIET = 0.9, 0.02
 
 
-def session(**kwargs: object) -> RealtimeSession:
+class Live:
+    """A session beside its front end, as the handlers drive them (commit, clear)."""
+
+    def __init__(self, session: RealtimeSession, front: FrontEnd) -> None:
+        self.session, self.front = session, front
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.session, name)
+
+    @property
+    def clock(self) -> int:
+        return self.front.clock
+
+    def commit(self) -> list[object]:
+        self.front.commit()
+        return list(self.session.commit(self.front.clock))
+
+    def clear(self) -> list[object]:
+        return list(self.session.clear(self.front.clear()))
+
+
+def session(trim: bool = True, **kwargs: object) -> Live:
     config = kwargs.pop("config", SessionConfig(model="m"))
-    return RealtimeSession(config=config, **kwargs)  # type: ignore[arg-type]
+    s = RealtimeSession(config=config, **kwargs)  # type: ignore[arg-type]
+    return Live(s, FrontEnd(s.config, s.dialect, trim=trim))
 
 
-def feed(s: RealtimeSession, frames: int, p: float) -> list[object]:
+def feed(s: Live, frames: int, p: float) -> list[object]:
     """``frames`` VAD frames of audio scored ``p`` (PCM values are irrelevant here)."""
-    return s.ingest(bytes(2 * FRAME * frames), [p] * frames, frames * FRAME / 16)
+    pcm = np.zeros(FRAME * frames, dtype=np.int16)
+    return list(s.ingest(s.front.hear(pcm, [p] * frames, frames * FRAME / 16)))
 
 
 def kinds(outs: list[object]) -> list[str]:
@@ -120,7 +145,7 @@ def test_asr_vd6_manual_commit_mid_speech_has_no_speech_stopped() -> None:
     feed(s, 40, SPEECH)
     outs = s.commit()
     assert "SpeechStopped" not in kinds(outs)
-    assert not s.detector.in_speech
+    assert not s.front.detector.in_speech
     outs = feed(s, 10, SPEECH)
     assert "SpeechStarted" in kinds(outs)  # a new turn in the next item
 
@@ -178,7 +203,7 @@ def test_completed_carries_the_final_transcript_and_word_times_from_the_item_sta
 
 def test_a_speechless_item_has_no_words_when_they_were_asked_for() -> None:
     s = session()
-    s.config = dataclasses.replace(s.config, timestamp_granularities=("word",))
+    s.session.config = dataclasses.replace(s.config, timestamp_granularities=("word",))
     feed(s, 60, QUIET)
     *_, completed = s.commit()
     assert isinstance(completed, Completed)

@@ -8,15 +8,10 @@ import numpy as np
 import pytest
 from faster_whisper.vad import get_vad_model
 
-from asr.vad import (
-    FRAME,
-    AudioFrontEnd,
-    SileroStream,
-    SpeechStart,
-    SpeechStop,
-    TurnDetector,
-    TurnParams,
-)
+from asr.config import SessionConfig
+from asr.front_end import FrontEnd, SpeechStart, SpeechStop, TurnDetector, TurnParams
+from asr.protocol import Dialect
+from asr.vad import FRAME, SileroStream
 from tests.asr.conftest import Clip
 
 
@@ -61,6 +56,11 @@ def test_asr_vd1_reset_starts_a_fresh_stream(clips: dict[str, Clip]) -> None:
     assert np.array_equal(stream.feed(audio), first)
 
 
+def front_end(rate: int, *, trim: bool = True) -> FrontEnd:
+    config = SessionConfig(model="m", format="audio/pcm", rate=rate)
+    return FrontEnd(config, Dialect.OPENAI, trim=trim)
+
+
 def detector(**params: int | float) -> TurnDetector:
     return TurnDetector(TurnParams(**params))  # type: ignore[arg-type]
 
@@ -94,17 +94,15 @@ def test_asr_vd5_speech_resets_the_silence_count() -> None:
 def test_asr_t_b4_10ms_appends_equal_one_append(rate: int) -> None:
     t = np.arange(3 * rate) / rate
     pcm = (0.4 * np.sin(2 * np.pi * 440 * t) * 32767).astype("<i2").tobytes()
-    whole = AudioFrontEnd("audio/pcm", rate)
-    one = b"".join(
-        x for x, _ in (whole.process(pcm, vad=False), whole.flush(vad=False))
-    )
-    pieces = AudioFrontEnd("audio/pcm", rate)
+    whole = front_end(rate, trim=False)
+    one = whole.append(pcm, len(pcm) // 2).pcm + whole.flush().pcm
+    pieces = front_end(rate, trim=False)
     step = 2 * rate // 100
     parts = [
-        pieces.process(pcm[i : i + step], vad=False)[0]
+        pieces.append(pcm[i : i + step], len(pcm[i : i + step]) // 2).pcm
         for i in range(0, len(pcm), step)
     ]
-    many = b"".join([*parts, pieces.flush(vad=False)[0]])
+    many = b"".join([*parts, pieces.flush().pcm])
     a, b = np.frombuffer(one, "<i2"), np.frombuffer(many, "<i2")
     assert abs(len(a) - 3 * 16000) <= 1 and abs(len(b) - len(a)) <= 1
     n = min(len(a), len(b))
@@ -112,12 +110,12 @@ def test_asr_t_b4_10ms_appends_equal_one_append(rate: int) -> None:
 
 
 def test_asr_t_b5_one_second_of_48k_in_50_ms() -> None:
-    front = AudioFrontEnd("audio/pcm", 48000)
-    front.process(bytes(960 * 2), vad=True)  # warm the ONNX session
+    front = front_end(48000)
+    front.append(bytes(960 * 2), 960)  # warm the ONNX session
     pcm = (
         (np.random.default_rng(0).standard_normal(48000) * 3000).astype("<i2").tobytes()
     )
     started = time.perf_counter()
-    out, probs = front.process(pcm, vad=True)
+    heard = front.append(pcm, 48000)
     assert time.perf_counter() - started <= 0.05
-    assert len(probs) >= 30 and len(out) > 2 * 15000
+    assert heard.decided >= 30 * FRAME and len(heard.pcm) > 2 * 15000

@@ -17,12 +17,12 @@ within ±(2**53 − 1); ``cancel.request_id`` must be a string.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gateway import jsontext
+from gateway.logs import REQUEST_ID
 from tts import request_fields
 from tts.audio import DEFAULT_FORMAT, DEFAULT_RATE
 from tts.messages import Sampling
@@ -53,7 +53,6 @@ REQUEST_FIELDS = (
     "normalize format sample_rate request_id speed keep_alive timestamps "
     "word_timestamps"
 ).split()
-REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 REST_EXCLUDED_FIELDS = ("keep_alive", "timestamps", "request_id")  # H1
 MAX_SAFE_INTEGER = 2**53 - 1  # I4: an integer flush_id every JSON client reads exactly
 

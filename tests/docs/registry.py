@@ -33,6 +33,7 @@ TTS_MODULES = (
     "tts/requests.py",
     "tts/session.py",
     "tts/prepare.py",
+    "tts/speakers.py",
     "tts/views.py",
     "tts/client.py",
     "tts/worker/jobs.py",

@@ -124,7 +124,7 @@ async def start_on_stream(
 ) -> Started | Fail:
     """A stream's request: its id (X1, K3), then ``start_request``; or the error that
     refused it (a per-request RPM denial is not fatal, K4)."""
-    request_id = session.request_id_for(req)
+    request_id = session.request_id_for(req.request_id)
     request_id_var.set(request_id)
     try:
         plan = await start_request(req, usage, request_id, stream=session)

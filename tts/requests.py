@@ -79,8 +79,9 @@ async def start_request(
     """Start ``req`` (L1 steps 4–7): ready to submit, active on ``stream`` when given, and
     metered; raise ``TtsProtocolError`` or ``AdmissionDenied`` when it cannot run."""
     admission = usage.admission
-    if admission is not None:  # what the client secret pins (issue 35)
-        req = pinned(req, admission.principal.secret_session)
+    pins = admission.principal.secret_session if admission is not None else None
+    if pins:  # what the stream's client secret pins (issue 35)
+        req = pinned(req, pins)
     if stream is not None and stream.requests_started:
         await usage.take_request_token()  # K4
     info = configured_engine()

@@ -365,3 +365,18 @@ async def admit(
         log_failure(logger, "admission on %s refused", endpoint)
         raise AdmissionDenied("service_unavailable") from None
     return admission
+
+
+async def admit_request(request: HttpRequest, *, endpoint: str) -> Admission:
+    """``admit()`` for one HTTP request: its headers and query as the scope, no
+    subprotocol (tts H1, W2); a metered REST route holds the admission to its end."""
+    scope: Scope = {
+        "type": "http",
+        "headers": [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in request.headers.items()
+        ],
+        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
+        "subprotocols": [],
+    }
+    return await admit(scope, endpoint=endpoint)

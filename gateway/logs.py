@@ -16,6 +16,7 @@ request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar(
     "request_id", default="-"
 )
 REQUEST_ID_KEY = "veena.request_id"  # the request's id, in its META
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")  # an id a client may choose (X1, H1)
 
 # api_key=…, Bearer …, X-API-Key values, key-bearing subprotocols and client secrets never
 # reach a log line.
@@ -86,10 +87,14 @@ def new_request_id() -> str:
     return rid
 
 
-def _request_id_for(request: HttpRequest) -> str:
+def request_id_of(request: HttpRequest) -> str:
+    """The client's ``X-Request-Id`` when well formed, else a new UUID4 (H1)."""
     given = request.headers.get("X-Request-Id", "")
-    valid = re.fullmatch(r"[A-Za-z0-9._:-]{1,64}", given)
-    rid = given if valid else str(uuid.uuid4())
+    return given if REQUEST_ID.fullmatch(given) else str(uuid.uuid4())
+
+
+def _request_id_for(request: HttpRequest) -> str:
+    rid = request_id_of(request)
     request_id_var.set(rid)
     return rid
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from tts.prepare import engine_info
-from tts.speakers import DEFAULT_SPEAKER
+from tts.speakers import DEFAULT_SPEAKER, configured_engine
 
 OPENAI_VOICES = (
     "alloy ash ballad cedar coral echo fable marin nova onyx sage shimmer verse"
@@ -33,7 +32,7 @@ class ServedModel:
 
 def tts_models() -> list[ServedModel]:
     """The TTS engine's names, then its aliases."""
-    info = engine_info()
+    info = configured_engine()
     own = [info.model_version, info.wire_name]
     aliases = [a for a in settings.OPENAI_TTS_MODEL_ALIASES if a not in own]
     return [ServedModel(own[0], "tts"), ServedModel(own[1], "tts", own[0])] + [

@@ -22,6 +22,7 @@ from accounts.exceptions import AdmissionDenied, InvalidExpiry
 from accounts.minting import authenticate_minter, mint_client_secret
 from asr.config import ConfigError, session_object
 from asr.connection import secret_config
+from gateway.logs import request_id_of
 from openai_rest.errors import (
     OpenAiError,
     denial_error,
@@ -29,7 +30,6 @@ from openai_rest.errors import (
     invalid,
     json_object,
 )
-from tts.views import rest_request_id
 
 # A session object is a few hundred bytes; its prompt is capped by ASR_MAX_PROMPT_CHARS.
 MAX_BODY_BYTES = 64 * 1024
@@ -39,7 +39,7 @@ MAX_BODY_BYTES = 64 * 1024
 @require_POST
 def realtime_client_secrets(request: HttpRequest) -> JsonResponse:
     """Mint a realtime client secret from the request's API key."""
-    request_id = rest_request_id(request)
+    request_id = request_id_of(request)
     try:
         principal = authenticate_minter(request, use="realtime")
         data = json_object(request.body or b"{}", max_bytes=MAX_BODY_BYTES)

@@ -34,10 +34,10 @@ from django.http import (
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from accounts.admission import admit
+from accounts.admission import admit_request
 from accounts.exceptions import AdmissionDenied
 from accounts.metering import Route
-from gateway import metrics
+from gateway.logs import request_id_of
 from gateway.outages import is_outage, log_failure
 from gateway.server.daphne_compat import ABORT_EXTENSION
 from openai_rest.encode import CONTENT_TYPES, StreamEncoder
@@ -60,9 +60,8 @@ from openai_rest.ticking import ticked
 from tts.client import ChannelJob, JobError
 from tts.messages import TtsChunk
 from tts.protocol import TtsProtocolError
-from tts.requests import RequestPlan, open_usage, plan_request
+from tts.requests import RequestPlan, start_request
 from tts.usage import TtsUsage, UsageStatus
-from tts.views import http_scope, rest_request_id
 
 logger = logging.getLogger(__name__)
 SSE_DELTA_BYTES = 48 * 1024  # audio per speech.audio.delta event, before base64
@@ -92,7 +91,7 @@ def job_error(error: JobError) -> OpenAiError:
 @require_POST
 async def speech(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/audio/speech``: audio in ``response_format``, chunked or as SSE."""
-    request_id = rest_request_id(request)
+    request_id = request_id_of(request)
     usage = TtsUsage(route=Route.SPEECH_REST)
     try:
         return await _start(request, request_id, usage)
@@ -111,16 +110,14 @@ async def _start(
     started = time.monotonic()
     try:
         if settings.TTS_AUTH_REQUIRED:
-            usage.admission = await admit(http_scope(request), endpoint="tts")
+            usage.admission = await admit_request(request, endpoint="tts")
         req = parse_speech(_body(request))
         try:
-            plan = await plan_request(tts_request(req), request_id)
+            plan = await start_request(tts_request(req), usage, request_id)
         except TtsProtocolError as exc:
             raise invalid(
                 exc.message, param="voice" if "speaker" in exc.message else "input"
             ) from None
-        metrics.REQUESTS.labels("tts").inc()
-        await open_usage(usage, plan)
         await usage.ready()  # committed before any audio exists
         job = ChannelJob(get_channel_layer())
         chunks = ticked(usage, _chunks(job, plan))

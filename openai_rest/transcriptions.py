@@ -32,13 +32,14 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from accounts.admission import admit
+from accounts.admission import admit_request
 from accounts.exceptions import AdmissionDenied
 from accounts.metering import Route, refuse
 from asr.client import AsrJobError, FileJob, PieceText
 from asr.usage import RealtimeUsage, UsageStatus
 from asr.whisper import MODEL_RATE
 from gateway import metrics
+from gateway.logs import request_id_of
 from gateway.outages import is_outage, log_failure
 from gateway.wording import count
 from openai_rest.decode import (
@@ -73,7 +74,6 @@ from openai_rest.transcripts import (
     word_deltas,
 )
 from openai_rest.transcripts import usage as usage_of
-from tts.views import http_scope, rest_request_id
 
 logger = logging.getLogger(__name__)
 
@@ -89,10 +89,10 @@ def job_error(error: AsrJobError) -> OpenAiError:
 @require_POST
 async def transcriptions(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/audio/transcriptions``: the file's transcript, or its SSE stream."""
-    request_id = rest_request_id(request)
+    request_id = request_id_of(request)
     try:
         check_length(request)
-        admission = await admit(http_scope(request), endpoint="asr")
+        admission = await admit_request(request, endpoint="asr")
     except OpenAiError as error:
         return error_response(error, request_id)
     except AdmissionDenied as denied:

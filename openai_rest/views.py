@@ -10,9 +10,10 @@ from django.views.defaults import page_not_found
 
 from accounts.admission import authenticate_request
 from accounts.exceptions import AdmissionDenied
+from gateway.logs import request_id_of
 from openai_rest.catalog import OWNER, ServedModel, served_models
 from openai_rest.errors import OpenAiError, denial_error, error_response
-from tts.views import rest_request_id, voices_listing
+from tts.speakers import voices_listing
 
 CREATED = 1_735_689_600  # 2025-01-01: the models have no creation time of their own
 
@@ -35,7 +36,7 @@ def _authenticated(
     try:
         authenticate_request(request, endpoint=endpoint)
     except AdmissionDenied as denied:
-        return error_response(denial_error(denied), rest_request_id(request))
+        return error_response(denial_error(denied), request_id_of(request))
     return None
 
 
@@ -64,7 +65,7 @@ def model(request: HttpRequest, model_id: str) -> JsonResponse:
         param="model",
         code="model_not_found",
     )
-    return error_response(error, rest_request_id(request))
+    return error_response(error, request_id_of(request))
 
 
 @require_GET
@@ -103,4 +104,4 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
         f" ({request.method} {path})" if path.isascii() and path.isprintable() else ""
     )
     error = OpenAiError(404, f"Invalid URL{shown}.", code="unknown_url")
-    return error_response(error, rest_request_id(request))
+    return error_response(error, request_id_of(request))

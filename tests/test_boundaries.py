@@ -141,6 +141,21 @@ def test_worker_never_imports_accounts_consumers_or_views() -> None:
     assert offenders == []
 
 
+def test_openai_rest_imports_no_views_module_of_another_app() -> None:
+    """Issue 33: ``openai_rest`` uses the apps' services (``tts.requests``, ``tts.speakers``,
+    ``accounts.admission``, ``gateway.logs``), never a view module of theirs."""
+    modules = project_modules()
+    assert "tts.requests" in modules["openai_rest.speech"]
+    offenders = [
+        f"{module}: {name}"
+        for module, names in modules.items()
+        if under(module, ("openai_rest",))
+        for name in names
+        if not under(name, ("openai_rest",)) and "views" in name.split(".")
+    ]
+    assert offenders == []
+
+
 @pytest.mark.parametrize(
     ("module", "worker"),
     [("gateway.worker.jobs", True), ("asr.worker", True), ("tts.messages", False)],

@@ -21,9 +21,10 @@ from django.views.decorators.http import require_POST
 
 from accounts.exceptions import AdmissionDenied, InvalidExpiry
 from accounts.minting import authenticate_minter, mint_client_secret
+from gateway.logs import request_id_of
 from tts.pins import secret_pins, session_echo
 from tts.protocol import TtsProtocolError
-from tts.views import RestError, error_response, rest_denial, rest_request_id
+from tts.views import RestError, error_response, rest_denial
 
 MAX_BODY_BYTES = 16 * 1024
 
@@ -46,7 +47,7 @@ def _body(request: HttpRequest) -> dict[str, Any]:
 @require_POST
 def create(request: HttpRequest) -> HttpResponseBase:
     """Mint a TTS client secret from the request's API key."""
-    request_id = rest_request_id(request)
+    request_id = request_id_of(request)
     try:
         if not settings.TTS_AUTH_REQUIRED:  # no key to mint from, nothing to open
             raise RestError("AUTH_FAILED", "Client secrets need TTS_AUTH_REQUIRED")

@@ -12,8 +12,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tts.prepare import engine_info, resolve_voice
+from tts.prepare import resolve_voice
 from tts.protocol import TtsProtocolError, TtsRequest, parse_rest_body
+from tts.speakers import configured_engine
 
 SESSION_TYPE = "tts"
 SESSION_KEYS = ("type", "voice", "format", "sample_rate")
@@ -42,7 +43,7 @@ def secret_pins(session: Any) -> dict[str, Any]:
     req = parse_rest_body(json.dumps({"text": "pins", **fields}).encode())
     pins: dict[str, Any] = {}
     if fields["speaker"] is not None:
-        pins["voice"] = resolve_voice(req, engine_info())
+        pins["voice"] = resolve_voice(req, configured_engine())
     if fields["format"] is not None:
         pins.update(format=req.format, sample_rate=req.sample_rate)
     return pins

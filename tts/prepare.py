@@ -1,29 +1,24 @@
-"""From a validated request to worker segments: speaker, engine checks, text (L1 steps 4–6).
+"""From a validated request to its voice and worker segments (docs/specs/tts-ws.md L1 steps 4–6).
 
-Shared by the WebSocket consumer and the REST view, so both apply the same rules (H1).
+Every TTS request comes here once, through ``tts.requests.start_request``: the engine checks
+and the speaker (R5, §8), then the text segmented and normalised (§7, ``tts.text``), and the
+one speakable-text check (R7): a text none of whose segments has a letter or digit is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 
 from tts.engine_info import EngineInfo
-from tts.engine_info import engine_info as info_of
-from tts.normalize import has_speakable, normalize_text
 from tts.protocol import TtsProtocolError, TtsRequest
 from tts.speakers import UnknownSpeaker, resolve_speaker
-from tts.text import Segment, segment_text
+from tts.text import Segment, segment_payload, text_payload
 
 OFF_LOOP_CHARS = 2000  # T1: longer texts are segmented and normalised in a thread
-
-
-def engine_info() -> EngineInfo:
-    """The configured engine's description (static, or from the vLLM settings)."""
-    return info_of(settings.TTS_ENGINE)
 
 
 def resolve_voice(req: TtsRequest, info: EngineInfo) -> str:
@@ -40,50 +35,28 @@ def resolve_voice(req: TtsRequest, info: EngineInfo) -> str:
         raise error from None
 
 
-def check_speakable(text: str) -> None:
-    """R7: some letter or digit must remain after normalisation."""
-    if not has_speakable(text):
-        raise TtsProtocolError("VALIDATION_ERROR", "Text has no speakable content")
-
-
-def segment_payload(
-    source: str, segments: Iterable[Segment], *, normalize: bool
-) -> list[dict[str, Any]]:
-    """Worker segments: normalised text (T1, T5) with offsets into ``source`` (T7)."""
-    payload = []
-    for segment in segments:
-        raw = segment.text_of(source)
-        if not has_speakable(raw):
-            continue
-        text = normalize_text(raw) if normalize else raw
-        payload.append(
-            {
-                "seq": segment.seq,
-                "text": text,
-                "char_start": segment.char_start,
-                "char_end": segment.char_end,
-            }
-        )
-    return payload
-
-
-def whole_text_payload(req: TtsRequest) -> list[dict[str, Any]]:
-    """Segment and normalise a whole request text (T6)."""
-    segments = segment_text(
+async def prepare(
+    req: TtsRequest, info: EngineInfo
+) -> tuple[str, list[dict[str, Any]]]:
+    """The request's voice and worker segments (none yet for an incremental request, whose
+    text comes later), computed off the event loop for long texts (T1); raise
+    ``TtsProtocolError`` when it cannot run (R5, R7)."""
+    voice = resolve_voice(req, info)
+    if req.incremental:
+        return voice, []
+    payload = partial(
+        text_payload,
         req.text,
         chunking=req.chunking,
+        normalize=req.normalize,
         min_chars=settings.TTS_SEGMENT_MIN_CHARS,
         max_chars=settings.TTS_SEGMENT_MAX_CHARS,
     )
-    return segment_payload(req.text, segments, normalize=req.normalize)
-
-
-async def prepare_segments(req: TtsRequest) -> list[dict[str, Any]]:
-    """T1: the request's worker segments, computed off the event loop for long texts."""
-    check_speakable(req.text)
-    if len(req.text) > OFF_LOOP_CHARS:
-        return await asyncio.to_thread(whole_text_payload, req)
-    return whole_text_payload(req)
+    long = len(req.text) > OFF_LOOP_CHARS
+    segments = await asyncio.to_thread(payload) if long else payload()
+    if not segments:
+        raise TtsProtocolError("VALIDATION_ERROR", "Text has no speakable content")
+    return voice, segments
 
 
 async def prepare_pieces(

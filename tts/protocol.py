@@ -16,18 +16,15 @@ within ±(2**53 − 1); ``cancel.request_id`` must be a string.
 
 from __future__ import annotations
 
-import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gateway import jsontext
+from gateway.logs import REQUEST_ID
 from tts import request_fields
 from tts.audio import DEFAULT_FORMAT, DEFAULT_RATE
 from tts.messages import Sampling
-
-logger = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 50_000  # TTS_MAX_TEXT_CHARS's default
 # §6: each error code's close code (when fatal) and REST status.
@@ -48,12 +45,6 @@ HTTP_STATUS = {code: status for code, (_, status) in ERROR_CODES.items()}
 NON_FATAL_CODES = frozenset(
     ("VALIDATION_ERROR", "MODEL_NOT_LOADED", "STREAMING_OVERLOADED")
 )
-REQUEST_FIELDS = (
-    "text speaker temperature top_k top_p max_tokens repetition_penalty seed chunking "
-    "normalize format sample_rate request_id speed keep_alive timestamps "
-    "word_timestamps"
-).split()
-REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 REST_EXCLUDED_FIELDS = ("keep_alive", "timestamps", "request_id")  # H1
 MAX_SAFE_INTEGER = 2**53 - 1  # I4: an integer flush_id every JSON client reads exactly
 
@@ -186,10 +177,6 @@ def parse_rest_body(body: bytes) -> TtsRequest:
     return _parse_request(message)
 
 
-# Field validation, in the table order of §2.1: the fields a message gives (absent ones are
-# left out, so ``TtsRequest``'s own defaults apply), speaker last as in R1.
-
-
 def _invalid(message: str) -> TtsProtocolError:
     return TtsProtocolError("VALIDATION_ERROR", message)
 
@@ -199,47 +186,9 @@ def _field_error(name: str, expected: str) -> TtsProtocolError:
     return _invalid(request_fields.InvalidField.expected(name, expected).message)
 
 
-def _request_id(data: dict[str, Any]) -> str | None:
-    value = data.get("request_id")
-    if value is None:
-        return None
-    if not (isinstance(value, str) and REQUEST_ID.fullmatch(value)):
-        raise _field_error("request_id", "at most 64 characters of [A-Za-z0-9._:-]")
-    return value
-
-
-def _fields(data: dict[str, Any]) -> dict[str, Any]:
-    """The fields but ``text`` that the message gives, validated in table order (speaker
-    last); absent ones are left out, so the request's own defaults apply."""
-    fields: dict[str, Any] = {
-        "temperature": request_fields.number(data, "temperature", 0.0, 2.0),
-        "top_k": request_fields.top_k(data),
-        "top_p": request_fields.top_p(data),
-        "max_tokens": request_fields.ranged_integer(data, "max_tokens", 1, 8192),
-        "repetition_penalty": request_fields.number(
-            data, "repetition_penalty", 1.0, 2.0
-        ),
-        "seed": request_fields.ranged_integer(data, "seed", 0, 4_294_967_295),
-        "chunking": request_fields.boolean(data, "chunking"),
-        "normalize": request_fields.boolean(data, "normalize"),
-    }
-    fields["format"], fields["sample_rate"] = request_fields.format_and_rate(data)
-    fields["request_id"] = _request_id(data)
-    fields["speed"] = request_fields.number(data, "speed", 0.5, 2.0)
-    fields["keep_alive"] = request_fields.boolean(data, "keep_alive")
-    fields["timestamps"] = request_fields.boolean(data, "timestamps")
-    fields["word_timestamps"] = request_fields.boolean(data, "word_timestamps")
-    fields["speaker"] = request_fields.speaker(data)
-    unknown = sorted(set(data) - set(REQUEST_FIELDS) - {"event"})
-    if unknown:
-        logger.debug("ignored unknown request fields: %s", ", ".join(unknown)[:200])
-    return {name: value for name, value in fields.items() if value is not None}
-
-
 def _request(data: dict[str, Any], *, incremental: bool) -> TtsRequest:
     try:
-        text = "" if incremental else request_fields.text(data)
-        return TtsRequest(text=text, incremental=incremental, **_fields(data))
+        return TtsRequest(**request_fields.request(data, incremental=incremental))
     except request_fields.InvalidField as exc:
         raise _invalid(exc.message) from None
 

@@ -1,15 +1,26 @@
 """The fields of a TTS request (docs/specs/tts-ws.md §2.1, R2, R5), each validated alone: pure
 functions that return the field's value (None when absent) or raise ``InvalidField`` with the
-fixed message; ``tts.protocol`` validates them in table order and reports a VALIDATION_ERROR."""
+fixed message. ``request`` validates a message's fields in table order (speaker last, as in R1);
+``tts.protocol`` makes the ``TtsRequest`` of them and reports a VALIDATION_ERROR."""
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
 from django.conf import settings
 
+from gateway.logs import REQUEST_ID
 from tts.audio import DEFAULT_FORMAT, DEFAULT_RATE, FORMATS, MULAW_RATE, SAMPLE_RATES
+
+logger = logging.getLogger(__name__)
+
+REQUEST_FIELDS = (
+    "text speaker temperature top_k top_p max_tokens repetition_penalty seed chunking "
+    "normalize format sample_rate request_id speed keep_alive timestamps "
+    "word_timestamps"
+).split()
 
 
 class InvalidField(Exception):
@@ -150,3 +161,44 @@ def speaker(data: dict[str, Any]) -> str | None:
     if not isinstance(value, str):
         raise InvalidField.expected("speaker", "a string")
     return value
+
+
+def request_id(data: dict[str, Any]) -> str | None:
+    """The client's own request id (X1)."""
+    value = data.get("request_id")
+    if value is None:
+        return None
+    if not (isinstance(value, str) and REQUEST_ID.fullmatch(value)):
+        raise InvalidField.expected(
+            "request_id", "at most 64 characters of [A-Za-z0-9._:-]"
+        )
+    return value
+
+
+def request(data: dict[str, Any], *, incremental: bool) -> dict[str, Any]:
+    """A request's fields in table order (§2.1): ``text`` (none yet for an incremental
+    ``start``), then the others the message gives, speaker last; absent ones are left out, so
+    the request's own defaults apply."""
+    fields: dict[str, Any] = {
+        "text": "" if incremental else text(data),
+        "incremental": incremental,
+        "temperature": number(data, "temperature", 0.0, 2.0),
+        "top_k": top_k(data),
+        "top_p": top_p(data),
+        "max_tokens": ranged_integer(data, "max_tokens", 1, 8192),
+        "repetition_penalty": number(data, "repetition_penalty", 1.0, 2.0),
+        "seed": ranged_integer(data, "seed", 0, 4_294_967_295),
+        "chunking": boolean(data, "chunking"),
+        "normalize": boolean(data, "normalize"),
+    }
+    fields["format"], fields["sample_rate"] = format_and_rate(data)
+    fields["request_id"] = request_id(data)
+    fields["speed"] = number(data, "speed", 0.5, 2.0)
+    fields["keep_alive"] = boolean(data, "keep_alive")
+    fields["timestamps"] = boolean(data, "timestamps")
+    fields["word_timestamps"] = boolean(data, "word_timestamps")
+    fields["speaker"] = speaker(data)
+    unknown = sorted(set(data) - set(REQUEST_FIELDS) - {"event"})
+    if unknown:
+        logger.debug("ignored unknown request fields: %s", ", ".join(unknown)[:200])
+    return {name: value for name, value in fields.items() if value is not None}

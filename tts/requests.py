@@ -1,11 +1,14 @@
-"""The start of one TTS request, shared by ``/v1/tts/ws``, ``POST /v1/tts`` and
-``POST /v1/audio/speech`` (docs/specs/tts-ws.md L1 steps 4–8, H1).
+"""The start of every TTS request: ``/v1/tts/ws``, ``POST /v1/tts`` and ``POST /v1/audio/speech``
+(docs/specs/tts-ws.md L1 steps 4–7, H1).
 
-``plan_request`` does everything that may refuse a validated request before it is metered:
-engine checks and the speaker (R5, §8), segmentation and normalisation (§7) and the
-speakable-text check (R7). ``open_usage`` reserves its characters and opens the usage record
-(accounts Q7, U3); ``RequestPlan.submit`` is the job's first message (Q6). A stream's request also
-becomes its active one (K2–K3) before it is metered (``start_on_stream``).
+``start_request`` is the one function that starts a validated request, whatever its transport:
+a client secret's pins, K4's token (a stream's requests after its first), the voice and the
+worker segments with the speakable-text check (R5, §7, R7: ``tts.prepare``), K2–K3 on a stream
+(the request becomes its active one before it is metered), then the characters reserved and the
+usage record opened (accounts Q7, U3). Its ``RequestPlan.submit`` is the job's first message
+(Q6), which the transport places: a stream on its consumer's ``WorkerLink``, a REST view with
+``tts.client.ChannelJob``. ``start_on_stream`` is a stream's call: its request id (X1, K3) and
+its refusals as ``Fail`` records.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from tts.errors import denial_fail
 from tts.messages import TtsSubmit, sampling_of
 from tts.outputs import Fail, refusal
 from tts.pins import pinned
-from tts.prepare import engine_info, prepare_segments, resolve_voice
+from tts.prepare import prepare
 from tts.protocol import TtsProtocolError, TtsRequest
 from tts.session import ActiveRequest, TtsSession
+from tts.speakers import configured_engine
 from tts.usage import TtsUsage
 
 logger = logging.getLogger(__name__)
@@ -65,14 +69,47 @@ class RequestPlan:
         )
 
 
-async def plan_request(req: TtsRequest, request_id: str) -> RequestPlan:
-    """R5, §7, R7: resolve and segment ``req``; raise TtsProtocolError when it cannot run."""
-    info = engine_info()
-    voice = resolve_voice(req, info)
-    segments = [] if req.incremental else await prepare_segments(req)
-    if not req.incremental and not segments:
-        raise TtsProtocolError("VALIDATION_ERROR", "Text has no speakable content")
-    return RequestPlan(req, request_id, voice, info, segments)
+async def start_request(
+    req: TtsRequest,
+    usage: TtsUsage,
+    request_id: str,
+    *,
+    stream: TtsSession | None = None,
+) -> RequestPlan:
+    """Start ``req`` (L1 steps 4–7): ready to submit, active on ``stream`` when given, and
+    metered; raise ``TtsProtocolError`` or ``AdmissionDenied`` when it cannot run."""
+    admission = usage.admission
+    pins = admission.principal.secret_session if admission is not None else None
+    if pins:  # what the stream's client secret pins (issue 35)
+        req = pinned(req, pins)
+    if stream is not None and stream.requests_started:
+        await usage.take_request_token()  # K4
+    info = configured_engine()
+    voice, segments = await prepare(req, info)
+    plan = RequestPlan(req, request_id, voice, info, segments)
+    if stream is not None:  # K2–K3, before it is metered
+        active = stream.begin(
+            req,
+            request_id=request_id,
+            voice=voice,
+            engine=info.wire_name,
+            segment_chars=(
+                settings.TTS_SEGMENT_MIN_CHARS,
+                settings.TTS_SEGMENT_MAX_CHARS,
+            ),
+            chunk_window=settings.TTS_CHUNK_WINDOW,
+        )
+        active.text_chars = len(req.text)
+        active.add_segments(plan.spans)
+    logger.info("tts request %s: %d chars", request_id, len(req.text))
+    metrics.REQUESTS.labels("tts").inc()
+    await usage.open_request(  # accounts Q7: may refuse it before any audio
+        request_id=request_id,
+        model=info.model_version,
+        text_chars=len(req.text),
+        sample_rate=req.sample_rate,
+    )
+    return plan
 
 
 @dataclass(frozen=True)
@@ -86,47 +123,16 @@ class Started:
 async def start_on_stream(
     session: TtsSession, usage: TtsUsage, req: TtsRequest
 ) -> Started | Fail:
-    """A stream's request: its id (X1, K3), K4's token for each after the first, the shared
-    start, K2–K3 (it becomes the stream's active request), then its record (accounts Q7); or the
-    error that refused it."""
-    request_id = session.request_id_for(req)
+    """A stream's request: its id (X1, K3), then ``start_request``; or the error that
+    refused it (a per-request RPM denial is not fatal, K4)."""
+    request_id = session.request_id_for(req.request_id)
     request_id_var.set(request_id)
-    admission = usage.admission
-    if admission is not None:  # what the stream's client secret pins (issue 35)
-        req = pinned(req, admission.principal.secret_session)
     try:
-        if session.requests_started:
-            await usage.take_request_token()
-        plan = await plan_request(req, request_id)
-        active = session.begin(
-            req,
-            request_id=request_id,
-            voice=plan.voice,
-            engine=plan.info.wire_name,
-            segment_chars=(
-                settings.TTS_SEGMENT_MIN_CHARS,
-                settings.TTS_SEGMENT_MAX_CHARS,
-            ),
-            chunk_window=settings.TTS_CHUNK_WINDOW,
-        )
-        active.text_chars = len(req.text)
-        active.add_segments(plan.spans)
-        logger.info("tts request %s: %d chars", request_id, len(req.text))
-        metrics.REQUESTS.labels("tts").inc()
-        await open_usage(usage, plan)  # accounts Q7: may refuse it before any audio
+        plan = await start_request(req, usage, request_id, stream=session)
     except TtsProtocolError as exc:
         return refusal(exc, request_id=request_id, keep_alive=req.keep_alive)
-    except AdmissionDenied as denied:  # K4: a per-request RPM denial is not fatal
+    except AdmissionDenied as denied:
         fatal = False if denied.reason == "rate_limited" else None
         return denial_fail(denied, request_id=request_id, fatal=fatal)
-    return Started(plan, active)
-
-
-async def open_usage(usage: TtsUsage, plan: RequestPlan) -> None:
-    """L1 step 7: reserve the text and open the record; raises ``AdmissionDenied`` (accounts Q7)."""
-    await usage.open_request(
-        request_id=plan.request_id,
-        model=plan.info.model_version,
-        text_chars=len(plan.req.text),
-        sample_rate=plan.req.sample_rate,
-    )
+    assert session.active is not None
+    return Started(plan, session.active)

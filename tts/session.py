@@ -261,10 +261,11 @@ class TtsSession:
             return 1000
         return 1001 if draining else None
 
-    def request_id_for(self, req: TtsRequest | None = None) -> str:
-        """X1/K3: the client's id, else the accept-time UUID for the first request, else a new one."""
-        if req is not None and req.request_id is not None:
-            return req.request_id
+    def request_id_for(self, given: str | None = None) -> str:
+        """X1/K3: the client's id (``given``), else the accept-time UUID for the first
+        request, else a new one."""
+        if given is not None:
+            return given
         if self.requests_started == 0:
             return self.stream_request_id
         return str(uuid.uuid4())

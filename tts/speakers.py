@@ -1,11 +1,15 @@
-"""Speaker resolution and listing (docs/specs/tts-ws.md §8, §13.2): voice ids and alias tables."""
+"""Speaker resolution and listing (docs/specs/tts-ws.md §8, §13.2): voice ids and alias tables,
+and the configured engine whose voices they are."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from tts.engine_info import EngineInfo
+from django.conf import settings
+
+from gateway.liveness import get_liveness
+from tts.engine_info import EngineInfo, engine_info
 
 DEFAULT_SPEAKER = "male1"
 REFERENCE_NAMES = ("male1", "kavya", "agastya", "maitri", "vinaya")
@@ -16,6 +20,12 @@ ENGINE_ALIASES: dict[str, dict[str, str]] = {
     "fake": {name: "tone" for name in REFERENCE_NAMES},
 }
 _WRAPPED = re.compile(r"<spk_(.+)>")
+
+
+def configured_engine() -> EngineInfo:
+    """The engine ``TTS_ENGINE`` names, as the gateway knows it (static, or from the vLLM
+    settings)."""
+    return engine_info(settings.TTS_ENGINE)
 
 
 class UnknownSpeaker(Exception):
@@ -99,3 +109,12 @@ def speakers_listing(
         },
         "speakers": speakers,
     }
+
+
+def voices_listing() -> dict[str, Any]:
+    """The body of ``GET /v1/tts/speakers`` for the configured engine, and whether a worker
+    serves it now (H6): the TTS view's, the OpenAI voices' and the playground's."""
+    ready = any(s.serves("tts") for s in get_liveness().live_workers())
+    return speakers_listing(
+        configured_engine(), ready=ready, overrides=settings.TTS_SPEAKER_ALIASES
+    )

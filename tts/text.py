@@ -1,13 +1,19 @@
-"""Text segmentation (docs/specs/tts-ws.md T6–T7, I3): sentences with code-point offsets, pure code.
+"""Text segmentation (docs/specs/tts-ws.md T6–T7, I3): sentences with code-point offsets, and
+the worker's segments made of them (T1, T5, R7), pure code.
 
 Segments always cover the text in order without gaps or overlap: the whitespace between two
-sentences belongs to the later one.
+sentences belongs to the later one. A segment with nothing to say (no letter or digit) is left
+out of the worker's segments: a text with none left has no speakable content (R7).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
+
+from tts.normalize import has_speakable, normalize_text
 
 SEGMENT_MIN_CHARS = 20
 SEGMENT_MAX_CHARS = 200
@@ -133,6 +139,38 @@ def segment_text(
         return [Segment(seq=0, char_start=0, char_end=len(text))]
     spans = segment_spans(text, 0, len(text), min_chars=min_chars, max_chars=max_chars)
     return [Segment(seq=i, char_start=a, char_end=b) for i, (a, b) in enumerate(spans)]
+
+
+def segment_payload(
+    source: str, segments: Iterable[Segment], *, normalize: bool
+) -> list[dict[str, Any]]:
+    """Worker segments: normalised text (T1, T5) with offsets into ``source`` (T7); those
+    with nothing speakable are left out (R7)."""
+    payload = []
+    for segment in segments:
+        raw = segment.text_of(source)
+        if not has_speakable(raw):
+            continue
+        text = normalize_text(raw) if normalize else raw
+        payload.append(
+            {
+                "seq": segment.seq,
+                "text": text,
+                "char_start": segment.char_start,
+                "char_end": segment.char_end,
+            }
+        )
+    return payload
+
+
+def text_payload(
+    text: str, *, chunking: bool, normalize: bool, min_chars: int, max_chars: int
+) -> list[dict[str, Any]]:
+    """A whole request text segmented (T6) and normalised: its worker segments."""
+    segments = segment_text(
+        text, chunking=chunking, min_chars=min_chars, max_chars=max_chars
+    )
+    return segment_payload(text, segments, normalize=normalize)
 
 
 @dataclass

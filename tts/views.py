@@ -11,7 +11,6 @@ import base64
 import logging
 import math
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import IO, Any
 
@@ -28,24 +27,17 @@ from django.http import (
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.admission import KeyPrincipal, admit, authenticate_request
+from accounts.admission import KeyPrincipal, admit_request, authenticate_request
 from accounts.exceptions import AdmissionDenied
 from accounts.metering import Route
-from gateway.liveness import get_liveness
+from gateway.logs import request_id_of
 from gateway.outages import Failure, is_outage, log_failure
 from tts.audio import WAV_HEADER_BYTES, wav_file_header
 from tts.client import ChannelJob, JobAudio, JobError
 from tts.errors import denial_error, failure_error
-from tts.prepare import engine_info
-from tts.protocol import (
-    HTTP_STATUS,
-    REQUEST_ID,
-    TtsProtocolError,
-    TtsRequest,
-    parse_rest_body,
-)
-from tts.requests import RequestPlan, open_usage, plan_request
-from tts.speakers import speakers_listing
+from tts.protocol import HTTP_STATUS, TtsProtocolError, TtsRequest, parse_rest_body
+from tts.requests import RequestPlan, start_request
+from tts.speakers import voices_listing
 from tts.usage import TtsUsage, while_ticking
 
 logger = logging.getLogger(__name__)
@@ -91,12 +83,6 @@ def error_response(error: RestError, request_id: str) -> JsonResponse:
     return response
 
 
-def rest_request_id(request: HttpRequest) -> str:
-    """H1: the client's ``X-Request-Id`` when well formed, else a UUID4."""
-    given = request.headers.get("X-Request-Id", "")
-    return given if REQUEST_ID.fullmatch(given) else str(uuid.uuid4())
-
-
 def authenticate(request: HttpRequest) -> KeyPrincipal | None:
     """H6: the W2 sources except the subprotocol; Origin checked only when sent (sync)."""
     if not settings.TTS_AUTH_REQUIRED:
@@ -111,7 +97,7 @@ def authenticate(request: HttpRequest) -> KeyPrincipal | None:
 @require_GET
 def speakers(request: HttpRequest) -> JsonResponse:
     """``GET /v1/tts/speakers``: the engine's voices and aliases, even with no worker up."""
-    request_id = rest_request_id(request)
+    request_id = request_id_of(request)
     try:
         authenticate(request)
     except RestError as error:
@@ -119,32 +105,10 @@ def speakers(request: HttpRequest) -> JsonResponse:
     return JsonResponse(voices_listing())
 
 
-def voices_listing() -> dict[str, Any]:
-    """The body of ``GET /v1/tts/speakers``: the configured engine's voices, and whether
-    a worker serves it now (H6)."""
-    ready = any(s.serves("tts") for s in get_liveness().live_workers())
-    return speakers_listing(
-        engine_info(), ready=ready, overrides=settings.TTS_SPEAKER_ALIASES
-    )
-
-
 def rest_denial(denied: AdmissionDenied) -> RestError:
     """An accounts denial or stop as its §6 status: 401/403/429/402/503 (H1, H4)."""
     forbidden = denied.reason in ("origin_not_allowed", "endpoint_not_allowed")
     return RestError(*denial_error(denied), status=403 if forbidden else None)
-
-
-def http_scope(request: HttpRequest) -> dict[str, Any]:
-    """The request as ``admit()`` reads it: headers and query, no subprotocol (H1, W2)."""
-    return {
-        "type": "http",
-        "headers": [
-            (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in request.headers.items()
-        ],
-        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
-        "subprotocols": [],
-    }
 
 
 @csrf_exempt
@@ -155,7 +119,7 @@ async def synthesize(request: HttpRequest) -> HttpResponseBase:
     The admission's lease is held until the response ends: for a streamed (spooled) body,
     until its last chunk is sent.
     """
-    request_id = rest_request_id(request)
+    request_id = request_id_of(request)
     usage = TtsUsage(route=Route.TTS_REST)  # auth off too (an admission would tell)
     try:
         response = await metered_synthesis(request, request_id, usage)
@@ -182,14 +146,13 @@ async def synthesize(request: HttpRequest) -> HttpResponseBase:
 async def metered_synthesis(
     request: HttpRequest, request_id: str, usage: TtsUsage
 ) -> HttpResponseBase:
-    """H1: admit, validate, reserve and open the record, run the job, finish the record."""
+    """H1: admit, parse, start (``tts.requests``), run the job, finish the record."""
     t0 = time.monotonic()
     try:
         if settings.TTS_AUTH_REQUIRED:
-            usage.admission = await admit(http_scope(request), endpoint="tts")
+            usage.admission = await admit_request(request, endpoint="tts")
         req = parse_body(request)
-        plan = await plan_request(req, request_id)
-        await open_usage(usage, plan)
+        plan = await start_request(req, usage, request_id)
         await usage.ready()  # accounts U2: committed before any audio exists
         audio = await while_ticking(usage, run_job(plan))
     except (

@@ -9,6 +9,7 @@ from accounts.playground_urls import playground_patterns
 from accounts.views import usage_api
 from tts import client_secrets as tts_client_secrets
 from tts import views as tts_views
+from tts.speakers import voices_listing
 from veena_site import pages, views
 
 admin.site.login_form = ThrottledAdminAuthenticationForm
@@ -44,7 +45,7 @@ urlpatterns = [
     path("dashboard/", include("accounts.urls")),
     path(
         "playground/",
-        include((playground_patterns(voices=tts_views.voices_listing), "playground")),
+        include((playground_patterns(voices=voices_listing), "playground")),
     ),
     path("admin/", admin.site.urls),
 ]

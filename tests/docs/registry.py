@@ -33,6 +33,7 @@ TTS_MODULES = (
     "tts/requests.py",
     "tts/session.py",
     "tts/prepare.py",
+    "tts/speakers.py",
     "tts/views.py",
     "tts/client.py",
     "tts/worker/jobs.py",
@@ -184,13 +185,13 @@ def settings_read(paths: Iterable[str]) -> set[str]:
 
 
 def field_limits(path: str) -> dict[str, tuple[object, ...]]:
-    """``_number`` / ``_ranged_integer`` calls with constant (name, lo, hi)."""
+    """``number`` / ``ranged_integer`` calls with constant (name, lo, hi)."""
     limits: dict[str, tuple[object, ...]] = {}
     for tree in _trees([path]):
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and _called(node) in (
-                "_number",
-                "_ranged_integer",
+                "number",
+                "ranged_integer",
             ):
                 args = node.args[1:]
                 if all(isinstance(a, ast.Constant) for a in args) and len(args) == 3:

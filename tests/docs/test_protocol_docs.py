@@ -90,7 +90,8 @@ def test_docs_tts_client_events(tts_page: Section) -> None:
 
 
 def test_docs_tts_request_fields_defaults_and_limits(tts_page: Section) -> None:
-    from tts.protocol import MAX_TEXT_CHARS, REQUEST_FIELDS, TtsRequest
+    from tts.protocol import MAX_TEXT_CHARS, TtsRequest
+    from tts.request_fields import REQUEST_FIELDS
 
     rows = table(tts_page.child("Client events").child("request"))
     same(rows, REQUEST_FIELDS, "tts request fields")
@@ -98,7 +99,9 @@ def test_docs_tts_request_fields_defaults_and_limits(tts_page: Section) -> None:
     for name, row in rows.items():
         if name != "text":
             assert literal(row[2]) == defaults[name], f"default of {name}: {row[2]}"
-    for name, (lo, hi) in r.field_limits("tts/protocol.py").items():
+    limits = r.field_limits("tts/request_fields.py")
+    assert {"temperature", "max_tokens", "seed", "speed"} <= set(limits)
+    for name, (lo, hi) in limits.items():
         span = f"{number(lo)}–{number(hi)}"
         assert span in rows[name][3], f"limits of {name}: {rows[name][3]}"
     assert f"1–{MAX_TEXT_CHARS}" in rows["text"][3]

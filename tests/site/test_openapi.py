@@ -61,7 +61,8 @@ def test_every_rest_route_is_described_and_nothing_else() -> None:
 
 
 def test_post_v1_tts_fields_are_the_protocols() -> None:
-    from tts.protocol import REQUEST_FIELDS, REST_EXCLUDED_FIELDS, TtsRequest
+    from tts.protocol import REST_EXCLUDED_FIELDS, TtsRequest
+    from tts.request_fields import REQUEST_FIELDS
 
     schema = openapi_document()["components"]["schemas"]["TtsRequest"]
     fields = set(REQUEST_FIELDS) - set(REST_EXCLUDED_FIELDS)

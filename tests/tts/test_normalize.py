@@ -14,8 +14,7 @@ from tts.normalize import (
     ordinal,
     year,
 )
-from tts.prepare import segment_payload
-from tts.text import segment_text
+from tts.text import segment_payload, segment_text
 
 GOLDEN = [
     ("I have 3 apples.", "I have three apples."),

@@ -26,12 +26,14 @@ def session_with(clock: Clock) -> TtsSession:
 def test_tts_x1_first_request_uses_the_accept_time_id_later_ones_get_new_ids() -> None:
     session = session_with(Clock())
     first = TtsRequest(text="a")
-    assert session.request_id_for(first) == session.stream_request_id
-    session.begin(first, request_id=session.request_id_for(first), voice="joe")
+    assert session.request_id_for(first.request_id) == session.stream_request_id
+    session.begin(
+        first, request_id=session.request_id_for(first.request_id), voice="joe"
+    )
     session.end_request()
-    second = session.request_id_for(TtsRequest(text="b"))
+    second = session.request_id_for()
     assert second != session.stream_request_id and uuid.UUID(second).version == 4
-    assert session.request_id_for(TtsRequest(text="c", request_id="mine")) == "mine"
+    assert session.request_id_for("mine") == "mine"
 
 
 def test_tts_k2_k3_one_request_at_a_time_and_ids_unique_per_stream() -> None:

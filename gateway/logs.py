@@ -88,22 +88,22 @@ def new_request_id() -> str:
 
 
 def request_id_of(request: HttpRequest) -> str:
-    """The client's ``X-Request-Id`` when well formed, else a new UUID4 (H1)."""
-    given = request.headers.get("X-Request-Id", "")
-    return given if REQUEST_ID.fullmatch(given) else str(uuid.uuid4())
-
-
-def _request_id_for(request: HttpRequest) -> str:
-    rid = request_id_of(request)
-    request_id_var.set(rid)
-    return rid
+    """The request's one id (H1): the client's ``X-Request-Id`` when well formed, else a
+    new UUID4, chosen once and kept in the request, so the middleware's log context and
+    response header, the view's error body and the usage record all carry the same id."""
+    rid = request.META.get(REQUEST_ID_KEY)
+    if rid is None:
+        given = request.headers.get("X-Request-Id", "")
+        rid = given if REQUEST_ID.fullmatch(given) else str(uuid.uuid4())
+        request.META[REQUEST_ID_KEY] = rid
+    return str(rid)
 
 
 class RequestIdMiddleware(Middleware):
     """Give each HTTP request an id (``X-Request-Id`` if valid) and echo it back."""
 
     def before(self, request: HttpRequest) -> None:
-        request.META[REQUEST_ID_KEY] = _request_id_for(request)
+        request_id_var.set(request_id_of(request))
 
     def after(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         response.headers.setdefault("X-Request-Id", request.META[REQUEST_ID_KEY])

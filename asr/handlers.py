@@ -19,7 +19,7 @@ from accounts.exceptions import AdmissionDenied
 from asr import errors
 from asr.config import VLLM_RATE, ConfigError, Models, SessionConfig
 from asr.connection import served_models
-from asr.errors import FailSession, Reject
+from asr.errors import RealtimeFail, Reject
 from asr.events import BufferCleared, ClientOut, ModelValidated, SessionUpdated
 from asr.items import Out
 from asr.protocol import (
@@ -54,7 +54,7 @@ class Meter:
     rate: int
 
 
-Action = Out | ClientOut | Meter | FailSession | Reject
+Action = Out | ClientOut | Meter | RealtimeFail | Reject
 
 
 class ClientHandlers:

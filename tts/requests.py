@@ -22,7 +22,7 @@ from gateway.logs import request_id_var
 from tts.engine_info import EngineInfo
 from tts.errors import denial_fail
 from tts.messages import TtsSubmit, sampling_of
-from tts.outputs import Fail, refusal
+from tts.outputs import TtsFail, refusal
 from tts.pins import pinned
 from tts.prepare import engine_info, prepare_segments, resolve_voice
 from tts.protocol import TtsProtocolError, TtsRequest
@@ -85,7 +85,7 @@ class Started:
 
 async def start_on_stream(
     session: TtsSession, usage: TtsUsage, req: TtsRequest
-) -> Started | Fail:
+) -> Started | TtsFail:
     """A stream's request: its id (X1, K3), K4's token for each after the first, the shared
     start, K2–K3 (it becomes the stream's active request), then its record (accounts Q7); or the
     error that refused it."""

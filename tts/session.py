@@ -16,7 +16,7 @@ from typing import Any
 
 from tts.events import Header, Progress, SegmentEnd, SegmentStart
 from tts.messages import DEFAULT_CHUNK_WINDOW, ChunkOrder
-from tts.outputs import Fail
+from tts.outputs import TtsFail
 from tts.protocol import CLOSE_CODES, NON_FATAL_CODES, TtsProtocolError, TtsRequest
 from tts.text import SEGMENT_MAX_CHARS, SEGMENT_MIN_CHARS, TextBuffer
 
@@ -247,7 +247,7 @@ class TtsSession:
             return self.active.request_id
         return self.request_id_for()
 
-    def error_effect(self, error: Fail) -> tuple[bool, int | None]:
+    def error_effect(self, error: TtsFail) -> tuple[bool, int | None]:
         """§6/K1: whether ``error`` is fatal, and the stream's close code then."""
         keep = self.keep_alive if error.keep_alive is None else error.keep_alive
         fatal = error.fatal

@@ -10,7 +10,7 @@ from gateway.link.budget import ControlBudget
 from tts import forwarding, stream
 from tts.events import Error, Pong, Progress, ServerWarning, server_message
 from tts.messages import ChunkOrder, TtsChunk, TtsDone, ack_interval
-from tts.outputs import Ack, Fail, Finish, Frame, Send, Start
+from tts.outputs import Ack, Finish, Frame, Send, Start, TtsFail
 from tts.protocol import Cancel, Ping, TtsRequest
 from tts.session import TtsSession
 
@@ -31,11 +31,11 @@ def test_tts_q8_a_chunk_gap_or_a_short_done_is_internal_error() -> None:
     active = TtsSession().begin(TtsRequest(text="a"), request_id="r", voice="v")
     chunk = TtsChunk(job_id="j", seq=1, segment_seq=0, data=b"\0\0", samples=1)
     assert forwarding.chunk(active, chunk) == [
-        Fail("INTERNAL_ERROR", "Audio stream interrupted")
+        TtsFail("INTERNAL_ERROR", "Audio stream interrupted")
     ]
     done = TtsDone(job_id="j", samples=0, chunks=1, engine_ms=0)
     assert forwarding.done(active, done) == [
-        Fail("INTERNAL_ERROR", "Audio stream interrupted")
+        TtsFail("INTERNAL_ERROR", "Audio stream interrupted")
     ]
     assert forwarding.done(
         active, TtsDone(job_id="j", samples=0, chunks=0, engine_ms=0)
@@ -59,7 +59,7 @@ def test_tts_k2_r9_client_events_become_output_records() -> None:
     budget = ControlBudget(rate=1.0, burst=1)
     assert stream.client_event(session, Ping(), budget) == [Send(Pong())]
     limited = stream.client_event(session, Ping(), budget)
-    assert isinstance(limited[0], Fail) and limited[0].code == "RATE_LIMIT_EXCEEDED"
+    assert isinstance(limited[0], TtsFail) and limited[0].code == "RATE_LIMIT_EXCEEDED"
     req = TtsRequest(text="a", request_id="one")
     assert stream.client_event(session, req, budget) == [Start(req)]
     session.begin(req, request_id="one", voice="v")

@@ -1,7 +1,7 @@
 """The ``/v1/realtime`` consumer: thin I/O between the client, accounts and a worker job.
 
 Built on the skeleton both consumers share (``gateway.link.consumers``): each frame is parsed
-once into a typed event and applied by ``asr.handlers.ClientHandlers``; worker replies
+once into a typed event and applied by ``asr.steps.ClientSteps``; worker replies
 (``gpu.*``) and timers (``timer.*``, the usage tick included) are separate dispatched messages
 (AR-3) that the session (``asr.session``) answers. Both yield outputs; the base's ``perform``
 carries them out, this consumer's ``do`` the ASR records: wire events (``asr.events``), worker
@@ -27,12 +27,12 @@ from asr.config import ConfigError
 from asr.connection import EarlyFrames
 from asr.errors import RealtimeFail, Reject
 from asr.events import ClientOut, ErrorFields, SessionCreated
-from asr.handlers import PARSE_INLINE, Action, ClientHandlers, Meter
-from asr.items import Completed, Overflow, WorkerOut
 from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
 from asr.outbox import RETRY_S, FlushResult, WorkerOutbox
+from asr.outputs import Completed, Meter, Overflow, WorkerOut
 from asr.protocol import Dialect
 from asr.session import AsrState, RealtimeSession
+from asr.steps import PARSE_INLINE, Action, ClientSteps
 from asr.usage import RealtimeUsage
 from gateway import jsontext, metrics
 from gateway.contracts import JobFailed
@@ -55,7 +55,7 @@ class RealtimeConsumer(WorkerClientConsumer):
     session: RealtimeSession
     admission: Admission | None = None
     usage: RealtimeUsage | None = None
-    handlers: ClientHandlers
+    steps: ClientSteps
 
     async def connect(self) -> None:
         """Accept (CN-3, CN-4), admit (AU-4), then ask a worker for a slot (WK-2)."""
@@ -91,7 +91,7 @@ class RealtimeConsumer(WorkerClientConsumer):
             await self.fail(RealtimeFail("invalid_session"))
             return
         self.session.expires_at = connection.expires_at(accepted_at, self.admission)
-        self.handlers = ClientHandlers(self.session, self.usage)
+        self.steps = ClientSteps(self.session, self.usage)
         await self.submit()
 
     async def admit(self) -> Admission | None:
@@ -137,7 +137,7 @@ class RealtimeConsumer(WorkerClientConsumer):
             return
         version = self.link.model_version if self.link else ""
         large = size > PARSE_INLINE
-        actions = await self.handlers.handle(text, data, large=large, version=version)
+        actions = await self.steps.message(text, data, large=large, version=version)
         await self.perform(actions)
 
     # Worker replies (AR-3: each is its own dispatched message).
@@ -287,7 +287,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         await self.submit()
 
     async def tick_usage(self) -> Fail | None:
-        """accounts E6; a stop reason (E7) ends the session with its wire error (LM-5)."""
+        """accounts E6; an accounts E7 stop ends the session with its wire error (LM-5)."""
         reason = await self.usage.tick() if self.usage is not None else None
         return errors.stop(reason) if reason is not None else None
 

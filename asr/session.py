@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asr.config import SessionConfig
-from asr.items import (
+from asr.messages import AsrDelta, AsrFinal, AsrResync
+from asr.outputs import (
     Committed,
     Completed,
     Delta,
@@ -32,7 +33,6 @@ from asr.items import (
     WorkerCommit,
     words_from_item_start,
 )
-from asr.messages import AsrDelta, AsrFinal, AsrResync
 from asr.protocol import Dialect, new_id
 from asr.vad import (
     FRAME,

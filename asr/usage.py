@@ -18,7 +18,7 @@ from fractions import Fraction
 from accounts.admission import Admission
 from accounts.exceptions import DenialReason
 from accounts.metering import TerminalStatus, UsageMeter, refuse, stream_tick
-from asr.items import Completed
+from asr.outputs import Completed
 from gateway import metrics
 
 UsageStatus = TerminalStatus  # the record's terminal statuses (accounts U9)

@@ -3,7 +3,7 @@
 Built on the skeleton both consumers share (``gateway.link.consumers``): handlers never await
 a worker, replies (``gpu.*``) and timers (``timer.fire``, the usage tick included) arrive as
 separate dispatched messages (Q5). Decisions are pure steps that return output records
-(``tts.outputs``): client events and timers in ``tts.stream``, incremental input in
+(``tts.outputs``): client events and timers in ``tts.steps``, incremental input in
 ``tts.incremental``, audio output in ``tts.forwarding``, state in ``tts.session``. The base's
 ``perform`` does their I/O, this consumer's ``do`` the TTS records. A request starts as every
 TTS request does (``tts.requests``).
@@ -32,7 +32,7 @@ from gateway.link.outputs import Fail, TerminalStatus
 from gateway.logs import request_id_var
 from gateway.outages import Failure
 from gateway.server.daphne_compat import TRANSPORT_EXTENSION
-from tts import forwarding, outputs, stream
+from tts import forwarding, outputs, steps
 from tts.client import link_options
 from tts.errors import denial_fail, failure_error, outcome_error
 from tts.events import Complete, ServerEvent, server_message
@@ -123,10 +123,10 @@ class TtsConsumer(WorkerClientConsumer):
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
     ) -> None:
-        """Apply one client message (``tts.stream.message`` parses it, once)."""
+        """Apply one client message (``tts.steps.message`` parses it, once)."""
         if self.session.closed:
             return
-        outs = stream.message(self.session, self.control, text_data, bytes_data)
+        outs = steps.message(self.session, self.control, text_data, bytes_data)
         await self.perform(outs)
 
     @property
@@ -228,7 +228,7 @@ class TtsConsumer(WorkerClientConsumer):
             metrics.RTF.labels("tts").observe(body["rtf"])
         await self.emit(Complete(request_id=active.request_id, metrics=body))
         if closing is None:
-            self.timers.arm("idle", stream.idle_timeout_s())
+            self.timers.arm("idle", steps.idle_timeout_s())
         else:
             await self.close_stream(closing, "cancelled")
 
@@ -255,17 +255,17 @@ class TtsConsumer(WorkerClientConsumer):
         await self.fail(TtsFail("INTERNAL_ERROR", "Synthesis failed"))
 
     async def tick_usage(self) -> Fail | None:
-        """accounts E6; a stop reason (E7) ends the stream as its denial."""
+        """accounts E6; an accounts E7 stop ends the stream as its denial."""
         reason = await self.usage.tick()
         if reason is None:
             return None
         return denial_fail(AdmissionDenied(reason), fatal=True)
 
     async def on_timer(self, name: str) -> None:
-        """One of the consumer's own timers (``tts.stream.timer``)."""
+        """One of the consumer's own timers (``tts.steps.timer``)."""
         fired = self.timers.fired(name)
         if fired is not None and not self.session.closed:
-            await self.perform(stream.timer(self.session, fired))
+            await self.perform(steps.timer(self.session, fired))
 
     async def on_shutdown(self) -> None:
         """W12: an idle stream closes 1001 now; an active request may run for
@@ -350,4 +350,4 @@ class TtsConsumer(WorkerClientConsumer):
         elif self.draining:  # W12: no further request on a stopping gateway
             await self.close_stream(1001, "cancelled")
         elif session.requests_started:
-            self.timers.arm("idle", stream.idle_timeout_s())
+            self.timers.arm("idle", steps.idle_timeout_s())

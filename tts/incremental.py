@@ -62,7 +62,7 @@ class IncrementalInput:
         return outs
 
     async def apply(self, step: InputStep, usage: TtsUsage) -> list[Out]:
-        """One input step that ``tts.stream`` decided on."""
+        """One input step that ``tts.steps`` decided on."""
         if isinstance(step, Input):
             return await self.on_event(step.event, usage)
         if isinstance(step, ClearInput):

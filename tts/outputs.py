@@ -1,7 +1,7 @@
 """What the TTS stream's pure steps ask of the consumer: output records, done by its ``perform``.
 
 The records both apps share (``Arm``, ``Disarm``, the ``Fail`` base) are ``gateway.link.outputs``'s;
-``tts.stream``, ``tts.forwarding``, ``tts.incremental`` and ``tts.requests`` decide and hold no
+``tts.steps``, ``tts.forwarding``, ``tts.incremental`` and ``tts.requests`` decide and hold no
 consumer; the consumer does the I/O (socket, worker link, timers, usage meter): ``perform`` for
 these records, and its request start, acceptance and end around them.
 """

@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 class WorkerClientConsumer(StreamBoundary):
     """A WebSocket stream that runs one worker job through a ``WorkerLink`` at a time."""
 
-    # The usage record's status when the client closes the stream (tts W10, realtime U9).
+    # The usage record's status when the client closes the stream (tts W10, accounts U9).
     disconnect_status: ClassVar[TerminalStatus]
     link: WorkerLink | None = None
     opened = False  # ``open_stream`` ran: the stream's state exists

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from asr.config import SessionConfig, TurnDetection
-from asr.items import (
+from asr.messages import AsrFinal
+from asr.outputs import (
     Committed,
     Completed,
     Delta,
@@ -20,7 +21,6 @@ from asr.items import (
     SpeechStopped,
     WorkerCommit,
 )
-from asr.messages import AsrFinal
 from asr.protocol import RealtimeProtocolError, parse_client_event
 from asr.session import (
     MAX_FORWARD,

@@ -1,6 +1,6 @@
 """Client frames applied to one realtime session, per dialect (§4–§6, §8.2, §9).
 
-``ClientHandlers.handle`` parses a frame once into a typed event (``asr.protocol``), applies
+``ClientSteps.message`` parses a frame once into a typed event (``asr.protocol``), applies
 the control budget and the dialect the event selects (DI-2), and applies the event to the
 session: each handler validates first and changes state after (STYLE 18) and runs the
 CPU-heavy audio steps off the loop (AR-2). It holds no consumer: it returns the frame's
@@ -11,7 +11,7 @@ outputs in order (session outputs, echoes, ``Meter``, and the error records of
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from django.conf import settings
 
@@ -21,7 +21,7 @@ from asr.config import VLLM_RATE, ConfigError, Models, SessionConfig
 from asr.connection import served_models
 from asr.errors import RealtimeFail, Reject
 from asr.events import BufferCleared, ClientOut, ModelValidated, SessionUpdated
-from asr.items import Out
+from asr.outputs import Meter, Out
 from asr.protocol import (
     AudioAppend,
     AudioClear,
@@ -45,20 +45,11 @@ from gateway.link.budget import ControlBudget
 PARSE_INLINE = 64 * 1024  # AR-2: larger frames are parsed (JSON, base64) off the loop
 
 
-@dataclass(frozen=True)
-class Meter:
-    """MT-2: count accepted input samples, once their outputs were carried out (an
-    append that overflowed ends the session first and stays unmetered, AI-1.6)."""
-
-    samples: int
-    rate: int
-
-
 Action = Out | ClientOut | Meter | RealtimeFail | Reject
 
 
-class ClientHandlers:
-    """The client event handlers of one session, over its front end and usage."""
+class ClientSteps:
+    """The client event steps of one session, over its front end and usage."""
 
     def __init__(self, session: RealtimeSession, usage: RealtimeUsage) -> None:
         self.session = session
@@ -66,7 +57,7 @@ class ClientHandlers:
         self.control = ControlBudget.from_settings()  # this connection's control events
         self.front = AudioFrontEnd(session.config.format, session.config.rate)
 
-    async def handle(
+    async def message(
         self, text: str | None, data: bytes | None, *, large: bool, version: str
     ) -> list[Action]:
         """The outputs of one frame; a refused event's are those before its ``Reject``.

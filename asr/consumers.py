@@ -40,11 +40,22 @@ from gateway.link.boundary import ReleaseStep
 from gateway.link.consumers import WorkerClientConsumer
 from gateway.link.jobclient import Outcome
 from gateway.link.outputs import Fail, TerminalStatus
+from gateway.link.states import Transitions
 from gateway.logs import new_request_id
 from gateway.outages import Failure
 from gateway.server import lifecycle
 
 logger = logging.getLogger(__name__)
+
+# AsrState's moves: ending twice is harmless (``fail`` marks the session closed before its
+# error goes out, the teardown again after it).
+ASR_STATES = Transitions(
+    {
+        AsrState.ADMITTING: {AsrState.OPEN, AsrState.CLOSED},
+        AsrState.OPEN: {AsrState.CLOSED},
+        AsrState.CLOSED: {AsrState.CLOSED},
+    }
+)
 
 
 class RealtimeConsumer(WorkerClientConsumer):
@@ -261,7 +272,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         except AdmissionDenied as denied:  # usage_unavailable: serve none (accounts U2)
             await self.fail(replace(errors.stop(denied.reason), admission=True))
             return
-        self.session.state = AsrState.OPEN
+        self.enter(AsrState.OPEN)
         metrics.REQUESTS.labels("asr").inc()
         await self.to_client(SessionCreated())
         if settings.ASR_IDLE_TIMEOUT_S:
@@ -313,7 +324,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         is finished first (MT-1, U9) with the reason or the wire code as error_code."""
         if self.closed():
             return
-        self.session.state = AsrState.CLOSED
+        self.enter(AsrState.CLOSED)
         metrics.ERRORS.labels("asr", fail.code).inc()
         await self.send_error(
             fail.code,
@@ -334,7 +345,7 @@ class RealtimeConsumer(WorkerClientConsumer):
     async def send_failure(self, failure: Failure) -> None:
         """The boundary's error event (``asr.errors.failure_code``)."""
         code = errors.failure_code(failure, vllm=self.session.dialect is Dialect.VLLM)
-        self.session.state = AsrState.CLOSED
+        self.enter(AsrState.CLOSED)
         await self.send_error(code, errors.message(code))
 
     def refusal(self, message: str) -> dict[str, Any]:
@@ -348,7 +359,7 @@ class RealtimeConsumer(WorkerClientConsumer):
 
     def mark_closed(self) -> None:
         """The session has ended; nothing more goes to the worker."""
-        self.session.state = AsrState.CLOSED
+        self.enter(AsrState.CLOSED)
         self.outbox.clear()
 
     def record_steps(
@@ -370,6 +381,10 @@ class RealtimeConsumer(WorkerClientConsumer):
             self.outbox.describe(),
             self.usage.describe() if self.usage is not None else "not admitted",
         )
+
+    def enter(self, state: AsrState) -> None:
+        """Move the session to ``state`` (``ASR_STATES`` says where it may go)."""
+        self.session.state = ASR_STATES.move(self.session.state, state)
 
     def closed(self) -> bool:
         """True once the session has ended (or before it began)."""

@@ -41,8 +41,17 @@ from asr.usage import RealtimeUsage
 from asr.vad import AudioFrontEnd
 from asr.vllm_update import validate_vllm_update
 from gateway.link.budget import ControlBudget
+from gateway.link.states import Transitions
 
 PARSE_INLINE = 64 * 1024  # AR-2: larger frames are parsed (JSON, base64) off the loop
+# DI-3: the dialect is fixed once; only an undetermined session's first event selects one.
+DIALECTS = Transitions(
+    {
+        Dialect.UNDETERMINED: {Dialect.OPENAI, Dialect.VLLM},
+        Dialect.OPENAI: (),
+        Dialect.VLLM: (),
+    }
+)
 
 
 Action = Out | ClientOut | Meter | RealtimeFail | Reject
@@ -112,7 +121,7 @@ class ClientSteps:
 
     async def set_dialect(self, dialect: Dialect) -> list[Action]:
         """Fix the dialect (DI-3); vLLM input is PCM16 at 16 kHz (AI-6)."""
-        self.session.dialect = dialect
+        self.session.dialect = DIALECTS.move(self.session.dialect, dialect)
         if dialect is not Dialect.VLLM:
             return []
         self.session.beta = False

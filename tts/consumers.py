@@ -41,7 +41,14 @@ from tts.messages import TtsAck
 from tts.outputs import TtsFail
 from tts.protocol import TtsRequest
 from tts.requests import RequestPlan, start_on_stream
-from tts.session import ActiveRequest, RequestState, StreamState, TtsSession
+from tts.session import (
+    REQUEST_STATES,
+    STREAM_STATES,
+    ActiveRequest,
+    RequestState,
+    StreamState,
+    TtsSession,
+)
 from tts.usage import TtsUsage
 
 logger = logging.getLogger(__name__)
@@ -87,7 +94,7 @@ class TtsConsumer(WorkerClientConsumer):
 
     def mark_closed(self) -> None:
         """The stream has ended."""
-        self.session.state = StreamState.CLOSED
+        self.session.state = STREAM_STATES.move(self.session.state, StreamState.CLOSED)
 
     def record_steps(
         self, status: TerminalStatus, error_code: str, close_code: int | None
@@ -174,7 +181,7 @@ class TtsConsumer(WorkerClientConsumer):
             await self.fail(denial_fail(denied, fatal=True))
             return
         await link.send(TtsAck(job_id=link.job_id, seq=-1))  # confirm (Z3)
-        active.state = active.state.advance(RequestState.STREAMING)
+        active.state = REQUEST_STATES.move(active.state, RequestState.STREAMING)
         await self.perform(forwarding.header(active, link.model_version))
         await self.perform(self.input.accepted())
 

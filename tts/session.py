@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.link.states import Transitions
 from tts.events import Header, Progress, SegmentEnd, SegmentStart
 from tts.messages import DEFAULT_CHUNK_WINDOW, ChunkOrder
 from tts.outputs import TtsFail
@@ -24,23 +25,32 @@ Clock = Callable[[], float]
 
 
 class StreamState(enum.Enum):
-    """Lifecycle of a stream; CLOSED is terminal."""
+    """Lifecycle of a stream; CLOSED is terminal (``STREAM_STATES``)."""
 
     OPEN = enum.auto()  # admitted; a request may be active
     CLOSED = enum.auto()
 
 
+STREAM_STATES = Transitions(
+    {StreamState.OPEN: {StreamState.CLOSED}, StreamState.CLOSED: ()}
+)
+
+
 class RequestState(enum.Enum):
-    """Lifecycle of one request; transitions only move forward."""
+    """Lifecycle of one request; transitions only move forward (``REQUEST_STATES``)."""
 
     SUBMITTING = enum.auto()  # sent to a worker, no header yet
     STREAMING = enum.auto()  # header sent, audio flowing
     DONE = enum.auto()  # complete or error sent
 
-    def advance(self, new: RequestState) -> RequestState:
-        """Return ``new`` after checking that it comes later."""
-        assert new.value > self.value, (self, new)
-        return new
+
+REQUEST_STATES = Transitions(
+    {
+        RequestState.SUBMITTING: {RequestState.STREAMING, RequestState.DONE},
+        RequestState.STREAMING: {RequestState.DONE},
+        RequestState.DONE: (),
+    }
+)
 
 
 @dataclass
@@ -304,4 +314,6 @@ class TtsSession:
     def end_request(self) -> None:
         """The active request reached its terminal event."""
         if self.active is not None and self.active.state is not RequestState.DONE:
-            self.active.state = self.active.state.advance(RequestState.DONE)
+            self.active.state = REQUEST_STATES.move(
+                self.active.state, RequestState.DONE
+            )

@@ -150,9 +150,9 @@ class WorkerClientConsumer(StreamBoundary):
         )
 
     async def stop_timers(self) -> None:
-        """Mark the stream ended and stop the consumer's own timers."""
-        self.mark_closed()
+        """Stop the consumer's own timers and mark the stream ended."""
         self.timers.disarm_all()
+        self.mark_closed()
 
     async def release_link(self) -> None:
         """Stop the worker job now, also one whose acceptance is still on its way

@@ -1,9 +1,11 @@
 """The ``/v1/realtime`` consumer: thin I/O between the client, accounts and a worker job.
 
-Each frame is parsed once into a typed event and applied by ``asr.handlers.ClientHandlers``;
-worker replies (``gpu.*``) and timers (``timer.*``) are separate dispatched messages (AR-3) that
-the session (``asr.session``) answers. Both yield outputs, and ``perform`` is the one place
-that carries them out: wire events (``asr.events``), worker messages (``asr.outbox``), errors.
+Built on the skeleton both consumers share (``gateway.link.consumers``): each frame is parsed
+once into a typed event and applied by ``asr.steps.ClientSteps``; worker replies
+(``gpu.*``) and timers (``timer.*``, the usage tick included) are separate dispatched messages
+(AR-3) that the session (``asr.session``) answers. Both yield outputs; the base's ``perform``
+carries them out, this consumer's ``do`` the ASR records: wire events (``asr.events``), worker
+messages (``asr.outbox``), errors.
 Usage is metered through ``asr.usage``: one record per connection, before ``session.created``.
 """
 
@@ -11,9 +13,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Unpack
+from functools import partial
+from typing import Any, ClassVar, Unpack
 
 from django.conf import settings
 
@@ -23,40 +25,48 @@ from accounts.metering import refuse
 from asr import connection, errors, events
 from asr.config import ConfigError
 from asr.connection import EarlyFrames
-from asr.errors import FailSession, Reject
+from asr.errors import RealtimeFail, Reject
 from asr.events import ClientOut, ErrorFields, SessionCreated
-from asr.handlers import PARSE_INLINE, Action, ClientHandlers
-from asr.items import Completed, Overflow, WorkerOut
 from asr.messages import AsrDelta, AsrFinal, AsrOpen, AsrResync
 from asr.outbox import RETRY_S, FlushResult, WorkerOutbox
+from asr.outputs import Completed, Overflow, WorkerOut
 from asr.protocol import Dialect
 from asr.session import AsrState, RealtimeSession
-from asr.usage import RealtimeUsage, UsageStatus
+from asr.steps import PARSE_INLINE, Action, ClientSteps
+from asr.usage import RealtimeUsage
 from gateway import jsontext, metrics
 from gateway.contracts import JobFailed
-from gateway.link.consumers import ReleaseStep, WorkerClientConsumer
+from gateway.link.boundary import ReleaseStep
+from gateway.link.consumers import WorkerClientConsumer
 from gateway.link.jobclient import Outcome
-from gateway.link.timers import NamedTimers, Ticker
+from gateway.link.outputs import Fail, TerminalStatus
+from gateway.link.states import Transitions
 from gateway.logs import new_request_id
 from gateway.outages import Failure
 from gateway.server import lifecycle
 
 logger = logging.getLogger(__name__)
 
-
-# accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop
-# within accounts E7's 1 s even when the tick waits behind a client event.
-TICK_S = 0.5
+# AsrState's moves: ending twice is harmless (``fail`` marks the session closed before its
+# error goes out, the teardown again after it).
+ASR_STATES = Transitions(
+    {
+        AsrState.ADMITTING: {AsrState.OPEN, AsrState.CLOSED},
+        AsrState.OPEN: {AsrState.CLOSED},
+        AsrState.CLOSED: {AsrState.CLOSED},
+    }
+)
 
 
 class RealtimeConsumer(WorkerClientConsumer):
     """One realtime transcription session, OpenAI or vLLM dialect."""
 
     endpoint = "asr"
+    disconnect_status: ClassVar[TerminalStatus] = "completed"  # accounts U9
     session: RealtimeSession
     admission: Admission | None = None
     usage: RealtimeUsage | None = None
-    handlers: ClientHandlers
+    steps: ClientSteps
 
     async def connect(self) -> None:
         """Accept (CN-3, CN-4), admit (AU-4), then ask a worker for a slot (WK-2)."""
@@ -66,11 +76,8 @@ class RealtimeConsumer(WorkerClientConsumer):
         self.session = connection.new_session(self.scope, accepted_at=accepted_at)
         self.early = EarlyFrames(settings.ASR_MAX_EARLY_BYTES)
         self.outbox = WorkerOutbox(stall_s=settings.ASR_WORKER_STALL_S)
-        self.timers = NamedTimers(self.post_later)
-        self.ticker = Ticker(self.post_now, "tick", TICK_S)
-        self.released = False
         self.last_message_at = time.monotonic()
-        self.count_open()
+        self.open_stream()
         try:
             self.admission = await self.admit()
         except AdmissionDenied as denied:
@@ -92,10 +99,10 @@ class RealtimeConsumer(WorkerClientConsumer):
         except ConfigError:  # the served model changed since the secret was minted
             logger.info("client secret's session no longer valid")
             # A refusal: its record holds the code (issue 30).
-            await self.fail(FailSession("invalid_session"))
+            await self.fail(RealtimeFail("invalid_session"))
             return
         self.session.expires_at = connection.expires_at(accepted_at, self.admission)
-        self.handlers = ClientHandlers(self.session, self.usage)
+        self.steps = ClientSteps(self.session, self.usage)
         await self.submit()
 
     async def admit(self) -> Admission | None:
@@ -128,7 +135,7 @@ class RealtimeConsumer(WorkerClientConsumer):
             return
         if self.session.state is AsrState.ADMITTING:
             if not self.early.hold(text_data, bytes_data):  # issue 9: a few MB
-                await self.fail(FailSession("buffer_overflow"))
+                await self.fail(RealtimeFail("buffer_overflow"))
             return
         await self.handle_frame(text_data, bytes_data)
 
@@ -137,11 +144,11 @@ class RealtimeConsumer(WorkerClientConsumer):
         self.last_message_at = time.monotonic()
         size = len(data) if data is not None else jsontext.utf8_size(text or "")
         if size > settings.ASR_MAX_MESSAGE_BYTES:
-            await self.fail(FailSession("message_too_large"))
+            await self.fail(RealtimeFail("message_too_large"))
             return
         version = self.link.model_version if self.link else ""
         large = size > PARSE_INLINE
-        actions = await self.handlers.handle(text, data, large=large, version=version)
+        actions = await self.steps.message(text, data, large=large, version=version)
         await self.perform(actions)
 
     # Worker replies (AR-3: each is its own dispatched message).
@@ -171,7 +178,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         elif failed.code == "worker_shutdown":
             await self.failover()
         else:
-            await self.fail(FailSession("inference_failed"))
+            await self.fail(RealtimeFail("inference_failed"))
 
     async def gpu_job_heartbeat(self, message: dict[str, Any]) -> None:
         """Handle gpu.job.heartbeat: the pinned worker is alive."""
@@ -181,30 +188,27 @@ class RealtimeConsumer(WorkerClientConsumer):
         """The reply is from the pinned worker of an open session (it also feeds WK-7)."""
         return not self.closed() and self.link is not None and self.link.touch(message)
 
-    # Outputs: the one place that does their I/O.
+    # Outputs: the ASR records (failures are the base's ``perform``'s).
 
-    async def perform(self, actions: Sequence[Action]) -> None:
-        """Carry out outputs in order, then flush the worker queue."""
-        for out in actions:
-            if self.closed():
-                return
-            if isinstance(out, Overflow):
-                text = errors.message("pending_overflow") if out.pending else None
-                await self.fail(FailSession("buffer_overflow", message=text))
-            elif isinstance(out, FailSession):
-                await self.fail(out)
-            elif isinstance(out, Reject):
-                text, event_id = out.message, out.event_id
-                await self.send_error(
-                    out.code, text, param=out.param, event_id=event_id
-                )
-            elif isinstance(out, WorkerOut):
-                if self.link is not None:
-                    self.outbox.put(out, self.link.job_id)
-            else:
-                await self.to_client(out)
-        if not self.closed():
-            await self.pump()
+    async def do(self, out: Action) -> bool:
+        """Do one ASR output; False when it ended the session."""
+        if isinstance(out, Overflow):
+            text = errors.message("pending_overflow") if out.pending else None
+            await self.fail(RealtimeFail("buffer_overflow", message=text))
+            return False
+        if isinstance(out, Reject):
+            text, event_id = out.message, out.event_id
+            await self.send_error(out.code, text, param=out.param, event_id=event_id)
+        elif isinstance(out, WorkerOut):
+            if self.link is not None:
+                self.outbox.put(out, self.link.job_id)
+        elif not isinstance(out, RealtimeFail):
+            await self.to_client(out)
+        return True
+
+    async def performed(self) -> None:
+        """The queue for the worker goes out after each list of outputs."""
+        await self.pump()
 
     async def to_client(self, out: ClientOut) -> None:
         """Send an output's wire events; a completed item is metered (MT-4)."""
@@ -265,7 +269,7 @@ class RealtimeConsumer(WorkerClientConsumer):
         except AdmissionDenied as denied:  # usage_unavailable: serve none (accounts U2)
             await self.fail(replace(errors.stop(denied.reason), admission=True))
             return
-        self.session.state = AsrState.OPEN
+        self.enter(AsrState.OPEN)
         metrics.REQUESTS.labels("asr").inc()
         await self.to_client(SessionCreated())
         if settings.ASR_IDLE_TIMEOUT_S:
@@ -290,35 +294,34 @@ class RealtimeConsumer(WorkerClientConsumer):
             await self.link.close()
         await self.submit()
 
+    async def tick_usage(self) -> Fail | None:
+        """accounts E6; an accounts E7 stop ends the session with its wire error (LM-5)."""
+        reason = await self.usage.tick() if self.usage is not None else None
+        return errors.stop(reason) if reason is not None else None
+
     async def on_timer(self, name: str) -> None:
-        """The usage tick (accounts E6), idle (LM-3), expiry (LM-4), the outbox retry."""
-        if name == self.ticker.name:
-            self.ticker.ticked()
-            reason = await self.usage.tick() if self.usage is not None else None
-            if reason is not None:
-                await self.fail(errors.stop(reason))
-            return
+        """Idle (LM-3), expiry (LM-4), the outbox retry."""
         timer = self.timers.fired(name)
         if timer == "pump":
             await self.pump()
         elif timer == "expire":
             why = connection.expiry_reason(self.admission)
-            await self.fail(FailSession("session_expired", reason=why))
+            await self.fail(RealtimeFail("session_expired", reason=why))
         elif timer == "idle":
             idle = time.monotonic() - self.last_message_at
             if idle >= settings.ASR_IDLE_TIMEOUT_S:
-                await self.fail(FailSession("idle_timeout"))
+                await self.fail(RealtimeFail("idle_timeout"))
             else:
                 self.timers.arm("idle", settings.ASR_IDLE_TIMEOUT_S - idle)
 
     # Termination.
 
-    async def fail(self, fail: FailSession) -> None:
+    async def fail(self, fail: RealtimeFail) -> None:
         """One error event, then close with the code as reason (ER-2, LM-7); the record
         is finished first (MT-1, U9) with the reason or the wire code as error_code."""
         if self.closed():
             return
-        self.session.state = AsrState.CLOSED
+        self.enter(AsrState.CLOSED)
         metrics.ERRORS.labels("asr", fail.code).inc()
         await self.send_error(
             fail.code,
@@ -326,44 +329,20 @@ class RealtimeConsumer(WorkerClientConsumer):
             retry_after_ms=fail.retry_after_ms,
             openai=fail.admission,
         )
-        if fail.completed:
-            await self.end("completed", close_code=fail.close)
-        else:
-            error_code = fail.reason or fail.code
-            await self.end("failed", error_code=error_code, close_code=fail.close)
-        await self.close(code=fail.close, reason=fail.code)
-
-    async def end(
-        self, status: UsageStatus, *, error_code: str = "", close_code: int | None
-    ) -> None:
-        """Close the session: finalize the record once (MT-1, U8, U9), then release."""
-        self.session.state = AsrState.CLOSED
-        usage = self.usage
-        if usage is not None:
-            finish = usage.finish(
-                status=status, error_code=error_code, close_code=close_code
-            )
-            await self.release_each(lambda: finish)
-        await self.release()
-
-    async def disconnect(self, code: int) -> None:
-        """LM-6: finish the record, cancel the worker job, timers and admission, once."""
-        if getattr(self, "session", None) is None:
-            return
-        if self.session.state is AsrState.CLOSED:
-            await self.release()
-        else:  # accounts U9: an ASR stream ended by client close is completed.
-            await self.end("completed", close_code=code)
+        status: TerminalStatus = "completed" if fail.completed else "failed"
+        error_code = "" if fail.completed else fail.reason or fail.code
+        await self.close_stream(
+            fail.close, status, error_code=error_code, reason=fail.code
+        )
 
     async def on_shutdown(self) -> None:
         """LM-6: gateway shutdown is a normal server close (U9), with 1001."""
-        await self.end("completed", close_code=1001)
-        await self.close(code=1001)
+        await self.close_stream(1001, "completed")
 
     async def send_failure(self, failure: Failure) -> None:
         """The boundary's error event (``asr.errors.failure_code``)."""
         code = errors.failure_code(failure, vllm=self.session.dialect is Dialect.VLLM)
-        self.session.state = AsrState.CLOSED
+        self.enter(AsrState.CLOSED)
         await self.send_error(code, errors.message(code))
 
     def refusal(self, message: str) -> dict[str, Any]:
@@ -373,25 +352,26 @@ class RealtimeConsumer(WorkerClientConsumer):
             "service_unavailable", message, openai=True, retry_after_ms=retry
         )
 
-    async def release_failed(self, failure: Failure, close_code: int) -> None:
-        """The boundary's release: the record ends ``failed`` with ``failure``."""
-        if getattr(self, "session", None) is not None:
-            await self.end("failed", error_code=failure, close_code=close_code)
+    # The teardown's ASR steps (LM-6, MT-1, U8): the base's ``end_stream`` runs them once.
 
-    async def release(self) -> None:
-        """Give back the worker slot, the timers and the admission (idempotent); each
-        step runs even when an earlier one failed (issue 9)."""
-        if self.released:
-            return
-        self.released = True
-        self.timers.disarm_all()
+    def mark_closed(self) -> None:
+        """The session has ended; nothing more goes to the worker."""
+        self.enter(AsrState.CLOSED)
         self.outbox.clear()
-        steps: list[ReleaseStep] = [self.count_closed, self.ticker.stop]
-        if self.link is not None:  # the worker job, also one still being admitted
-            steps.append(self.link.close)
-        if self.usage is not None:  # the admission, after the record (accounts E5)
-            steps.append(self.usage.release)
-        await self.release_each(*steps)
+
+    def record_steps(
+        self, status: TerminalStatus, error_code: str, close_code: int | None
+    ) -> list[ReleaseStep]:
+        """The connection's one record is finished (MT-1, U8, U9)."""
+        if self.usage is None:
+            return []
+        finish = partial(self.usage.finish, status=status, error_code=error_code)
+        return [partial(finish, close_code=close_code)]
+
+    async def release_admission(self) -> None:
+        """The admission goes back after the record (accounts E5)."""
+        if self.usage is not None:
+            await self.usage.release()
         logger.info(
             "asr session %s closed: %s to the worker; %s",
             self.session.session_id,
@@ -399,7 +379,10 @@ class RealtimeConsumer(WorkerClientConsumer):
             self.usage.describe() if self.usage is not None else "not admitted",
         )
 
+    def enter(self, state: AsrState) -> None:
+        """Move the session to ``state`` (``ASR_STATES`` says where it may go)."""
+        self.session.state = ASR_STATES.move(self.session.state, state)
+
     def closed(self) -> bool:
         """True once the session has ended (or before it began)."""
-        session = getattr(self, "session", None)
-        return session is None or session.state is AsrState.CLOSED
+        return not self.opened or self.session.state is AsrState.CLOSED

@@ -13,6 +13,7 @@ from django.conf import settings
 
 from accounts.exceptions import StreamCap
 from gateway.link.jobclient import Outcome
+from gateway.link.outputs import Fail
 from gateway.outages import Failure
 from gateway.wording import count
 
@@ -144,7 +145,7 @@ class Reject:
 
 
 @dataclass(frozen=True)
-class FailSession:
+class RealtimeFail(Fail):
     """End the session: one error event, then the close (ER-2, LM-7).
 
     ``admission``: the OpenAI envelope whatever the dialect (AU-4); ``reason``: the
@@ -174,14 +175,14 @@ class FailSession:
         return self.code == "idle_timeout"
 
 
-def stop(reason: str) -> FailSession:
+def stop(reason: str) -> RealtimeFail:
     """accounts E7: the reason's wire error; the record keeps the reason (LM-5)."""
-    return FailSession(STOPS.get(reason, "service_unavailable"), reason=reason)
+    return RealtimeFail(STOPS.get(reason, "service_unavailable"), reason=reason)
 
 
 def denial(
     reason: str, retry_after_ms: int | None, cap: StreamCap | None = None
-) -> FailSession:
+) -> RealtimeFail:
     """AU-4: an admission denial, naming the concurrency cap that was full; unknown
     reasons are auth failures."""
     code, template = DENIALS.get(reason, DENIALS["invalid_api_key"])
@@ -191,23 +192,23 @@ def denial(
     text = template.format(s=seconds)
     limited = code in ("too_many_sessions", "rate_limit_exceeded")
     retry = (retry_after_ms or DEFAULT_RETRY_MS) if limited else None
-    return FailSession(code, message=text, retry_after_ms=retry, admission=True)
+    return RealtimeFail(code, message=text, retry_after_ms=retry, admission=True)
 
 
-def rate_limited(retry_after_ms: int) -> FailSession:
+def rate_limited(retry_after_ms: int) -> RealtimeFail:
     """Too many control events: the retry hint, then close."""
     text = message("rate_limit_exceeded", retry=retry_after_ms / 1000)
-    return FailSession(
+    return RealtimeFail(
         "rate_limit_exceeded", message=text, retry_after_ms=retry_after_ms
     )
 
 
-def outcome_error(outcome: Outcome, *, failing_over: bool) -> FailSession:
+def outcome_error(outcome: Outcome, *, failing_over: bool) -> RealtimeFail:
     """A worker admission that failed (WK-2, AU-4), or a failover's (WK-7, no admission
     error): no worker with the engine loaded, or every slot busy."""
     if failing_over or outcome is Outcome.NOT_LOADED:
-        return FailSession("engine_unavailable", admission=not failing_over)
-    return FailSession(
+        return RealtimeFail("engine_unavailable", admission=not failing_over)
+    return RealtimeFail(
         "too_many_sessions", close_code=1013, retry_after_ms=1000, admission=True
     )
 

@@ -1,7 +1,7 @@
 """The server events of each realtime dialect for one output (realtime §15, VL-9).
 
 The one place where outputs become wire events: ``server_events`` serializes a session output
-(``asr.items``) or a session echo (below) in the session's dialect, and ``error`` builds the
+(``asr.outputs``) or a session echo (below) in the session's dialect, and ``error`` builds the
 dialect's error envelope. Pure functions: the consumer sends what they return. OpenAI-dialect
 events are built and SDK-validated by ``asr.protocol``.
 """
@@ -15,7 +15,7 @@ from asr import event_schema
 from asr.config import beta_session_object, session_object
 from asr.errors import FAILED_ERROR, MESSAGES
 from asr.event_schema import error_event, server_event, user_item, vllm_done, vllm_error
-from asr.items import (
+from asr.outputs import (
     Committed,
     Completed,
     Delta,

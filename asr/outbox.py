@@ -12,8 +12,8 @@ import enum
 import time
 from collections import deque
 
-from asr.items import Forward, OpenItem, WorkerCommit, WorkerOut
 from asr.messages import AsrAudio, AsrCommit, AsrDrop, AsrItemOpen
+from asr.outputs import Forward, OpenItem, WorkerCommit, WorkerOut
 from gateway.contracts import Message
 from gateway.link.jobclient import WorkerLink
 

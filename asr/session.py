@@ -24,7 +24,8 @@ from asr.front_end import (
     SpeechStart,
     Turn,
 )
-from asr.items import (
+from asr.messages import AsrDelta, AsrFinal, AsrResync
+from asr.outputs import (
     Committed,
     Completed,
     Delta,
@@ -41,7 +42,6 @@ from asr.items import (
     WorkerCommit,
     words_from_item_start,
 )
-from asr.messages import AsrDelta, AsrFinal, AsrResync
 from asr.protocol import Dialect, new_id
 from asr.vad import FRAME
 from asr.whisper import MODEL_RATE

@@ -13,15 +13,14 @@ import asyncio
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import Literal
 
 from accounts.admission import Admission
 from accounts.exceptions import DenialReason
-from accounts.metering import UsageMeter, refuse, stream_tick
-from asr.items import Completed
+from accounts.metering import TerminalStatus, UsageMeter, refuse, stream_tick
+from asr.outputs import Completed
 from gateway import metrics
 
-UsageStatus = Literal["completed", "cancelled", "failed"]  # accounts U9
+UsageStatus = TerminalStatus  # the record's terminal statuses (accounts U9)
 
 
 class RealtimeUsage:

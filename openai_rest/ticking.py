@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator
 from typing import Protocol, TypeVar
 
 from accounts.exceptions import AdmissionDenied, DenialReason
-from tts.usage import TICK_S
+from gateway.link.timers import TICK_S
 
 T = TypeVar("T")
 

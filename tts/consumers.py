@@ -1,10 +1,12 @@
 """The ``/v1/tts/ws`` consumer: thin I/O between the client, accounts and a worker job.
 
-Handlers never await a worker: replies (``gpu.*``) and timers (``timer.fire``, the usage tick
-included) arrive as separate dispatched messages (Q5). Decisions are pure steps that return
-output records (``tts.outputs``): client events and timers in ``tts.stream``, incremental input
-in ``tts.incremental``, audio output in ``tts.forwarding``, state in ``tts.session``.
-``perform`` does their I/O. A request starts as every TTS request does (``tts.requests``).
+Built on the skeleton both consumers share (``gateway.link.consumers``): handlers never await
+a worker, replies (``gpu.*``) and timers (``timer.fire``, the usage tick included) arrive as
+separate dispatched messages (Q5). Decisions are pure steps that return output records
+(``tts.outputs``): client events and timers in ``tts.steps``, incremental input in
+``tts.incremental``, audio output in ``tts.forwarding``, state in ``tts.session``. The base's
+``perform`` does their I/O, this consumer's ``do`` the TTS records. A request starts as every
+TTS request does (``tts.requests``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import dataclasses
 import logging
 import uuid
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 
@@ -22,23 +24,32 @@ from accounts.admission import admit
 from accounts.exceptions import AdmissionDenied
 from gateway import metrics
 from gateway.contracts import JobFailed
+from gateway.link.boundary import ReleaseStep
 from gateway.link.budget import ControlBudget
 from gateway.link.consumers import WorkerClientConsumer
 from gateway.link.jobclient import Outcome, Phase
-from gateway.link.timers import NamedTimers, Ticker
+from gateway.link.outputs import Fail, TerminalStatus
 from gateway.logs import request_id_var
 from gateway.outages import Failure
 from gateway.server.daphne_compat import TRANSPORT_EXTENSION
-from tts import forwarding, outputs, stream
+from tts import forwarding, outputs, steps
 from tts.client import link_options
 from tts.errors import denial_fail, failure_error, outcome_error
 from tts.events import Complete, ServerEvent, server_message
 from tts.incremental import IncrementalInput
 from tts.messages import TtsAck
+from tts.outputs import TtsFail
 from tts.protocol import TtsRequest
 from tts.requests import RequestPlan, start_on_stream
-from tts.session import ActiveRequest, RequestState, StreamState, TtsSession
-from tts.usage import TICK_S, TtsUsage, UsageStatus
+from tts.session import (
+    REQUEST_STATES,
+    STREAM_STATES,
+    ActiveRequest,
+    RequestState,
+    StreamState,
+    TtsSession,
+)
+from tts.usage import TtsUsage
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +66,7 @@ class TtsConsumer(WorkerClientConsumer):
     """One TTS stream: admission, requests one at a time, audio forwarding, cancel, ping."""
 
     endpoint = "tts"
-    released = False
+    disconnect_status: ClassVar[TerminalStatus] = "cancelled"  # W10
     draining = False  # W12: the gateway is stopping; the active request may finish
     plan: RequestPlan | None = None  # the current (or last) request's start
     input: IncrementalInput | None = None  # its incremental input (§9.2)
@@ -65,12 +76,10 @@ class TtsConsumer(WorkerClientConsumer):
         offered = self.scope.get("subprotocols") or []
         await self.accept(subprotocol="veena-tts" if "veena-tts" in offered else None)
         self.session = TtsSession()
-        self.timers = NamedTimers(self.post_later)
-        self.ticker = Ticker(self.post_now, "tick", TICK_S)
         self.usage = TtsUsage()
         self.control = ControlBudget.from_settings()
         request_id_var.set(self.session.stream_request_id)
-        self.count_open()
+        self.open_stream()
         try:
             if settings.TTS_AUTH_REQUIRED:
                 self.usage.admission = await admit(self.scope, endpoint="tts")
@@ -81,45 +90,27 @@ class TtsConsumer(WorkerClientConsumer):
         self.ticker.start()  # accounts E6
         self.timers.arm("request", settings.TTS_REQUEST_TIMEOUT_S)
 
-    async def disconnect(self, code: int) -> None:
-        """W10: a client close cancels the active request; then release everything (Z3)."""
-        if hasattr(self, "session"):
-            await self.release(code)
+    # The teardown's TTS steps (W10, Z2, Z3): the base's ``end_stream`` runs them once.
 
-    async def release(
-        self,
-        close_code: int,
-        *,
-        status: UsageStatus = "cancelled",
-        error_code: str = "",
-    ) -> None:
-        """Z2/Z3 on every exit path, once: timers, tick, worker job, usage record, lease.
+    def mark_closed(self) -> None:
+        """The stream has ended."""
+        self.session.state = STREAM_STATES.move(self.session.state, StreamState.CLOSED)
 
-        Each step runs even when an earlier one failed (issue 9).
-        """
-        if self.released:
-            return
-        self.released = True
-        busy = self.session.busy
+    def record_steps(
+        self, status: TerminalStatus, error_code: str, close_code: int | None
+    ) -> list[ReleaseStep]:
+        """The active request ends with the stream (a client close cancels it, W10), then
+        the stream's own record."""
+        steps: list[ReleaseStep] = []
+        if self.session.busy:
+            end = partial(self.end_request, status, error_code=error_code)
+            steps.append(partial(end, close_code=close_code))
+        finish = partial(self.usage.finish, status=status, error_code=error_code)
+        return [*steps, partial(finish, close_code=close_code)]
 
-        async def end_request() -> None:
-            if busy:
-                await self.end(status, error_code=error_code, close_code=close_code)
-
-        await self.release_each(
-            self.count_closed,
-            self.shut,
-            self.ticker.stop,
-            end_request,
-            self.release_link,
-            partial(
-                self.usage.finish,
-                status=status,
-                error_code=error_code,
-                close_code=close_code,
-            ),
-            self.usage.release,  # after the record, as accounts.metering says
-        )
+    async def release_admission(self) -> None:
+        """The lease goes back after the record (accounts.metering)."""
+        await self.usage.release()
 
     async def send_failure(self, failure: Failure) -> None:
         """The boundary's error event (§6, fatal): INTERNAL_ERROR for a bug,
@@ -132,22 +123,17 @@ class TtsConsumer(WorkerClientConsumer):
         event = failure_error("service_unavailable", str(uuid.uuid4()))
         return server_message(dataclasses.replace(event, message=message))
 
-    async def release_failed(self, failure: Failure, close_code: int) -> None:
-        """The boundary's release: the active request and the stream end as failed."""
-        if hasattr(self, "session"):
-            await self.release(close_code, status="failed", error_code=failure)
-
     def closed(self) -> bool:
         """True once the stream has ended (or before it began)."""
-        return not hasattr(self, "session") or self.session.closed
+        return not self.opened or self.session.closed
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
     ) -> None:
-        """Apply one client message (``tts.stream.message`` parses it, once)."""
+        """Apply one client message (``tts.steps.message`` parses it, once)."""
         if self.session.closed:
             return
-        outs = stream.message(self.session, self.control, text_data, bytes_data)
+        outs = steps.message(self.session, self.control, text_data, bytes_data)
         await self.perform(outs)
 
     @property
@@ -161,7 +147,7 @@ class TtsConsumer(WorkerClientConsumer):
     async def start(self, req: TtsRequest) -> None:
         """L1 steps 4–8: K4's token, the shared start, K2–K3, the record, the submission."""
         started = await start_on_stream(self.session, self.usage, req)
-        if isinstance(started, outputs.Fail):
+        if isinstance(started, TtsFail):
             await self.fail(started)
             return
         plan, self.plan = started.plan, started.plan
@@ -183,7 +169,7 @@ class TtsConsumer(WorkerClientConsumer):
             await self.job_accepted()
         else:
             code, message, retry = outcome_error(outcome)
-            await self.fail(outputs.Fail(code, message, retry_after_ms=retry))
+            await self.fail(TtsFail(code, message, retry_after_ms=retry))
 
     async def job_accepted(self) -> None:
         """E1: header (and the WAV header frame, E6) once a worker holds the job."""
@@ -195,13 +181,13 @@ class TtsConsumer(WorkerClientConsumer):
             await self.fail(denial_fail(denied, fatal=True))
             return
         await link.send(TtsAck(job_id=link.job_id, seq=-1))  # confirm (Z3)
-        active.state = active.state.advance(RequestState.STREAMING)
+        active.state = REQUEST_STATES.move(active.state, RequestState.STREAMING)
         await self.perform(forwarding.header(active, link.model_version))
         await self.perform(self.input.accepted())
 
-    async def end(
+    async def end_request(
         self,
-        status: UsageStatus,
+        status: TerminalStatus,
         *,
         error_code: str = "",
         close_code: int | None = None,
@@ -243,15 +229,15 @@ class TtsConsumer(WorkerClientConsumer):
         if active.request.timestamps and active.open_segment is not None:
             await self.emit(active.segment_end_event(active.open_segment))
         closing = self.session.closing_code(draining=self.draining)
-        status: UsageStatus = "cancelled" if cancelled else "completed"
-        body = await self.end(status, close_code=closing)
+        status: TerminalStatus = "cancelled" if cancelled else "completed"
+        body = await self.end_request(status, close_code=closing)
         if body["rtf"]:
             metrics.RTF.labels("tts").observe(body["rtf"])
         await self.emit(Complete(request_id=active.request_id, metrics=body))
         if closing is None:
-            self.timers.arm("idle", stream.idle_timeout_s())
+            self.timers.arm("idle", steps.idle_timeout_s())
         else:
-            await self.close_stream(closing)
+            await self.close_stream(closing, "cancelled")
 
     # Worker replies and timers (each a separately dispatched message, Q5).
 
@@ -273,69 +259,61 @@ class TtsConsumer(WorkerClientConsumer):
         logger.warning(
             "tts request %s: worker failed (%s)", self.active.request_id, failed.code
         )
-        await self.fail(outputs.Fail("INTERNAL_ERROR", "Synthesis failed"))
+        await self.fail(TtsFail("INTERNAL_ERROR", "Synthesis failed"))
+
+    async def tick_usage(self) -> Fail | None:
+        """accounts E6; an accounts E7 stop ends the stream as its denial."""
+        reason = await self.usage.tick()
+        if reason is None:
+            return None
+        return denial_fail(AdmissionDenied(reason), fatal=True)
 
     async def on_timer(self, name: str) -> None:
-        """The usage tick, or one of the consumer's own timers (``tts.stream.timer``)."""
-        if name == self.ticker.name:
-            self.ticker.ticked()
-            reason = await self.usage.tick()  # accounts E6, E7: a reason ends it
-            if reason is not None:
-                await self.fail(denial_fail(AdmissionDenied(reason), fatal=True))
-            return
+        """One of the consumer's own timers (``tts.steps.timer``)."""
         fired = self.timers.fired(name)
         if fired is not None and not self.session.closed:
-            await self.perform(stream.timer(self.session, fired))
+            await self.perform(steps.timer(self.session, fired))
 
     async def on_shutdown(self) -> None:
         """W12: an idle stream closes 1001 now; an active request may run for
         ``TTS_DRAIN_S``, then ends with INTERNAL_ERROR and 1001."""
         if not self.session.busy:
-            await self.close_stream(1001)
+            await self.close_stream(1001, "cancelled")
             return
         self.draining = True
         self.timers.arm("drain", settings.TTS_DRAIN_S)
 
-    # Output: the one place that does the steps' I/O.
+    # Output: the TTS records (``Arm``, ``Disarm`` and failures are the base's ``perform``'s).
 
-    async def perform(self, outs: list[outputs.Out]) -> None:
-        """Do the outputs in order; one that ends the request ends the list too."""
-        for out in outs:
-            match out:
-                case outputs.Send(event):
-                    await self.emit(event)
-                case outputs.Frame(data, samples, ttfb_s, segment_chars):
-                    if ttfb_s is not None:
-                        metrics.TTFB.labels("tts").observe(ttfb_s)
-                    await self.send(bytes_data=data)
-                    self.usage.frame_sent(
-                        len(data), samples, segment_chars=segment_chars
-                    )
-                case outputs.Ack() | outputs.SentTimer():
-                    full = self.transport_full()
-                    acks = forwarding.transport(out, self.active, transport_full=full)
-                    await self.perform(acks)
-                case outputs.ToWorker() if not await self.to_worker(out):
-                    await self.fail(
-                        outputs.Fail("INTERNAL_ERROR", "Synthesis worker unavailable")
-                    )
-                    return
-                case outputs.Arm(name, delay):
-                    self.timers.arm(name, delay)
-                case outputs.Disarm(names):
-                    self.timers.disarm(*names)
-                case outputs.Fail():
-                    await self.fail(out)
-                    return
-                case outputs.Start(req):
-                    await self.start(req)
-                case outputs.Finish(cancelled):
-                    await self.complete(cancelled=cancelled)
-                    return
-                case outputs.Input() | outputs.ClearInput() | outputs.InputTimer() if (
-                    self.input is not None
-                ):
-                    await self.perform(await self.input.apply(out, self.usage))
+    async def do(self, out: outputs.Out) -> bool:
+        """Do one TTS output; False when it ended the request (nothing after it is done)."""
+        match out:
+            case outputs.Send(event):
+                await self.emit(event)
+            case outputs.Frame(data, samples, ttfb_s, segment_chars):
+                if ttfb_s is not None:
+                    metrics.TTFB.labels("tts").observe(ttfb_s)
+                await self.send(bytes_data=data)
+                self.usage.frame_sent(len(data), samples, segment_chars=segment_chars)
+            case outputs.Ack() | outputs.SentTimer():
+                full = self.transport_full()
+                acks = forwarding.transport(out, self.active, transport_full=full)
+                await self.perform(acks)
+            case outputs.ToWorker() if not await self.to_worker(out):
+                await self.fail(
+                    TtsFail("INTERNAL_ERROR", "Synthesis worker unavailable")
+                )
+                return False
+            case outputs.Start(req):
+                await self.start(req)
+            case outputs.Finish(cancelled):
+                await self.complete(cancelled=cancelled)
+                return False
+            case outputs.Input() | outputs.ClearInput() | outputs.InputTimer() if (
+                self.input is not None
+            ):
+                await self.perform(await self.input.apply(out, self.usage))
+        return True
 
     async def to_worker(self, out: outputs.ToWorker) -> bool:
         """Send one message to the pinned worker; False when a required one failed."""
@@ -353,17 +331,11 @@ class TtsConsumer(WorkerClientConsumer):
         probe = self.scope.get("extensions", {}).get(TRANSPORT_EXTENSION)
         return 0 if probe is None else int(probe.buffered())
 
-    async def release_link(self) -> None:
-        """Z2/Q4: stop the worker job now, also one whose acceptance is still on its way
-        (``WorkerLink.close`` cancels it at the worker that accepts it)."""
-        if self.link is not None:
-            await self.link.close()
-
     async def emit(self, event: ServerEvent) -> None:
         """Send one server event (serialized by ``tts.events.server_message``)."""
         await self.send_json(server_message(event))
 
-    async def fail(self, error: outputs.Fail) -> None:
+    async def fail(self, error: TtsFail) -> None:
         """Send the one error event (§6); end the request, and the stream when fatal."""
         session = self.session
         if session.closed:
@@ -373,7 +345,7 @@ class TtsConsumer(WorkerClientConsumer):
         metrics.ERRORS.labels("tts", error.code).inc()
         usage_error = error.usage_error or error.code.lower()
         if session.busy:
-            await self.end("failed", error_code=usage_error, close_code=close)
+            await self.end_request("failed", error_code=usage_error, close_code=close)
         elif error.code != "TIMEOUT" and usage_error not in STREAM_STOPS:
             # A request refused before it began leaves a record (issue 30).
             await self.usage.fail(
@@ -381,18 +353,8 @@ class TtsConsumer(WorkerClientConsumer):
             )
         await self.emit(outputs.error_event(error, rid, fatal=fatal))
         if close is not None:
-            await self.close_stream(close)
+            await self.close_stream(close, "cancelled")
         elif self.draining:  # W12: no further request on a stopping gateway
-            await self.close_stream(1001)
+            await self.close_stream(1001, "cancelled")
         elif session.requests_started:
-            self.timers.arm("idle", stream.idle_timeout_s())
-
-    async def close_stream(self, code: int) -> None:
-        """End the stream with ``code``; the lease goes back now, not at the disconnect."""
-        await self.release(code)
-        await self.close(code=code)
-
-    async def shut(self) -> None:
-        """Mark the stream closed and stop the consumer's own timers."""
-        self.session.state = StreamState.CLOSED
-        self.timers.disarm_all()
+            self.timers.arm("idle", steps.idle_timeout_s())

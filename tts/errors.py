@@ -13,7 +13,7 @@ from gateway.link.jobclient import Outcome
 from gateway.outages import Failure
 from gateway.wording import retry_after
 from tts.events import Error, rate_limit_message
-from tts.outputs import Fail
+from tts.outputs import TtsFail
 
 OVERLOADED = "Streaming capacity exhausted. Retry shortly."
 DENIALS = {  # accounts E3 reason → (wire code, message)
@@ -65,11 +65,11 @@ def denial_fail(
     *,
     request_id: str | None = None,
     fatal: bool | None = None,
-) -> Fail:
+) -> TtsFail:
     """An accounts denial (W6, K4, accounts Q7) or stop (accounts E7) as the stream's §6 error; the record
     keeps the accounts reason as its ``error_code`` (U3)."""
     code, message, retry = denial_error(denied)
-    return Fail(
+    return TtsFail(
         code,
         message,
         close_code=DENIAL_CLOSE_CODES.get(denied.reason),

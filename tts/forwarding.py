@@ -17,14 +17,14 @@ from django.conf import settings
 from tts.audio import wav_stream_header
 from tts.events import Flushed, Words
 from tts.messages import TtsAck, TtsChunk, TtsDone, TtsFlushed
-from tts.outputs import Ack, Arm, Fail, Finish, Frame, Out, Send, SentTimer, ToWorker
+from tts.outputs import Ack, Arm, Finish, Frame, Out, Send, SentTimer, ToWorker, TtsFail
 from tts.session import ActiveRequest
 
 logger = logging.getLogger(__name__)
 
 TRANSPORT_POLL_S = 0.02  # how often a held ack looks at the socket's buffer again
 SLOW_CLIENT_CLOSE = 1008  # a client that stopped reading breaks the stream's policy
-INTERRUPTED = Fail("INTERNAL_ERROR", "Audio stream interrupted")
+INTERRUPTED = TtsFail("INTERNAL_ERROR", "Audio stream interrupted")
 
 
 def audio(active: ActiveRequest, message: dict[str, Any]) -> list[Out]:
@@ -116,7 +116,7 @@ def sent_timer(active: ActiveRequest, *, transport_full: bool) -> list[Out]:
         return release_ack(active)
     if active.clock() - active.ack_held_since > settings.TTS_CLIENT_STALL_S:
         return [
-            Fail(
+            TtsFail(
                 "TIMEOUT", "Client stopped reading audio", close_code=SLOW_CLIENT_CLOSE
             )
         ]

@@ -21,12 +21,12 @@ from tts.outputs import (
     Arm,
     ClearInput,
     Disarm,
-    Fail,
     Input,
     InputStep,
     Out,
     Send,
     ToWorker,
+    TtsFail,
     WorkerKind,
 )
 from tts.prepare import prepare_pieces
@@ -62,7 +62,7 @@ class IncrementalInput:
         return outs
 
     async def apply(self, step: InputStep, usage: TtsUsage) -> list[Out]:
-        """One input step that ``tts.stream`` decided on."""
+        """One input step that ``tts.steps`` decided on."""
         if isinstance(step, Input):
             return await self.on_event(step.event, usage)
         if isinstance(step, ClearInput):
@@ -91,7 +91,9 @@ class IncrementalInput:
         total, limit = active.text_chars + len(text), settings.TTS_MAX_TEXT_CHARS
         if total > limit:
             return [
-                Fail("VALIDATION_ERROR", f"Text too long: {total} chars (max {limit})")
+                TtsFail(
+                    "VALIDATION_ERROR", f"Text too long: {total} chars (max {limit})"
+                )
             ]
         try:
             await usage.reserve_text(chars=len(text))
@@ -159,7 +161,7 @@ class IncrementalInput:
         idle = settings.TTS_INPUT_IDLE_S
         if active.buffer.pending or active.audio_pending(AUDIO_STALE_S):
             return [Arm("input", idle)]
-        return [Fail("TIMEOUT", f"No text received within {count(idle, 'second')}")]
+        return [TtsFail("TIMEOUT", f"No text received within {count(idle, 'second')}")]
 
     async def _segments(self, segments: list[Segment]) -> list[Out]:
         if not segments:

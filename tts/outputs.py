@@ -1,6 +1,7 @@
 """What the TTS stream's pure steps ask of the consumer: output records, done by its ``perform``.
 
-``tts.stream``, ``tts.forwarding``, ``tts.incremental`` and ``tts.requests`` decide and hold no
+The records both apps share (``Arm``, ``Disarm``, the ``Fail`` base) are ``gateway.link.outputs``'s;
+``tts.steps``, ``tts.forwarding``, ``tts.incremental`` and ``tts.requests`` decide and hold no
 consumer; the consumer does the I/O (socket, worker link, timers, usage meter): ``perform`` for
 these records, and its request start, acceptance and end around them.
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.contracts import Message
+from gateway.link.outputs import Arm, Disarm, Fail
 from tts.events import Error, ServerEvent
 from tts.protocol import End, Flush, TextInput, TtsProtocolError, TtsRequest
 
@@ -54,22 +56,7 @@ class ToWorker:
 
 
 @dataclass(frozen=True)
-class Arm:
-    """(Re)start one of the consumer's timers."""
-
-    name: str
-    delay: float
-
-
-@dataclass(frozen=True)
-class Disarm:
-    """Stop some of the consumer's timers."""
-
-    names: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Fail:
+class TtsFail(Fail):
     """End the request (and the stream when fatal) with one §6 error.
 
     ``fatal`` None: §6/K1 decide from the code and ``keep_alive`` (the stream's when None);
@@ -88,9 +75,11 @@ class Fail:
     valid_speakers: list[str] | None = None
 
 
-def refusal(exc: TtsProtocolError, *, request_id: str, keep_alive: bool | None) -> Fail:
+def refusal(
+    exc: TtsProtocolError, *, request_id: str, keep_alive: bool | None
+) -> TtsFail:
     """A message or request that cannot be used, as its §6 error."""
-    return Fail(
+    return TtsFail(
         exc.code,
         exc.message,
         close_code=exc.close_code,
@@ -100,7 +89,7 @@ def refusal(exc: TtsProtocolError, *, request_id: str, keep_alive: bool | None) 
     )
 
 
-def error_event(error: Fail, request_id: str, *, fatal: bool) -> Error:
+def error_event(error: TtsFail, request_id: str, *, fatal: bool) -> Error:
     """The §6 error event of ``error``, its message within 500 characters."""
     return Error(
         error.code,
@@ -158,7 +147,7 @@ Out = (
     | ToWorker
     | Arm
     | Disarm
-    | Fail
+    | TtsFail
     | Start
     | Finish
     | Input

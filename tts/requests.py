@@ -25,7 +25,7 @@ from gateway.logs import request_id_var
 from tts.engine_info import EngineInfo
 from tts.errors import denial_fail
 from tts.messages import TtsSubmit, sampling_of
-from tts.outputs import Fail, refusal
+from tts.outputs import TtsFail, refusal
 from tts.pins import pinned
 from tts.prepare import prepare
 from tts.protocol import TtsProtocolError, TtsRequest
@@ -122,7 +122,7 @@ class Started:
 
 async def start_on_stream(
     session: TtsSession, usage: TtsUsage, req: TtsRequest
-) -> Started | Fail:
+) -> Started | TtsFail:
     """A stream's request: its id (X1, K3), then ``start_request``; or the error that
     refused it (a per-request RPM denial is not fatal, K4)."""
     request_id = session.request_id_for(req.request_id)

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.link.states import Transitions
 from tts.events import Header, Progress, SegmentEnd, SegmentStart
 from tts.messages import DEFAULT_CHUNK_WINDOW, ChunkOrder
-from tts.outputs import Fail
+from tts.outputs import TtsFail
 from tts.protocol import CLOSE_CODES, NON_FATAL_CODES, TtsProtocolError, TtsRequest
 from tts.text import SEGMENT_MAX_CHARS, SEGMENT_MIN_CHARS, TextBuffer
 
@@ -24,23 +25,32 @@ Clock = Callable[[], float]
 
 
 class StreamState(enum.Enum):
-    """Lifecycle of a stream; CLOSED is terminal."""
+    """Lifecycle of a stream; CLOSED is terminal (``STREAM_STATES``)."""
 
     OPEN = enum.auto()  # admitted; a request may be active
     CLOSED = enum.auto()
 
 
+STREAM_STATES = Transitions(
+    {StreamState.OPEN: {StreamState.CLOSED}, StreamState.CLOSED: ()}
+)
+
+
 class RequestState(enum.Enum):
-    """Lifecycle of one request; transitions only move forward."""
+    """Lifecycle of one request; transitions only move forward (``REQUEST_STATES``)."""
 
     SUBMITTING = enum.auto()  # sent to a worker, no header yet
     STREAMING = enum.auto()  # header sent, audio flowing
     DONE = enum.auto()  # complete or error sent
 
-    def advance(self, new: RequestState) -> RequestState:
-        """Return ``new`` after checking that it comes later."""
-        assert new.value > self.value, (self, new)
-        return new
+
+REQUEST_STATES = Transitions(
+    {
+        RequestState.SUBMITTING: {RequestState.STREAMING, RequestState.DONE},
+        RequestState.STREAMING: {RequestState.DONE},
+        RequestState.DONE: (),
+    }
+)
 
 
 @dataclass
@@ -247,7 +257,7 @@ class TtsSession:
             return self.active.request_id
         return self.request_id_for()
 
-    def error_effect(self, error: Fail) -> tuple[bool, int | None]:
+    def error_effect(self, error: TtsFail) -> tuple[bool, int | None]:
         """§6/K1: whether ``error`` is fatal, and the stream's close code then."""
         keep = self.keep_alive if error.keep_alive is None else error.keep_alive
         fatal = error.fatal
@@ -305,4 +315,6 @@ class TtsSession:
     def end_request(self) -> None:
         """The active request reached its terminal event."""
         if self.active is not None and self.active.state is not RequestState.DONE:
-            self.active.state = self.active.state.advance(RequestState.DONE)
+            self.active.state = REQUEST_STATES.move(
+                self.active.state, RequestState.DONE
+            )

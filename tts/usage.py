@@ -17,16 +17,13 @@ from typing import Any, TypeVar
 from accounts.admission import Admission
 from accounts.exceptions import AdmissionDenied, DenialReason, DeniedKey
 from accounts.metering import TerminalStatus, UsageMeter, refuse, stream_tick
+from gateway.link.timers import TICK_S
 from tts.delivery import Billed, Delivery
 
 logger = logging.getLogger(__name__)
 
 UsageStatus = TerminalStatus  # the record's terminal statuses (accounts U8)
 T = TypeVar("T")
-
-# accounts E6 asks for a tick at least once a second; half that keeps a revocation's stop
-# within accounts E7's 1 s even when the tick message waits behind audio in the channel.
-TICK_S = 0.5
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

@@ -12,7 +12,6 @@ import os
 import socket
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
-from typing import Literal
 from uuid import UUID
 
 from django.db import transaction
@@ -25,10 +24,10 @@ from accounts.models.choices import Endpoint, Route, UsageStatus
 from accounts.models.usage import UsageRecord
 from accounts.services.quota import METRIC_FIELDS, period_of, quota_add
 from accounts.services.rollup_deltas import ROW_FIELDS, rollup_apply
+from gateway.link.outputs import TerminalStatus
 
 logger = logging.getLogger(__name__)
 
-TerminalStatus = Literal["completed", "cancelled", "failed"]
 TERMINAL_STATUSES = (UsageStatus.COMPLETED, UsageStatus.CANCELLED, UsageStatus.FAILED)
 
 

@@ -1,228 +1,164 @@
-"""Base of both API consumers: the exception boundary, JSON output, self-posted timers and
-worker-link replies.
+"""The skeleton of both API consumers (``/v1/tts/ws``, ``/v1/realtime``): one worker job
+through a ``WorkerLink`` at a time, self-posted timers, the usage tick, outputs and teardown.
 
-``dispatch`` is the one boundary of a stream (issue 9): whatever a handler raises (receive,
-``gpu.*``, ``timer.*``, connect or disconnect), the exception is logged once, the protocol's
-error goes out where the socket still allows it, the consumer's release runs (worker job, usage
-record as ``failed``, lease, gauges) and the socket closes. A bug is ``internal_error`` and
-1011; an outage of Redis or the database (``gateway.outages``) is ``service_unavailable`` and
-1013, logged without a traceback (issue 31).
-
-The consumer's own channel is read inside that boundary too: Channels' ``AsyncConsumer``
-awaits the layer's ``receive`` in ``await_many_dispatch``, where an error (Redis gone) escaped
-the consumer and Daphne closed the socket 1011 with no error event. Here a failed receive
-becomes one ``layer.outage`` message, dispatched like any other; later receives wait out the
-outage quietly while the stream closes.
+Both consumers are built the same way (issue 33): ``open_stream`` makes the stream's timers and
+usage tick; handlers never await a worker, replies (``gpu.*``) and timers (``timer.fire``)
+arrive as separately dispatched messages; the app's pure steps return output records, and
+``perform`` is the one place that does them (the shared records of ``gateway.link.outputs``
+here, the app's own through its ``do``); the tick asks the app's usage for a stop reason;
+``end_stream`` is the one teardown, run once on every exit path. What differs between the apps
+is an abstract hook (``abc``), so a consumer that lacks one cannot be made. The exception
+boundary around every handler is ``gateway.link.boundary``.
 """
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from functools import partial
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from channels.exceptions import ChannelFull, StopConsumer
-from channels.generic.websocket import AsyncWebsocketConsumer
-from channels.layers import get_channel_layer
-from channels.utils import await_many_dispatch
+from channels.exceptions import ChannelFull
 
-from gateway import jsontext, metrics
-from gateway.dispatch import dispatch
-from gateway.layers.listener import receive_through_outages
+from gateway.link.boundary import ReleaseStep, StreamBoundary
 from gateway.link.jobclient import TIMER, Outcome, WorkerLink
-from gateway.outages import FAILURE_CLOSE_CODES, Failure, is_outage, log_failure
-from gateway.server import lifecycle
+from gateway.link.outputs import Arm, Disarm, Fail, TerminalStatus
+from gateway.link.timers import TICK, TICK_S, NamedTimers, Ticker
+from gateway.outages import Failure, log_failure
 
 logger = logging.getLogger(__name__)
 
-OUTAGE = "layer.outage"  # what the own channel's receive returns when the layer fails
-ReleaseStep = Callable[[], Awaitable[object]]
 
+class WorkerClientConsumer(StreamBoundary):
+    """A WebSocket stream that runs one worker job through a ``WorkerLink`` at a time."""
 
-class WorkerClientConsumer(AsyncWebsocketConsumer):
-    """A WebSocket consumer that runs one worker job through a ``WorkerLink`` at a time."""
-
-    endpoint: ClassVar[str] = ""  # the metrics label: "tts" or "asr"
+    # The usage record's status when the client closes the stream (tts W10, accounts U9).
+    disconnect_status: ClassVar[TerminalStatus]
     link: WorkerLink | None = None
-    accepted = False
-    counted = False  # counted in veena_active_streams
-    crashed = False
-    layer_failed = False  # the own channel's receive failed once (OUTAGE dispatched)
+    opened = False  # ``open_stream`` ran: the stream's state exists
+    released = False  # ``end_stream`` ran
+    timers: NamedTimers
+    ticker: Ticker
 
+    # The hooks each app supplies (besides the boundary's: closed, send_failure, refusal).
+
+    @abc.abstractmethod
     async def on_outcome(self, outcome: Outcome | None) -> None:
         """React to an admission or liveness decision of the link."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def on_timer(self, name: str) -> None:
-        """React to a timer of the consumer's own (not the link's)."""
-        raise NotImplementedError
+        """React to one of the consumer's own timers (not the link's, not the tick)."""
 
-    def closed(self) -> bool:
-        """True once the consumer has ended its stream."""
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def do(self, out: Any) -> bool:
+        """Do one of the app's own outputs; False: nothing after it in the list is done."""
 
-    async def send_failure(self, failure: Failure) -> None:
-        """Send the protocol's error event for ``failure`` (the boundary's first step)."""
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def fail(self, fail: Any) -> None:
+        """Send the app's failure record's error; end the request, or the stream."""
+
+    @abc.abstractmethod
+    async def tick_usage(self) -> Fail | None:
+        """accounts E6: tick the usage; a stop (accounts E7) is returned as the failure."""
+
+    @abc.abstractmethod
+    def mark_closed(self) -> None:
+        """The stream's state says it has ended (the teardown's first change)."""
+
+    @abc.abstractmethod
+    def record_steps(
+        self, status: TerminalStatus, error_code: str, close_code: int | None
+    ) -> list[ReleaseStep]:
+        """The teardown's steps that finish the usage record(s), before the job ends."""
+
+    @abc.abstractmethod
+    async def release_admission(self) -> None:
+        """The teardown's last step: give back the admission (after the record)."""
+
+    async def performed(self) -> None:
+        """After a list of outputs was done, on a stream still open (default: nothing)."""
 
     async def release_failed(self, failure: Failure, close_code: int) -> None:
-        """Release everything as a failure: usage ``failed`` with ``failure`` as its error
-        code and ``close_code``."""
-        raise NotImplementedError
+        """The boundary's release: the stream ends ``failed`` with ``failure``."""
+        if self.opened:
+            await self.end_stream("failed", error_code=failure, close_code=close_code)
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        """Run the consumer; however it ends (a crash, Daphne's close timeout, a test's
-        communicator cancelling it), it releases everything it holds, shielded, once, and
-        its worker job ends too."""
-        try:
-            await self.serve(scope, receive, send)
-        except Exception as error:
-            # Outside dispatch (creating the own channel, say): the stream ends here as
-            # inside, with the code it sends, before Daphne's own close; the record holds
-            # that code, not a client's 1006 (docs/accounting.md: the code really sent).
-            log_failure(logger, "%s stream: failed outside a handler", self.endpoint)
-            await asyncio.shield(self.fail_for(error))
-            raise
-        finally:
-            await asyncio.shield(self.release_on_exit())
-            if self.link is not None:
-                self.link.abandon()
+    # The stream's life: open, outputs, end.
 
-    async def serve(self, scope: Any, receive: Any, send: Any) -> None:
-        """``AsyncConsumer.__call__``, with the own channel read by ``receive_channel``."""
-        self.scope = scope
-        self.channel_layer = get_channel_layer(self.channel_layer_alias)
-        self.channel_name = await self.channel_layer.new_channel()
-        self.base_send = send
-        try:
-            await await_many_dispatch([receive, self.receive_channel], self.dispatch)
-        except StopConsumer:
-            pass
+    def open_stream(self) -> None:
+        """The stream's state exists: its own timers, its usage tick, its gauge."""
+        self.opened = True
+        self.timers = NamedTimers(self.post_later)
+        self.ticker = Ticker(self.post_now, TICK, TICK_S)
+        self.count_open()
 
-    async def receive_channel(self) -> dict[str, Any]:
-        """The next message on the own channel; the first failure of the layer is one
-        ``layer.outage`` message, after which receives wait for the layer to come back."""
-        if self.layer_failed:
-            return await receive_through_outages(self.channel_layer, self.channel_name)
-        try:
-            message: dict[str, Any] = await self.channel_layer.receive(
-                self.channel_name
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # boundary: the layer's receive; the stream's outage path
-            log_failure(
-                logger, "%s stream: channel layer receive failed", self.endpoint
-            )
-            self.layer_failed = True
-            return {"type": OUTAGE}
-        return message
+    async def perform(self, outs: Iterable[Any]) -> None:
+        """Do the outputs of a step in order: timers and failures here, the app's own
+        through ``do``; nothing after a failure, or after the stream ended."""
+        for out in outs:
+            if self.closed():
+                return
+            match out:
+                case Arm(name, delay):
+                    self.timers.arm(name, delay)
+                case Disarm(names):
+                    self.timers.disarm(*names)
+                case Fail():
+                    await self.fail(out)
+                    return
+                case _ if not await self.do(out):
+                    return
+        if not self.closed():
+            await self.performed()
 
-    async def layer_outage(self, message: dict[str, Any]) -> None:
-        """Handle layer.outage: the channel layer failed under this stream."""
-        await self.fail_with("service_unavailable")
+    async def disconnect(self, code: int) -> None:
+        """The client closed (or the instance ends): end the stream with its status."""
+        if self.opened:
+            await self.end_stream(self.disconnect_status, close_code=code)
 
-    async def release_on_exit(self) -> None:
-        """The last exit path: a disconnect that never ran (or was cut short) runs now."""
-        if hasattr(self, "channel_name"):
-            lifecycle.unregister(self.channel_name)
-        try:
-            await self.disconnect(1006)  # abnormal closure; a no-op once released
-        except Exception:  # boundary: the instance is ending
-            log_failure(logger, "%s stream: release on exit failed", self.endpoint)
+    async def close_stream(
+        self,
+        code: int,
+        status: TerminalStatus,
+        *,
+        error_code: str = "",
+        reason: str | None = None,
+    ) -> None:
+        """End the stream, then close the socket with ``code``: the lease goes back now,
+        not at the disconnect."""
+        await self.end_stream(status, error_code=error_code, close_code=code)
+        await self.close(code=code, reason=reason)
 
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        """Run the message's handler (``gateway.dispatch``: no database hop); anything it
-        raises ends the stream here, once."""
-        try:
-            await dispatch(self, message)
-        except StopConsumer:
-            raise
-        except Exception as error:  # boundary: one stream (STYLE 46)
-            kind = message.get("type")
-            log_failure(logger, "%s stream: %s handler failed", self.endpoint, kind)
-            await self.fail_for(error)
-            if kind == "websocket.disconnect":
-                raise StopConsumer() from None
-
-    async def fail_for(self, error: BaseException) -> None:
-        """The boundary's way out for ``error``: an outage (``gateway.outages``) is
-        ``service_unavailable`` and 1013, anything else ``internal_error`` and 1011."""
-        outage = is_outage(error)
-        await self.fail_with("service_unavailable" if outage else "internal_error")
-
-    async def fail_with(self, failure: Failure) -> None:
-        """The boundary's way out: the protocol's error for ``failure``, release as
-        failed, close with its code (1011 for a bug, 1013 for an outage); once."""
-        if self.crashed:
+    async def end_stream(
+        self, status: TerminalStatus, *, error_code: str = "", close_code: int | None
+    ) -> None:
+        """The one teardown, once, on every exit path: gauge, timers, tick, the usage
+        record(s), the worker job, the admission. Each step runs even when an earlier one
+        failed (issue 9)."""
+        if self.released:
             return
-        self.crashed = True
-        close_code = FAILURE_CLOSE_CODES[failure]
-        metrics.ERRORS.labels(self.endpoint, failure).inc()
-        if self.accepted and not self.closed():
-            await self.release_each(partial(self.send_failure, failure))
+        self.released = True
         await self.release_each(
-            partial(self.release_failed, failure, close_code),
-            partial(self.close, code=close_code),
+            self.count_closed,
+            self.stop_timers,
+            self.ticker.stop,
+            *self.record_steps(status, error_code, close_code),
+            self.release_link,
+            self.release_admission,  # after the record, as accounts.metering says
         )
 
-    async def release_each(self, *steps: ReleaseStep) -> None:
-        """Run each release step in order; a failing step is logged, the rest still run."""
-        for step in steps:
-            try:
-                await step()
-            except Exception:  # boundary: one release step
-                log_failure(logger, "%s stream: a release step failed", self.endpoint)
+    async def stop_timers(self) -> None:
+        """Stop the consumer's own timers and mark the stream ended."""
+        self.timers.disarm_all()
+        self.mark_closed()
 
-    async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
-        """Accept the socket (the boundary may send an error only after this)."""
-        await super().accept(subprotocol, headers)
-        self.accepted = True
-
-    def count_open(self) -> None:
-        """The stream counts in ``veena_active_streams`` until ``count_closed``."""
-        if not self.counted:
-            self.counted = True
-            metrics.ACTIVE_STREAMS.labels(self.endpoint).inc()
-
-    async def count_closed(self) -> None:
-        """The stream no longer counts in ``veena_active_streams`` (idempotent)."""
-        if self.counted:
-            self.counted = False
-            metrics.ACTIVE_STREAMS.labels(self.endpoint).dec()
-
-    async def on_shutdown(self) -> None:
-        """The gateway is stopping: end the stream with 1001 (consumers may drain first)."""
-        await self.close(code=1001)
-
-    async def websocket_connect(self, message: dict[str, Any]) -> None:
-        """Register the socket for the shutdown drain; while stopping, refuse new ones
-        with the protocol's service-unavailable error and 1013 (the client retries on
-        another gateway)."""
-        lifecycle.register(self.channel_name)
-        if lifecycle.shutting_down():
-            await self.accept()
-            metrics.ERRORS.labels(self.endpoint, "service_unavailable").inc()
-            await self.send_json(self.refusal(lifecycle.SHUTTING_DOWN))
-            await self.close(code=FAILURE_CLOSE_CODES["service_unavailable"])
-            return
-        await super().websocket_connect(message)
-
-    def refusal(self, message: str) -> dict[str, Any]:
-        """The protocol's service-unavailable error event for a socket refused at once."""
-        raise NotImplementedError
-
-    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
-        """Unregister from the shutdown drain, then run the normal disconnect."""
-        lifecycle.unregister(self.channel_name)
-        await super().websocket_disconnect(message)
-
-    async def gateway_shutdown(self, message: dict[str, Any]) -> None:
-        """Handle gateway.shutdown from this process's drain."""
-        if not self.closed():
-            await self.on_shutdown()
+    async def release_link(self) -> None:
+        """Stop the worker job now, also one whose acceptance is still on its way
+        (``WorkerLink.close`` cancels it at the worker that accepts it; tts Z2, Q4)."""
+        if self.link is not None:
+            await self.link.close()
 
     async def gpu_job_accepted(self, message: dict[str, Any]) -> None:
         """Handle gpu.job.accepted: the job is pinned to that worker."""
@@ -247,12 +183,15 @@ class WorkerClientConsumer(AsyncWebsocketConsumer):
             return
         if message.get("link") and self.link is not None:
             await self.on_outcome(await self.link.on_timer(message))
-        elif not message.get("link"):
+        elif message.get("link"):
+            return
+        elif message["name"] == TICK:
+            self.ticker.ticked()
+            stop = await self.tick_usage()  # accounts E6, E7: a stop ends the stream
+            if stop is not None:
+                await self.fail(stop)
+        else:
             await self.on_timer(message["name"])
-
-    async def send_json(self, event: dict[str, Any]) -> None:
-        """Send one JSON text message; the one text send path, always valid UTF-8."""
-        await self.send(text_data=jsontext.dumps(event))
 
     def post_later(self, delay: float, name: str) -> asyncio.Task[None]:
         """Post ``timer.fire`` named ``name`` to this consumer's own channel after ``delay``."""

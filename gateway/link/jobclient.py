@@ -52,6 +52,7 @@ from django.conf import settings
 from gateway.contracts import CANCELS, KEEPALIVES, JobAccepted, Kind, Message
 from gateway.link import unanswered
 from gateway.link.placement import get_placement
+from gateway.link.states import Transitions
 from gateway.link.timers import post_patiently
 from gateway.metrics import CHANNEL_HOP, PLACEMENTS
 
@@ -63,8 +64,7 @@ CONSUMER_HUNG_S = 60.0  # no stall check dispatched for this long: keepalives en
 # A worker asked on its own channel answers within milliseconds; silence this long means it
 # is gone (its status outlives a kill -9), and the job is offered elsewhere.
 DIRECT_ANSWER_S = 0.25
-# Timers that only matter while a job is being admitted: cancelled on acceptance, so that
-# they cost no channel-layer round trips afterwards.
+# The admission's timers: cancelled on acceptance, so they cost no channel round trips after.
 ADMISSION_TIMERS = frozenset(("answer", "give_up", "retry", "redirect"))
 
 
@@ -78,12 +78,22 @@ class Outcome(enum.Enum):
 
 
 class Phase(enum.Enum):
-    """Lifecycle of the link; transitions only move forward."""
+    """Lifecycle of the link; transitions only move forward (``PHASES``)."""
 
     IDLE = enum.auto()
     SUBMITTING = enum.auto()
     ACCEPTED = enum.auto()
     CLOSED = enum.auto()
+
+
+PHASES = Transitions(
+    {
+        Phase.IDLE: {Phase.SUBMITTING, Phase.CLOSED},
+        Phase.SUBMITTING: {Phase.ACCEPTED, Phase.CLOSED},
+        Phase.ACCEPTED: {Phase.CLOSED},
+        Phase.CLOSED: (),
+    }
+)
 
 
 class WorkerLink:
@@ -136,8 +146,7 @@ class WorkerLink:
         ``job_id`` names the first attempt (e.g. the accounts stream id, realtime WK-1); each
         retry is a new job (tts Q4), named ``<job_id>.<n>``. Without it ids are random.
         """
-        assert self.phase is Phase.IDLE
-        self.phase = Phase.SUBMITTING
+        self.phase = PHASES.move(self.phase, Phase.SUBMITTING)
         self._build = build
         self._id_base = job_id or uuid.uuid4().hex
         self._started = time.monotonic()
@@ -225,7 +234,7 @@ class WorkerLink:
         if self.phase is Phase.CLOSED:
             return
         previous = self.phase
-        self.phase = Phase.CLOSED
+        self.phase = PHASES.move(previous, Phase.CLOSED)
         for task in self._timers:
             task.cancel()
         self._timers.clear()
@@ -318,7 +327,7 @@ class WorkerLink:
         if accepted.job_id not in self._asked or self.phase is not Phase.SUBMITTING:
             await self._cancel_at(accepted.worker_channel, accepted.job_id)
             return None
-        self.phase = Phase.ACCEPTED
+        self.phase = PHASES.move(self.phase, Phase.ACCEPTED)
         self.job_id = accepted.job_id  # an earlier attempt's late acceptance wins too
         for task in list(self._admission_timers):
             task.cancel()
@@ -379,13 +388,8 @@ class WorkerLink:
 
     async def _post(self, delay: float, name: str, extra: dict[str, str]) -> None:
         await asyncio.sleep(delay)
-        message = {
-            "type": TIMER,
-            "name": name,
-            "link": self.kind,
-            "token": self.token,
-            **extra,
-        }
+        message = {"type": TIMER, "name": name, "link": self.kind, "token": self.token}
+        message.update(extra)
         # A lost stall check would end the loss detection (so the post is retried while
         # the channel is full); one full for long belongs to a consumer that no longer reads.
         if not await post_patiently(self.layer, self.own_channel, message):

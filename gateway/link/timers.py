@@ -17,6 +17,10 @@ from typing import Any
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
 
+# accounts E6 asks for a usage tick at least once a second; half that keeps a revocation's stop
+# within accounts E7's 1 s even when the tick waits behind a client event or audio.
+TICK_S = 0.5
+TICK = "tick"  # the usage tick's timer name on a consumer's own channel
 POST_RETRY_S = 0.05  # a timer that finds the consumer's channel full is posted again
 POST_PATIENCE_S = 10.0  # full this long: the consumer no longer reads its channel
 

@@ -10,7 +10,8 @@ import pytest
 
 from asr.config import SessionConfig, TurnDetection
 from asr.front_end import FrontEnd
-from asr.items import (
+from asr.messages import AsrFinal
+from asr.outputs import (
     Committed,
     Completed,
     Delta,
@@ -22,7 +23,6 @@ from asr.items import (
     SpeechStopped,
     WorkerCommit,
 )
-from asr.messages import AsrFinal
 from asr.protocol import RealtimeProtocolError, parse_client_event
 from asr.session import (
     MAX_FORWARD,

@@ -19,14 +19,18 @@ from tests.support.sources import parse
 ROOT = Path(__file__).resolve().parents[2]
 
 # The modules of each endpoint's gateway side (wire, consumer, REST) and the shared ones.
-SHARED = ("gateway/link/budget.py", "gateway/link/consumers.py")
+SHARED = (
+    "gateway/link/budget.py",
+    "gateway/link/boundary.py",
+    "gateway/link/consumers.py",
+)
 TTS_MODULES = (
     "tts/consumers.py",
     "tts/protocol.py",
     "tts/request_fields.py",
     "tts/events.py",
     "tts/outputs.py",
-    "tts/stream.py",
+    "tts/steps.py",
     "tts/errors.py",
     "tts/forwarding.py",
     "tts/incremental.py",
@@ -41,7 +45,7 @@ TTS_MODULES = (
 )
 ASR_MODULES = (
     "asr/consumers.py",
-    "asr/handlers.py",
+    "asr/steps.py",
     "asr/errors.py",
     "asr/connection.py",
     "asr/events.py",

@@ -118,7 +118,7 @@ def test_docs_tts_error_codes_close_codes_and_statuses(tts_page: Section) -> Non
     from tts.protocol import CLOSE_CODES, HTTP_STATUS, NON_FATAL_CODES
 
     rows = table(tts_page.child("Errors"))
-    raised = r.call_codes(r.TTS_MODULES, r.ERROR_CALLS | {"Error", "Fail"})
+    raised = r.call_codes(r.TTS_MODULES, r.ERROR_CALLS | {"Error", "TtsFail"})
     same(rows, set(CLOSE_CODES) | raised, "tts error codes")
     for code, row in rows.items():
         assert literal(row[1]) == CLOSE_CODES[code], f"close of {code}: {row[1]}"

@@ -15,15 +15,20 @@ import pytest
 from channels.consumer import AsyncConsumer
 
 import asr.consumers
+import gateway.link.boundary
 import gateway.link.consumers
 import tts.consumers
 import veena_site.worker
 
 CONSUMERS = [
-    gateway.link.consumers.WorkerClientConsumer,
     tts.consumers.TtsConsumer,
     asr.consumers.RealtimeConsumer,
     veena_site.worker.GpuWorkerConsumer,
+]
+# The stream consumers' bases: abstract, their hooks are the apps' (issue 33).
+BASES = [
+    gateway.link.boundary.StreamBoundary,
+    gateway.link.consumers.WorkerClientConsumer,
 ]
 
 
@@ -48,7 +53,13 @@ def product_consumers() -> set[type]:
 
 
 def test_the_list_covers_every_consumer_of_the_product() -> None:
-    assert product_consumers() == set(CONSUMERS)
+    assert product_consumers() == set(CONSUMERS) | set(BASES)
+
+
+@pytest.mark.parametrize("cls", BASES, ids=lambda c: c.__name__)
+def test_the_bases_cannot_be_made_without_the_apps_hooks(cls: type) -> None:
+    with pytest.raises(TypeError, match="abstract"):
+        cls.__new__(cls)
 
 
 @pytest.mark.parametrize("cls", CONSUMERS, ids=lambda c: c.__name__)

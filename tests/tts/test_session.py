@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
+from gateway.link.states import IllegalTransition, Transitions
 from tts.events import server_message
 from tts.protocol import TtsProtocolError, TtsRequest
-from tts.session import RequestState, TtsSession
+from tts.session import (
+    REQUEST_STATES,
+    STREAM_STATES,
+    RequestState,
+    StreamState,
+    TtsSession,
+)
 
 
 class Clock:
@@ -134,7 +142,31 @@ def test_tts_ts2_segment_positions_are_audio_sent() -> None:
     )
 
 
+def moves(table: Transitions[Any]) -> set[tuple[str, str]]:
+    kind = table.kind
+    return {(a.name, b.name) for a in kind for b in kind if table.allows(a, b)}
+
+
 def test_tts_17_request_states_only_move_forward() -> None:
-    state = RequestState.SUBMITTING.advance(RequestState.STREAMING)
-    with pytest.raises(AssertionError):
-        state.advance(RequestState.SUBMITTING)
+    assert moves(REQUEST_STATES) == {
+        ("SUBMITTING", "STREAMING"),
+        ("SUBMITTING", "DONE"),  # ended before its header (cancel, error)
+        ("STREAMING", "DONE"),
+    }
+    state = REQUEST_STATES.move(RequestState.SUBMITTING, RequestState.STREAMING)
+    with pytest.raises(IllegalTransition):
+        REQUEST_STATES.move(state, RequestState.SUBMITTING)
+
+
+def test_a_stream_closes_once() -> None:
+    assert moves(STREAM_STATES) == {("OPEN", "CLOSED")}
+    with pytest.raises(IllegalTransition):
+        STREAM_STATES.move(StreamState.CLOSED, StreamState.CLOSED)
+
+
+def test_a_request_ends_once_its_stream_ends_it() -> None:
+    session = TtsSession()
+    session.begin(TtsRequest(text="Hi."), request_id="r1", voice="v")
+    session.end_request()
+    session.end_request()  # already done: no second move
+    assert session.active is not None and session.active.state is RequestState.DONE

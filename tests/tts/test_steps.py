@@ -1,16 +1,16 @@
 """The stream's pure steps (docs/specs/tts-ws.md Q8, K2, R9, X3, E2, TS1): no socket, no worker.
 
-``tts.stream``, ``tts.forwarding`` and ``tts.messages.ChunkOrder`` decide; these tests read the
+``tts.steps``, ``tts.forwarding`` and ``tts.messages.ChunkOrder`` decide; these tests read the
 output records they return, as ``TtsConsumer.perform`` would.
 """
 
 from __future__ import annotations
 
 from gateway.link.budget import ControlBudget
-from tts import forwarding, stream
+from tts import forwarding, steps
 from tts.events import Error, Pong, Progress, ServerWarning, server_message
 from tts.messages import ChunkOrder, TtsChunk, TtsDone, ack_interval
-from tts.outputs import Ack, Fail, Finish, Frame, Send, Start
+from tts.outputs import Ack, Finish, Frame, Send, Start, TtsFail
 from tts.protocol import Cancel, Ping, TtsRequest
 from tts.session import TtsSession
 
@@ -31,11 +31,11 @@ def test_tts_q8_a_chunk_gap_or_a_short_done_is_internal_error() -> None:
     active = TtsSession().begin(TtsRequest(text="a"), request_id="r", voice="v")
     chunk = TtsChunk(job_id="j", seq=1, segment_seq=0, data=b"\0\0", samples=1)
     assert forwarding.chunk(active, chunk) == [
-        Fail("INTERNAL_ERROR", "Audio stream interrupted")
+        TtsFail("INTERNAL_ERROR", "Audio stream interrupted")
     ]
     done = TtsDone(job_id="j", samples=0, chunks=1, engine_ms=0)
     assert forwarding.done(active, done) == [
-        Fail("INTERNAL_ERROR", "Audio stream interrupted")
+        TtsFail("INTERNAL_ERROR", "Audio stream interrupted")
     ]
     assert forwarding.done(
         active, TtsDone(job_id="j", samples=0, chunks=0, engine_ms=0)
@@ -57,20 +57,20 @@ def test_tts_e2_forwarded_frames_are_counted_and_acked_after_they_are_sent() -> 
 def test_tts_k2_r9_client_events_become_output_records() -> None:
     session = TtsSession()
     budget = ControlBudget(rate=1.0, burst=1)
-    assert stream.client_event(session, Ping(), budget) == [Send(Pong())]
-    limited = stream.client_event(session, Ping(), budget)
-    assert isinstance(limited[0], Fail) and limited[0].code == "RATE_LIMIT_EXCEEDED"
+    assert steps.client_event(session, Ping(), budget) == [Send(Pong())]
+    limited = steps.client_event(session, Ping(), budget)
+    assert isinstance(limited[0], TtsFail) and limited[0].code == "RATE_LIMIT_EXCEEDED"
     req = TtsRequest(text="a", request_id="one")
-    assert stream.client_event(session, req, budget) == [Start(req)]
+    assert steps.client_event(session, req, budget) == [Start(req)]
     session.begin(req, request_id="one", voice="v")
-    [second] = stream.client_event(
+    [second] = steps.client_event(
         session, TtsRequest(text="b", request_id="two"), budget
     )
     assert second == Send(
         Error("VALIDATION_ERROR", "A request is already active", "two", fatal=False)
     )
     budget.tokens = 1.0
-    assert stream.client_event(session, Cancel("other"), budget) == [
+    assert steps.client_event(session, Cancel("other"), budget) == [
         Send(ServerWarning("NOT_ACTIVE", "No such active request", "other"))
     ]
 

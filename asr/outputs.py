@@ -1,7 +1,11 @@
-"""An item as the gateway sees it, and the outputs the session returns about items.
+"""What the realtime session's pure steps ask of the consumer: output records, done by its
+``perform``; and an item as the gateway sees it.
 
-``RealtimeSession`` (``asr/session.py``) returns these plain outputs (what to tell the worker,
-what to tell the client); the consumer performs them. Pure dataclasses, no I/O (STYLE 6).
+``RealtimeSession`` (``asr/session.py``) and the client steps (``asr/steps.py``) return these
+plain outputs (what to tell the worker, what to tell the client, what to meter); the consumer
+performs them. The records both apps share (``Arm``, ``Disarm``, the ``Fail`` base) are
+``gateway.link.outputs``'s; the error records are ``asr.errors``'s, the echoes ``asr.events``'s.
+Pure dataclasses, no I/O (STYLE 6); the TTS counterpart is ``tts/outputs.py``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from tts.events import Error, Pong, ServerWarning, rate_limit_message
 from tts.outputs import (
     Arm,
     ClearInput,
-    Fail,
     Finish,
     Input,
     InputTimer,
@@ -25,6 +24,7 @@ from tts.outputs import (
     Send,
     SentTimer,
     Start,
+    TtsFail,
     refusal,
 )
 from tts.protocol import (
@@ -56,7 +56,7 @@ def message(
     then its event, parsed once (``tts.protocol``), or what an unusable one does."""
     limit = settings.TTS_MAX_MESSAGE_BYTES
     if text is not None and len(text) * 4 > limit and jsontext.utf8_size(text) > limit:
-        return [Fail("VALIDATION_ERROR", "Message too large", close_code=1009)]
+        return [TtsFail("VALIDATION_ERROR", "Message too large", close_code=1009)]
     outs: list[Out] = []
     if session.incremental:
         outs.append(Arm("input", settings.TTS_INPUT_IDLE_S))
@@ -76,7 +76,9 @@ def client_event(
     if isinstance(event, CONTROL_EVENTS) and not control.take():
         retry = control.retry_after_ms()
         message = rate_limit_message(retry)
-        return [Fail("RATE_LIMIT_EXCEEDED", message, retry_after_ms=retry, fatal=True)]
+        return [
+            TtsFail("RATE_LIMIT_EXCEEDED", message, retry_after_ms=retry, fatal=True)
+        ]
     busy, incremental = session.busy, session.incremental
     active_id = session.current_request_id() if busy else None
     match event:
@@ -126,11 +128,13 @@ def timer(session: TtsSession, name: str) -> list[Out]:
     if name == "request" and not session.requests_started:
         timeout = settings.TTS_REQUEST_TIMEOUT_S
         return [
-            Fail("TIMEOUT", f"No request received within {count(timeout, 'second')}")
+            TtsFail("TIMEOUT", f"No request received within {count(timeout, 'second')}")
         ]
     if name == "idle" and not session.busy:
         idle = idle_timeout_s()
-        return [Fail("TIMEOUT", f"No message received within {count(idle, 'second')}")]
+        return [
+            TtsFail("TIMEOUT", f"No message received within {count(idle, 'second')}")
+        ]
     if not session.busy:
         return []
     if name in ("buffer", "input"):
@@ -138,5 +142,5 @@ def timer(session: TtsSession, name: str) -> list[Out]:
     if name == "sent":
         return [SentTimer()]
     if name == "drain":
-        return [Fail("INTERNAL_ERROR", "server shutting down", close_code=1001)]
+        return [TtsFail("INTERNAL_ERROR", "server shutting down", close_code=1001)]
     return []

@@ -1,6 +1,6 @@
 """Client frames applied to one realtime session, per dialect (§4–§6, §8.2, §9).
 
-``ClientHandlers.handle`` parses a frame once into a typed event (``asr.protocol``), applies
+``ClientSteps.message`` parses a frame once into a typed event (``asr.protocol``), applies
 the control budget and the dialect the event selects (DI-2), and applies the event to the
 session: each handler validates first and changes state after (STYLE 18) and runs the
 CPU-heavy audio steps of the front end (``asr.front_end``) off the loop (AR-2). It holds no
@@ -20,10 +20,10 @@ from accounts.exceptions import AdmissionDenied
 from asr import errors
 from asr.config import VLLM_RATE, ConfigError, Models, SessionConfig
 from asr.connection import served_models
-from asr.errors import FailSession, Reject
+from asr.errors import RealtimeFail, Reject
 from asr.events import BufferCleared, ClientOut, ModelValidated, SessionUpdated
 from asr.front_end import FrontEnd
-from asr.items import Out, Overflow
+from asr.outputs import Out, Overflow
 from asr.protocol import (
     AudioAppend,
     AudioClear,
@@ -42,15 +42,24 @@ from asr.updates import validate_update
 from asr.usage import RealtimeUsage
 from asr.vllm_update import validate_vllm_update
 from gateway.link.budget import ControlBudget
+from gateway.link.states import Transitions
 
 PARSE_INLINE = 64 * 1024  # AR-2: larger frames are parsed (JSON, base64) off the loop
+# DI-3: the dialect is fixed once; only an undetermined session's first event selects one.
+DIALECTS = Transitions(
+    {
+        Dialect.UNDETERMINED: {Dialect.OPENAI, Dialect.VLLM},
+        Dialect.OPENAI: (),
+        Dialect.VLLM: (),
+    }
+)
 
 
-Action = Out | ClientOut | FailSession | Reject
+Action = Out | ClientOut | RealtimeFail | Reject
 
 
-class ClientHandlers:
-    """The client event handlers of one session, over its front end and usage."""
+class ClientSteps:
+    """The client event steps of one session, over its front end and usage."""
 
     def __init__(self, session: RealtimeSession, usage: RealtimeUsage) -> None:
         self.session = session
@@ -60,7 +69,7 @@ class ClientHandlers:
             session.config, session.dialect, trim=settings.ASR_TRIM_NONSPEECH
         )
 
-    async def handle(
+    async def message(
         self, text: str | None, data: bytes | None, *, large: bool, version: str
     ) -> list[Action]:
         """The outputs of one frame; a refused event's are those before its ``Reject``.
@@ -115,7 +124,7 @@ class ClientHandlers:
 
     async def set_dialect(self, dialect: Dialect) -> list[Action]:
         """Fix the dialect (DI-3); vLLM input is PCM16 at 16 kHz (AI-6)."""
-        self.session.dialect = dialect
+        self.session.dialect = DIALECTS.move(self.session.dialect, dialect)
         if dialect is not Dialect.VLLM:
             return []
         self.session.beta = False

@@ -6,7 +6,7 @@ Invalid input becomes a form error shown on the page (accounts D3), never a 500.
 from __future__ import annotations
 
 import uuid
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
@@ -19,7 +19,9 @@ from accounts.models.choices import Route, UsageStatus
 from accounts.origins import normalize_origin
 
 DEFAULT_RANGE_DAYS = 7
-DEFAULT_HOUR_RANGE_DAYS = 2  # hour buckets open on yesterday and today: at most 48 bars
+# Hour buckets open on the last 48 hours: the current hour and the 47 before it (issue 37).
+DEFAULT_HOUR_RANGE_HOURS = 48
+HOUR_RANGE_DAYS_TO = 2  # hours up to a typed ``to`` alone: that day and the one before
 TZ_COOKIE = "veena_tz"
 
 
@@ -40,7 +42,11 @@ class UUIDListField(forms.Field):
 
 
 class UsageFilterForm(forms.Form):
-    """``from``/``to`` (local dates), ``granularity``, ``tz``, ``key``, ``route``, ``model``."""
+    """``from``/``to`` (local dates), ``granularity``, ``tz``, ``key``, ``route``, ``model``.
+
+    ``now`` is the form's clock (tests pass one); the cleaned data adds ``since``, the first
+    UTC hour of a rolling range (the default hour view), else None.
+    """
 
     granularity = forms.ChoiceField(
         choices=[("day", "Days"), ("hour", "Hours")], required=False
@@ -50,11 +56,11 @@ class UsageFilterForm(forms.Form):
     route = forms.MultipleChoiceField(choices=Route.choices, required=False)
     model = forms.CharField(required=False, max_length=100)
 
-    def __init__(self, *args: Any, today: date | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, now: datetime | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["from"] = forms.DateField(required=False)
         self.fields["to"] = forms.DateField(required=False)
-        self.today = today
+        self.now = now
 
     def clean_tz(self) -> str:
         """An IANA zone name; UTC when none is given."""
@@ -66,20 +72,34 @@ class UsageFilterForm(forms.Form):
         return str(name)
 
     def clean(self) -> dict[str, Any]:
-        """Default the range to the last 7 local days (2 for hours) and enforce the caps."""
+        """Default the range to the last 7 local days, or for hours to the last 48 hours
+        (the local days they touch, from ``since``), and enforce the caps."""
         data = super().clean() or {}
         if self.errors:
             return data
         tz = bk.zone(data.get("tz") or "UTC")
-        today = self.today or bk.local_date(datetime.now(tz), tz)
-        last = data.get("to") or today
+        now = self.now or datetime.now(UTC)
         width: bk.BucketWidth = "hour" if data.get("granularity") == "hour" else "day"
-        span = DEFAULT_HOUR_RANGE_DAYS if width == "hour" else DEFAULT_RANGE_DAYS
+        since = None
+        if width == "hour" and not data.get("from") and not data.get("to"):
+            since = bk.floor_hour(now) - (DEFAULT_HOUR_RANGE_HOURS - 1) * bk.HOUR
+        last = data.get("to") or bk.local_date(now, tz)
+        span = HOUR_RANGE_DAYS_TO if width == "hour" else DEFAULT_RANGE_DAYS
         first = data.get("from") or last - timedelta(days=span - 1)
+        if since is not None:
+            first = bk.local_date(since, tz)
         problem = bk.range_error(first, last, width)
         if problem:
             raise ValidationError(problem, code="range")
-        data.update({"from": first, "to": last, "granularity": width, "tz": str(tz)})
+        data.update(
+            {
+                "from": first,
+                "to": last,
+                "granularity": width,
+                "tz": str(tz),
+                "since": since,
+            }
+        )
         return data
 
 

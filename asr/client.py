@@ -45,7 +45,8 @@ class AsrJobError(Exception):
 @dataclass(frozen=True)
 class PieceText:
     """The transcript of one piece (item) of the file: its final decode's text, Whisper
-    segments (``asr.worker.hypothesis.timed_segments``) and timed words, in piece seconds."""
+    segments (``asr.worker.hypothesis.timed_segments``) and timed words, in piece seconds,
+    and the language it was decoded in."""
 
     seq: int
     text: str = field(repr=False)
@@ -53,6 +54,8 @@ class PieceText:
     completion_tokens: int
     words: list[dict[str, Any]] | None = field(default=None, repr=False)
     segments: list[dict[str, Any]] | None = field(default=None, repr=False)
+    # The language the worker decoded the piece in; None when it did not say.
+    language: str | None = None
 
 
 class FileJob:
@@ -183,6 +186,7 @@ class FileJob:
                     completion_tokens=final.completion_tokens,
                     words=final.words,
                     segments=final.segments,
+                    language=final.language,
                 )
                 while next_seq in done:
                     yield done.pop(next_seq)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asr.audio import InputFormat
+from asr.languages import WHISPER_LANGUAGES
 from asr.messages import FINAL
 
 LOGPROBS_INCLUDE = "item.input_audio_transcription.logprobs"
@@ -25,13 +26,6 @@ BETA_FORMATS = {
     "g711_alaw": "audio/pcma",
 }
 BETA_FORMAT_NAMES = {v: k for k, v in BETA_FORMATS.items()}
-# ISO-639-1 codes of Whisper's languages (openai/whisper tokenizer.py LANGUAGES).
-WHISPER_LANGUAGES = frozenset(
-    "en zh de es ru ko fr ja pt tr pl ca nl ar sv it id hi fi vi he uk el ms cs ro da hu "
-    "ta no th ur hr bg lt la mi ml cy sk te fa lv bn sr az sl kn et mk br eu is hy ne mn "
-    "bs kk sq sw gl mr pa si km sn yo so af oc ka be tg sd gu am yi lo uz fo ht ps tk nn "
-    "mt sa lb my bo tl mg as tt ln ha ba jw su".split()
-)
 
 
 class ConfigError(Exception):

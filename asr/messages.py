@@ -117,6 +117,9 @@ class AsrFinal(Message):
     transcript_logprobs: LogProbs = field(default=None, repr=False)
     # With ``AsrItemOpen.segments``: Whisper's segments (``streaming.timed_segments``).
     segments: list[dict[str, Any]] | None = field(default=None, repr=False)
+    # The language of the final decode (ISO-639-1), the item's or the one the engine
+    # detected; None from an engine (or an older worker) that does not say.
+    language: str | None = None
 
 
 @dataclass(frozen=True)

@@ -286,7 +286,9 @@ class Transcription:
 
 def _transcript(pieces: list[Piece], text: PieceText) -> PieceTranscript:
     """A piece's transcript in file seconds."""
-    return piece_transcript(pieces[text.seq], text.text, text.segments, text.words)
+    return piece_transcript(
+        pieces[text.seq], text.text, text.segments, text.words, text.language
+    )
 
 
 def _decode(req: TranscriptionRequest) -> npt.NDArray[np.int16]:

@@ -17,24 +17,26 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from asr.languages import WHISPER_LANGUAGES
 from asr.whisper import DecodedSegment
 from openai_rest.split import Piece
 from openai_rest.transcription_request import TranscriptFormat
 
-LANGUAGE_NAMES = {"en": "english"}
 FRAMES_PER_S = 100  # Whisper's seek unit: mel frames of 10 ms
 _WORD = re.compile(r"\s*\S+")
 
 
 @dataclass(frozen=True)
 class PieceTranscript:
-    """A piece's transcript, its Whisper segments and timed words (file seconds), and
-    ``seek``, the piece's start in Whisper's 10 ms frames."""
+    """A piece's transcript, its Whisper segments and timed words (file seconds),
+    ``seek``, the piece's start in Whisper's 10 ms frames, and the ``language`` the worker
+    decoded it in (None when the worker did not say)."""
 
     text: str = field(repr=False)
     segments: tuple[DecodedSegment, ...] = ()
     words: tuple[dict[str, Any], ...] | None = field(default=None, repr=False)
     seek: int = 0
+    language: str | None = None
 
 
 def piece_transcript(
@@ -42,6 +44,7 @@ def piece_transcript(
     text: str,
     segments: list[dict[str, Any]] | None,
     words: list[dict[str, Any]] | None = None,
+    language: str | None = None,
 ) -> PieceTranscript:
     """A transcribed piece; segment and word times move from the piece to the file (and
     stay inside the piece)."""
@@ -60,6 +63,7 @@ def piece_transcript(
         ),
         words=None if words is None else tuple(_placed(piece, w) for w in words),
         seek=round(piece.start_s * FRAMES_PER_S),
+        language=language,
     )
 
 
@@ -84,6 +88,16 @@ def word_deltas(index: int, text: str) -> list[str]:
 def full_text(pieces: list[PieceTranscript]) -> str:
     """The whole transcript."""
     return " ".join(p.text for p in pieces if p.text)
+
+
+def language_name(pieces: list[PieceTranscript], requested: str | None) -> str:
+    """``verbose_json``'s language: the name of the one the first piece was decoded in
+    (Whisper detects it on the file's first 30 s), else of the request's; "unknown" when
+    neither is known (a worker that does not say, and no language asked for)."""
+    code = next((p.language for p in pieces if p.language), None) or requested
+    if not code:
+        return "unknown"
+    return WHISPER_LANGUAGES.get(code, code)
 
 
 def usage(duration_s: float) -> dict[str, Any]:
@@ -113,7 +127,7 @@ def render(
         return vtt(segments), "text/vtt; charset=utf-8"
     verbose: dict[str, Any] = {
         "task": "transcribe",
-        "language": LANGUAGE_NAMES.get(language or "", language or "unknown"),
+        "language": language_name(pieces, language),
         "duration": round(duration_s, 3),
         "text": text,
         "segments": [

@@ -28,7 +28,11 @@ from accounts.selectors import Scope
 
 @dataclass(frozen=True)
 class UsageFilter:
-    """The validated filters of a dashboard page, CSV or usage-API call."""
+    """The validated filters of a dashboard page, CSV or usage-API call.
+
+    The range is the local days ``first`` … ``last``; a rolling range (the default hour
+    view, the last 48 hours) starts inside the first day, at the UTC hour ``since``.
+    """
 
     first: date
     last: date
@@ -37,18 +41,33 @@ class UsageFilter:
     keys: tuple[ApiKey, ...] = ()
     routes: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
+    since: datetime | None = None
 
     def buckets(self, now: datetime) -> list[bk.Bucket]:
         """The chart buckets of the range that have begun by ``now``."""
-        return bk.buckets(
+        items = bk.buckets(
             first=self.first, last=self.last, tz=self.tz, width=self.width, now=now
         )
+        return self._from_since(items)
 
     def days(self, now: datetime) -> list[bk.Bucket]:
-        """The local days of the range (latency is shown per day)."""
-        return bk.buckets(
+        """The local days of the range (latency is shown per day; the rows read for a
+        rolling range begin at ``since``, so its first day holds only its own hours)."""
+        items = bk.buckets(
             first=self.first, last=self.last, tz=self.tz, width="day", now=now
         )
+        return self._from_since(items)
+
+    def window(self) -> tuple[datetime, datetime]:
+        """``[start, end)`` of the range in UTC."""
+        start, end = bk.window(self.first, self.last, self.tz)
+        return (start if self.since is None else max(start, self.since)), end
+
+    def _from_since(self, items: list[bk.Bucket]) -> list[bk.Bucket]:
+        """The buckets that end after ``since``: every hour from it on, the day it is in."""
+        if self.since is None:
+            return items
+        return [b for b in items if b.end > self.since]
 
 
 def source_granularity(items: Sequence[bk.Bucket]) -> str:

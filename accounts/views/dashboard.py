@@ -19,8 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts import buckets as bk
-from accounts.forms import RecordsFilterForm, UsageFilterForm
+from accounts.forms import DEFAULT_HOUR_RANGE_HOURS, RecordsFilterForm, UsageFilterForm
 from accounts.models.accounts import Account
 from accounts.selectors import (
     Scope,
@@ -93,6 +92,9 @@ def _usage_context(
     as_of = usage_complete_as_of(now=now)
     context.update(
         as_of=local_time(as_of, flt.tz) if as_of is not None else None,
+        # A rolling range (the default hour view) is named by its length and start.
+        since=local_time(flt.since, flt.tz) if flt.since is not None else None,
+        rolling_hours=DEFAULT_HOUR_RANGE_HOURS,
         flt=flt,
         report=report,
         cards=figures(report.totals),
@@ -184,7 +186,7 @@ def requests_view(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "accounts/dashboard/requests.html", context, status=400)
     data = form.cleaned_data
     flt = usage_filter(form, scope=scope)
-    since, until = bk.window(flt.first, flt.last, flt.tz)
+    since, until = flt.window()
     records = usage_records(
         scope=scope,
         since=since,

@@ -38,6 +38,7 @@ def usage_filter(form: UsageFilterForm, *, scope: Scope) -> UsageFilter:
         keys=tuple(sorted(keys, key=lambda k: str(k.id))),
         routes=tuple(data["route"]),
         models=(data["model"],) if data["model"] else (),
+        since=data["since"],
     )
 
 

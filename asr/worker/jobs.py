@@ -291,6 +291,7 @@ class AsrJob:
                 segments=timed_segments(hyp, plan.start)
                 if item.options.segments
                 else None,
+                language=hyp.language,
             )
         )
 

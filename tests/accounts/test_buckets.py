@@ -190,3 +190,31 @@ def test_day_shift_moves_hours_onto_their_local_day_or_gives_up() -> None:
         )
         is None
     )
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/New_York", "Asia/Kolkata"])
+def test_the_default_hour_range_is_the_last_48_hours(tz: str) -> None:
+    """Issue 37: hours open on a rolling 48 hours, here across New York's DST change (the
+    local days they touch, from the first of those hours); typed dates are not rolling."""
+    from accounts.forms import UsageFilterForm
+    from accounts.selectors.sources import UsageFilter
+
+    now = utc("2026-03-09T06:40")
+    form = UsageFilterForm({"granularity": "hour", "tz": tz}, now=now)
+    assert form.is_valid(), form.errors
+    data = form.cleaned_data
+    assert data["since"] == utc("2026-03-07T07:00")
+    zone = bk.zone(tz)
+    assert data["from"] == data["since"].astimezone(zone).date()
+    assert data["to"] == now.astimezone(zone).date()
+    flt = UsageFilter(data["from"], data["to"], zone, "hour", since=data["since"])
+    items = flt.buckets(now)
+    assert len(items) == 48 and items[0].start == data["since"] and items[-1].partial
+    assert flt.window() == (data["since"], bk.window(data["from"], data["to"], zone)[1])
+    days_span = sum((d.end - d.start for d in flt.days(now)), timedelta())
+    assert days_span >= timedelta(hours=48)
+    typed = UsageFilterForm({"granularity": "hour", "tz": tz, "to": "2026-03-08"})
+    assert typed.is_valid() and typed.cleaned_data["since"] is None
+    assert typed.cleaned_data["from"] == date(2026, 3, 7)
+    days = UsageFilterForm({"tz": tz}, now=now)
+    assert days.is_valid() and days.cleaned_data["since"] is None

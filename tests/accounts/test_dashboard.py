@@ -7,6 +7,7 @@ import io
 import re
 from datetime import timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.test import Client
@@ -422,14 +423,38 @@ def test_alert_settings_page_saves_thresholds_and_refuses_bad_input(seeded) -> N
     )
 
 
-def test_i37_hour_buckets_open_on_yesterday_and_today(seeded) -> None:
+def test_i37_hour_buckets_open_on_the_last_48_hours(seeded) -> None:
+    """The default hour view is rolling: the current hour and the 47 before it, labelled
+    in the viewer's zone, with usage of those hours only."""
+    from accounts.buckets import floor_hour
+    from accounts.services.rollups import usage_rollup
+    from tests.support.dashboard_seed import _record
+
+    now = timezone.now()
+    first = floor_hour(now) - timedelta(hours=47)
+    # 300 characters an hour before the range, 20 in its first hour, 1 in the last.
+    for started, chars in ((first - timedelta(hours=1), 300), (first, 20), (now, 1)):
+        text = started.replace(minute=0, second=0, microsecond=0).isoformat()[:16]
+        row = ("prod", text, "tts_ws", "piper", "completed", "", chars, 1000, 100, [])
+        _record(seeded.keys["prod"], row).save()
+    usage_rollup(granularity="hour", since=first - timedelta(hours=2), until=now)
     client = login(seeded.alice)
-    page = client.get(reverse("dashboard:usage", args=["acme"]) + "?granularity=hour")
-    labels = chart(page)["labels"]
-    today = timezone.now().date()
-    assert labels[0] == f"{today - timedelta(days=1)} 00:00" and len(labels) <= 48
-    assert 'name="from" value=""' in page.content.decode()  # a default stays one
-    days = chart(client.get(reverse("dashboard:usage", args=["acme"])))["labels"]
+    url = reverse("dashboard:usage", args=["acme"])
+    for tz in ("UTC", "Asia/Kolkata"):
+        page = client.get(url + f"?granularity=hour&tz={tz}")
+        labels = chart(page)["labels"]
+        local = first.astimezone(ZoneInfo(tz))
+        assert labels[0] == f"{local:%Y-%m-%d %H:%M}" and len(labels) == 48
+        html = page.content.decode()
+        assert (
+            f'<span id="range">The last 48 hours, from {local:%Y-%m-%d %H:%M}' in html
+        )
+        assert card(page, "tts_chars_in") == "21"
+        assert 'name="from" value=""' in html  # a default stays one
+    typed = client.get(url + f"?granularity=hour&tz=UTC&to={now.date()}")
+    assert chart(typed)["labels"][0] == f"{now.date() - timedelta(days=1)} 00:00"
+    assert 'id="range">' + f"{now.date() - timedelta(days=1)}" in typed.content.decode()
+    days = chart(client.get(url))["labels"]
     assert len(days) == 7
 
 

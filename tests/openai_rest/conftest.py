@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,14 +113,22 @@ def wait_ready(gw: RestGateway, limit_s: float = 90) -> None:
 
 @pytest.fixture(scope="package")
 def rest_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestGateway]:
-    """Migrate, create the plans and keys, start ``rungateway``; stop it afterwards."""
-    data = tmp_path_factory.mktemp("openai-rest")
+    """The gateway of this package's tests, on the default settings."""
+    with started_gateway(tmp_path_factory.mktemp("openai-rest")) as gw:
+        yield gw
+
+
+@contextmanager
+def started_gateway(data: Path, **settings: str) -> Iterator[RestGateway]:
+    """Migrate, create the plans and keys, start ``rungateway`` with ``settings`` (environment
+    variables) in ``data``; stop it afterwards."""
     env = child_env(
         DJANGO_SETTINGS_MODULE="veena_site.settings",
         DATA_DIR=str(data),
         ENGINE_THREADS="2",
         OPENAI_TRANSCRIBE_MAX_SECONDS=str(MAX_SECONDS),
         OPENAI_TRANSCRIBE_MAX_BYTES=str(MAX_BYTES),
+        **settings,
     )
     for name in ("TTS_ENGINE", "ASR_ENGINE", "WORKER_KINDS", "GATEWAY_KINDS"):
         env.pop(name, None)

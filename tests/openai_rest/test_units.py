@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 import av
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 import soundfile as sf
 
 from accounts.exceptions import AdmissionDenied, MissingApiKey
+from asr.messages import AsrFinal
 from asr.whisper import DecodedSegment as Segment
 from openai_rest.encode import RESPONSE_FORMATS, StreamEncoder
 from openai_rest.errors import OpenAiError, denial_error
@@ -91,6 +93,30 @@ def test_transcript_formats() -> None:
     assert text == "Hello there. Bye.\n" and kind.startswith("text/plain")
     assert word_deltas(0, " Hi there.") == ["Hi", " there."]
     assert word_deltas(1, "Yes.") == [" Yes."] and word_deltas(2, "  ") == []
+
+
+def test_verbose_language_is_the_first_decoded_then_the_requested() -> None:
+    def verbose_language(languages: list[str | None], requested: str | None) -> Any:
+        pieces = [PieceTranscript("Hi.", language=code) for code in languages]
+        body, _ = render("verbose_json", pieces, duration_s=1.0, language=requested)
+        assert isinstance(body, dict)
+        return body["language"]
+
+    assert verbose_language(["de", "en"], None) == "german"
+    assert verbose_language([None, "ja"], "en") == "japanese"
+    assert verbose_language(["ht"], None) == "haitian creole"
+    assert verbose_language(["yue"], None) == "yue"  # not ISO-639-1: its code
+    assert verbose_language([None, None], "en") == "english"
+    assert verbose_language([None], None) == "unknown"
+    assert verbose_language([], None) == "unknown"  # a silent file: no pieces
+
+
+def test_a_final_without_language_reads_as_none() -> None:
+    """A worker from before the field sends no ``language``; one that has it sends it."""
+    sent = AsrFinal(job_id="j", item_seq=0, text="Hi.", language="de").to_message()
+    assert AsrFinal.from_message(sent).language == "de"
+    old = {k: v for k, v in sent.items() if k != "language"}
+    assert AsrFinal.from_message(old).language is None
 
 
 def test_verbose_segments_are_the_decodes_moved_to_file_times() -> None:

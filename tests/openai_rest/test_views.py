@@ -141,6 +141,37 @@ async def test_transcription_of_pieces_in_order(
     assert record.asr_audio_in_ms == 18_000
 
 
+@pytest.mark.parametrize(
+    ("detected", "language", "expected"),
+    [
+        ("de", None, "german"),  # what the engine decoded in, by its name
+        ("de", "fr", "french"),  # a named language is the one decoded
+        (None, "fr", "french"),  # an engine (or older worker) that does not say
+        (None, None, "unknown"),
+    ],
+)
+async def test_verbose_json_language_is_the_decoded_one(
+    embedded_worker: WorkerRuntime,
+    keyed: KeyMaker,
+    settings: Any,
+    detected: str | None,
+    language: str | None,
+    expected: str,
+) -> None:
+    settings.ASR_MODEL = "whisper-tiny"  # multilingual: a request may name no language
+    engine = embedded_worker.engines["asr"].engine
+    assert isinstance(engine, FakeAsr)
+    engine.detected = detected
+    _, raw = await keyed()
+    fields = {"response_format": "verbose_json"}
+    if language:
+        fields["language"] = language
+    response = await transcribe(raw, wav_of([(2, True)]), **fields)
+    assert response.status_code == 200, response.content
+    assert response.json()["language"] == expected
+    assert engine.calls[-1].language == language
+
+
 async def test_transcription_engine_failure_is_500(
     embedded_worker: WorkerRuntime, keyed: KeyMaker
 ) -> None:

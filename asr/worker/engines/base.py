@@ -110,6 +110,9 @@ class AsrHypothesis:
     # False: decoded with less than Whisper's 30 s of encoder context (a quick chunk decode,
     # issue 13); such a hypothesis never stands in for a final decode.
     full_context: bool = True
+    # The language the decode ran in (ISO-639-1): the request's, or the one the engine
+    # detected when the request named none; None when the engine does not say.
+    language: str | None = None
 
 
 class AsrEngine(Protocol):

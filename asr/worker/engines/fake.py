@@ -40,6 +40,9 @@ class FakeAsr:
         self.decode_slots = settings.ENGINE_THREADS
         self.failures = 0
         self.failure_text = "fake engine failure"
+        # The language it "detects" when a request names none (its words are English);
+        # None: it says nothing, as an engine (or a worker) from before the field.
+        self.detected: str | None = "en"
         # Bounded: a long run (bench/soak.py) would otherwise keep every decode's audio.
         self.calls: deque[AsrDecodeRequest] = deque(maxlen=CALLS_KEPT)
 
@@ -79,6 +82,7 @@ class FakeAsr:
             completion_tokens=seconds,
             tokens=tokens if req.logprobs else (),
             segments=(segment,) if req.segments and text else (),
+            language=req.language or self.detected,
         )
 
     def close(self) -> None:

@@ -225,7 +225,7 @@ class FasterWhisperAsr:
         tap: LogitsTap = model.model
         calls: list[Call] = []
         with tap.capture() if req.logprobs else nullcontext(calls) as calls:
-            segments = self._segments(model, req, prefix, prompt_tokens, stop)
+            segments, language = self._segments(model, req, prefix, prompt_tokens, stop)
         return AsrHypothesis(
             text=with_prefix(prefix, "".join(segment.text for segment in segments)),
             words=to_words(segments) if req.word_timestamps else (),
@@ -234,6 +234,7 @@ class FasterWhisperAsr:
             tokens=self._tokens(model, segments, calls, prefix) if req.logprobs else (),
             segments=decoded_segments(segments) if req.segments else (),
             full_context=full_context,
+            language=language,
         )
 
     @staticmethod
@@ -243,15 +244,16 @@ class FasterWhisperAsr:
         prefix: str,
         prompt_tokens: int,
         stop: threading.Event,
-    ) -> list[Segment]:
-        """faster-whisper's segments of the decode, until ``stop`` is set."""
+    ) -> tuple[list[Segment], str]:
+        """faster-whisper's segments of the decode, until ``stop`` is set, and the
+        language it decoded in (the request's, or the one it detected)."""
         # Within the model's 448 with the prompt: faster-whisper refuses a decode beyond it (a
         # long session prompt and a forced prefix left too little room for a 28 s chunk).
         max_new_tokens = new_token_limit(
             len(req.audio), prompt_tokens, model.max_length
         )
         timestamps = req.word_timestamps or req.segments
-        segments_iter, _info = model.transcribe(
+        segments_iter, info = model.transcribe(
             req.audio,
             language=req.language,
             initial_prompt=req.prompt or None,
@@ -270,7 +272,7 @@ class FasterWhisperAsr:
                 logger.debug("asr decode abandoned after %d segments", len(segments))
                 break
             segments.append(segment)
-        return segments
+        return segments, info.language
 
     @staticmethod
     def _tokens(

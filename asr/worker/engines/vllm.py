@@ -154,6 +154,9 @@ class VllmWhisperAsr:
             completion_tokens=completion_tokens,
             tokens=tuple(transcript.tokens) if req.logprobs else (),
             segments=tuple(segments) if req.segments else (),
+            # An English-only checkpoint, or a multilingual one told nothing, decodes English
+            # (``WhisperVocab.decoder_prompt``).
+            language=language or "en",
         )
 
     async def _window(

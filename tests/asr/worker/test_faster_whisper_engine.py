@@ -235,3 +235,14 @@ async def test_a_long_prompt_and_prefix_leave_room_for_a_full_window(
 
     assert hyp.text.startswith("Hello world, this is a test of the speech gateway.")
     assert hyp.prompt_tokens + hyp.completion_tokens <= 448
+
+
+async def test_the_hypothesis_names_the_language_decoded(
+    whisper: FasterWhisperAsr, speech: Pcm
+) -> None:
+    """Told none, faster-whisper settles the language itself; the bundled checkpoint is
+    English-only, so it decodes English even when told another (and says so)."""
+    detected = await whisper.decode(AsrDecodeRequest(audio=speech, language=None))
+    assert detected.language == "en"
+    told = await whisper.decode(AsrDecodeRequest(audio=speech, language="de"))
+    assert told.language == "en"

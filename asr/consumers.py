@@ -32,9 +32,9 @@ from asr.outbox import RETRY_S, FlushResult, WorkerOutbox
 from asr.outputs import Completed, Overflow, WorkerOut
 from asr.protocol import Dialect
 from asr.session import AsrState, RealtimeSession
-from asr.steps import PARSE_INLINE, Action, ClientSteps
+from asr.steps import Action, ClientSteps
 from asr.usage import RealtimeUsage
-from gateway import jsontext, metrics
+from gateway import metrics
 from gateway.contracts import JobFailed
 from gateway.link.boundary import ReleaseStep
 from gateway.link.consumers import WorkerClientConsumer
@@ -142,13 +142,8 @@ class RealtimeConsumer(WorkerClientConsumer):
     async def handle_frame(self, text: str | None, data: bytes | None) -> None:
         """LM-1, then the frame's outputs (parse, budget, dialect, handler: AI-1, DI-2)."""
         self.last_message_at = time.monotonic()
-        size = len(data) if data is not None else jsontext.utf8_size(text or "")
-        if size > settings.ASR_MAX_MESSAGE_BYTES:
-            await self.fail(RealtimeFail("message_too_large"))
-            return
         version = self.link.model_version if self.link else ""
-        large = size > PARSE_INLINE
-        actions = await self.steps.message(text, data, large=large, version=version)
+        actions = await self.steps.message(text, data, version=version)
         await self.perform(actions)
 
     # Worker replies (AR-3: each is its own dispatched message).

@@ -165,14 +165,16 @@ def parse_client_event(
     *,
     dialect: Dialect = Dialect.UNDETERMINED,
     pcm16: bool = True,
+    limit: int | None = None,
 ) -> ClientEvent:
     """Parse one frame into the typed event of the dialect it is in (after its own DI-2
-    signal); RealtimeProtocolError for anything else. ``pcm16``: appends must have whole samples.
+    signal); RealtimeProtocolError for anything else, ``jsontext.TooLarge`` for a frame over
+    ``limit`` bytes (LM-1). ``pcm16``: appends must have whole samples.
 
     Blocking on large frames (JSON and base64): the consumer runs those off the loop (AR-2).
     """
     vllm = dialect is Dialect.VLLM
-    body = _object(text, vllm)
+    body = _object(text, data, vllm, limit)
     kind, event_id = body.get("type"), body.get("event_id")
     event_id = event_id if isinstance(event_id, str) else None
     if event_id is not None and len(event_id) > MAX_EVENT_ID_CHARS:
@@ -209,12 +211,16 @@ def parse_client_event(
     return OPENAI_EVENTS[kind](**head)
 
 
-def _object(text: str | None, vllm: bool) -> Body:
-    """The frame as a JSON object (issue 9: ``gateway.jsontext`` rules)."""
+def _object(
+    text: str | None, data: bytes | None, vllm: bool, limit: int | None
+) -> Body:
+    """The frame as a JSON object (issue 9: ``gateway.jsontext`` rules), measured first."""
     if text is None:
+        if data is not None and limit is not None:
+            jsontext.check_size(data, limit)
         raise RealtimeProtocolError("invalid_payload", MESSAGES["binary_frame"])
     try:
-        body = jsontext.loads(text)
+        body = jsontext.loads(text, limit=limit)
     except jsontext.JsonError:
         if vllm:
             raise RealtimeProtocolError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from functools import partial
 
 from django.conf import settings
 
@@ -41,6 +42,7 @@ from asr.session import RealtimeSession
 from asr.updates import validate_update
 from asr.usage import RealtimeUsage
 from asr.vllm_update import validate_vllm_update
+from gateway import jsontext
 from gateway.link.budget import ControlBudget
 from gateway.link.states import Transitions
 
@@ -70,15 +72,17 @@ class ClientSteps:
         )
 
     async def message(
-        self, text: str | None, data: bytes | None, *, large: bool, version: str
+        self, text: str | None, data: bytes | None, *, version: str
     ) -> list[Action]:
-        """The outputs of one frame; a refused event's are those before its ``Reject``.
+        """The outputs of one frame; a refused event's are those before its ``Reject``; a
+        frame over ``ASR_MAX_MESSAGE_BYTES`` ends the session (LM-1).
 
-        ``large`` frames are parsed off the loop (AR-2); ``version`` is the pinned worker's
-        model version (SE-15).
+        ``version`` is the pinned worker's model version (SE-15).
         """
         try:
-            event = await self.parse(text, data, large=large)
+            event = await self.parse(text, data)
+        except jsontext.TooLarge:
+            return [RealtimeFail("message_too_large")]
         except (
             RealtimeProtocolError
         ) as exc:  # a frame may select the dialect and still fail
@@ -96,16 +100,21 @@ class ClientSteps:
             outs.append(Reject(exc.code, exc.message, exc.param, event_id))
         return outs
 
-    async def parse(
-        self, text: str | None, data: bytes | None, *, large: bool
-    ) -> ClientEvent:
-        """The frame as an event of the session's dialect; a ``large`` one off the loop."""
-        dialect, pcm16 = self.session.dialect, self.session.config.format == "audio/pcm"
-        if large:
-            return await asyncio.to_thread(
-                parse_client_event, text, data, dialect=dialect, pcm16=pcm16
-            )
-        return parse_client_event(text, data, dialect=dialect, pcm16=pcm16)
+    async def parse(self, text: str | None, data: bytes | None) -> ClientEvent:
+        """The frame, measured and parsed in one call, as an event of the session's
+        dialect; one over ``PARSE_INLINE`` characters (or bytes) off the loop (AR-2)."""
+        parse = partial(
+            parse_client_event,
+            text,
+            data,
+            dialect=self.session.dialect,
+            pcm16=self.session.config.format == "audio/pcm",
+            limit=settings.ASR_MAX_MESSAGE_BYTES,
+        )
+        frame = data if data is not None else text or ""
+        if len(frame) > PARSE_INLINE:
+            return await asyncio.to_thread(parse)
+        return parse()
 
     async def apply(self, event: ClientEvent, models: Models) -> list[Action]:
         """Run the handler of ``event`` (the parse table decides which types exist)."""

@@ -4,7 +4,9 @@
 a fixed reason: invalid UTF-8 (bytes) or lone surrogates (text, or ``\\ud800`` escapes), nesting
 deeper than ``MAX_DEPTH``, integer literals longer than ``MAX_INT_DIGITS`` (Python refuses
 4,300 digits, and parses long ones in quadratic time), ``NaN`` / ``Infinity`` and numbers that
-overflow to infinity. ``dumps`` is the send path: its text always encodes as UTF-8.
+overflow to infinity; given a ``limit``, a message longer than that many bytes (as UTF-8) is
+``TooLarge`` before it is parsed, so a socket measures and parses a frame in one call. ``dumps``
+is the send path: its text always encodes as UTF-8.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ class JsonError(ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class TooLarge(ValueError):
+    """A client message longer than the socket's limit (not a ``JsonError``: it ends the
+    stream rather than being refused as bad JSON)."""
 
 
 def _parse_int(literal: str) -> int:
@@ -50,8 +57,11 @@ _DECODER = json.JSONDecoder(
 )
 
 
-def loads(data: str | bytes) -> Any:
-    """Parse one client message; raise ``JsonError`` for anything but clean JSON."""
+def loads(data: str | bytes, *, limit: int | None = None) -> Any:
+    """Parse one client message; raise ``TooLarge`` when it is over ``limit`` bytes, and
+    ``JsonError`` for anything but clean JSON."""
+    if limit is not None:
+        check_size(data, limit)
     if isinstance(data, bytes | bytearray):
         try:
             text = bytes(data).decode("utf-8")  # strict: no surrogatepass
@@ -105,11 +115,17 @@ def _check_strings(value: Any) -> None:
             stack.extend(node)
 
 
-def utf8_size(text: str) -> int:
-    """Bytes of ``text`` as UTF-8 (a lone surrogate counts as its three bytes)."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-8", "surrogatepass"))
+def check_size(data: str | bytes, limit: int) -> None:
+    """Raise ``TooLarge`` when ``data`` is over ``limit`` bytes; text counts as UTF-8 (a
+    lone surrogate as its three bytes), measured only when it could be over."""
+    if isinstance(data, bytes | bytearray):
+        size = len(data)
+    elif data.isascii() or len(data) * 4 <= limit:
+        size = len(data)
+    else:
+        size = len(data.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise TooLarge(f"message over {limit} bytes")
 
 
 def dumps(event: Any) -> str:

@@ -136,19 +136,23 @@ class End:
 ClientEvent = TtsRequest | Ping | Cancel | Clear | TextInput | Flush | End
 
 
-def _loads(data: str | bytes) -> Any:
-    """R3: anything a JSON parser rejects or lets through unsafely is ``INVALID_JSON``."""
+def _loads(data: str | bytes, limit: int | None = None) -> Any:
+    """R3: anything a JSON parser rejects or lets through unsafely is ``INVALID_JSON``; a
+    message over ``limit`` bytes raises ``jsontext.TooLarge`` (W11)."""
     try:
-        return jsontext.loads(data)
+        return jsontext.loads(data, limit=limit)
     except jsontext.JsonError as exc:
         raise TtsProtocolError("INVALID_JSON", f"Invalid JSON: {exc.reason}") from None
 
 
-def parse_client_event(text: str | None, data: bytes | None = None) -> ClientEvent:
-    """Parse one WebSocket message; raise TtsProtocolError (R3, R8)."""
+def parse_client_event(
+    text: str | None, data: bytes | None = None, *, limit: int | None = None
+) -> ClientEvent:
+    """Parse one WebSocket message; raise TtsProtocolError (R3, R8), or
+    ``jsontext.TooLarge`` for a text over ``limit`` bytes (W11)."""
     if text is None:
         raise TtsProtocolError("INVALID_JSON", "Invalid JSON: binary message")
-    message = _loads(text)
+    message = _loads(text, limit)
     if not isinstance(message, dict):
         raise TtsProtocolError("VALIDATION_ERROR", "Request must be a JSON object")
     event = message.get("event")

@@ -52,20 +52,22 @@ def idle_timeout_s() -> float:
 def message(
     session: TtsSession, control: ControlBudget, text: str | None, data: bytes | None
 ) -> list[Out]:
-    """One client message: the size cap (W11, 1009), the idle timers it restarts (K5, I6),
-    then its event, parsed once (``tts.protocol``), or what an unusable one does."""
-    limit = settings.TTS_MAX_MESSAGE_BYTES
-    if text is not None and len(text) * 4 > limit and jsontext.utf8_size(text) > limit:
+    """One client message, parsed once (``tts.protocol``): the size cap (W11, 1009), the
+    idle timers it restarts (K5, I6), then its event or what an unusable one does."""
+    event: ClientEvent | TtsProtocolError
+    try:
+        event = parse_client_event(text, data, limit=settings.TTS_MAX_MESSAGE_BYTES)
+    except jsontext.TooLarge:
         return [TtsFail("VALIDATION_ERROR", "Message too large", close_code=1009)]
+    except TtsProtocolError as exc:
+        event = exc
     outs: list[Out] = []
     if session.incremental:
         outs.append(Arm("input", settings.TTS_INPUT_IDLE_S))
     elif not session.busy and session.requests_started:
         outs.append(Arm("idle", idle_timeout_s()))
-    try:
-        event = parse_client_event(text, data)
-    except TtsProtocolError as exc:
-        return outs + bad_message(session, exc)
+    if isinstance(event, TtsProtocolError):
+        return outs + bad_message(session, event)
     return outs + client_event(session, event, control)
 
 

@@ -100,8 +100,8 @@ class FileJob:
         deadline = time.monotonic() + timeout_s
         sender: asyncio.Task[None] | None = None
         try:
-            build = AsrOpen.builder(self.channel, settings.ASR_MODEL)
-            outcome = await link.submit(build, job_id=self.job_id)
+            first = AsrOpen.first(settings.ASR_MODEL)
+            outcome = await link.submit(first, job_id=self.job_id)
             while outcome is not Outcome.ACCEPTED:
                 if outcome is not None:
                     raise AsrJobError(outcome)

@@ -122,8 +122,8 @@ class RealtimeConsumer(WorkerClientConsumer):
             wait_ms=settings.ASR_ADMISSION_WAIT_MS,
             stall_s=settings.ASR_WORKER_STALL_S,
         )
-        build = AsrOpen.builder(self.channel_name, settings.ASR_MODEL)
-        await self.on_outcome(await link.submit(build, job_id=job_id))
+        first = AsrOpen.first(settings.ASR_MODEL)
+        await self.on_outcome(await link.submit(first, job_id=job_id))
 
     # Client frames.
 

@@ -6,7 +6,6 @@ and ``gpu.job.*`` back); the fields are the spec's. PCM is int16 little-endian a
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,18 +28,10 @@ class AsrOpen(Message):
     model: str
 
     @classmethod
-    def builder(cls, reply_channel: str, model: str) -> Callable[[str, float], AsrOpen]:
-        """``build(job_id, deadline)`` of ``WorkerLink.submit``: each attempt's message."""
-
-        def build(job_id: str, deadline: float) -> AsrOpen:
-            return cls(
-                job_id=job_id,
-                reply_channel=reply_channel,
-                deadline=deadline,
-                model=model,
-            )
-
-        return build
+    def first(cls, model: str) -> AsrOpen:
+        """The message ``WorkerLink.submit`` sends, naming each attempt's job, its reply
+        channel and its deadline."""
+        return cls(job_id="", reply_channel="", deadline=0.0, model=model)
 
 
 @dataclass(frozen=True)

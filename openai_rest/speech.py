@@ -195,7 +195,7 @@ def _body(request: HttpRequest) -> bytes:
 
 async def _chunks(job: ChannelJob, plan: RequestPlan) -> AsyncGenerator[TtsChunk, None]:
     """The job's chunks; closing this closes the job's iterator (which stops the job)."""
-    source = job.stream(plan.submit, timeout_s=settings.TTS_REST_TIMEOUT_S)
+    source = job.stream(plan.first, timeout_s=settings.TTS_REST_TIMEOUT_S)
     try:
         async for chunk in source:
             yield chunk

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -77,7 +77,7 @@ class ChannelJob:
 
     async def run(
         self,
-        build: Callable[[str, str, float], TtsSubmit],
+        first: TtsSubmit,
         *,
         timeout_s: float,
         rate: int,
@@ -90,7 +90,7 @@ class ChannelJob:
         words: list[dict[str, Any]] = []
         try:
             async with contextlib.aclosing(
-                self.stream(build, timeout_s=timeout_s)
+                self.stream(first, timeout_s=timeout_s)
             ) as chunks:
                 async for chunk in chunks:
                     words += chunk.timed_words(samples * 1000 / rate)
@@ -104,7 +104,7 @@ class ChannelJob:
         return JobAudio(body, data_bytes, samples, model, words)
 
     async def stream(
-        self, build: Callable[[str, str, float], TtsSubmit], *, timeout_s: float
+        self, first: TtsSubmit, *, timeout_s: float
     ) -> AsyncGenerator[TtsChunk, None]:
         """The job's chunks as they arrive (OpenAI speech streaming); raise JobError,
         or TimeoutError past ``timeout_s``. Closing the iterator early stops the job."""
@@ -115,9 +115,7 @@ class ChannelJob:
         deadline = time.monotonic() + timeout_s
         try:
             async with asyncio.timeout(timeout_s):
-                outcome = await link.submit(
-                    lambda job_id, deadline: build(job_id, self.channel, deadline)
-                )
+                outcome = await link.submit(first)
                 await self._check(link, outcome)
             async for chunk in self._chunks(link, deadline):
                 yield chunk

@@ -155,8 +155,7 @@ class TtsConsumer(WorkerClientConsumer):
         self.timers.disarm("request", "idle")
         await self.release_link()  # L1 step 8: admission at a worker (Q2–Q4)
         link = self.new_link(**link_options())
-        reply = self.channel_name
-        outcome = await link.submit(lambda job, at: plan.submit(job, reply, at))
+        outcome = await link.submit(plan.first)
         await self.on_outcome(outcome)
 
     async def on_outcome(self, outcome: Outcome | None) -> None:

@@ -29,10 +29,9 @@ from tts.outputs import (
     TtsFail,
     WorkerKind,
 )
-from tts.prepare import prepare_pieces
 from tts.protocol import End, Flush, TextInput
 from tts.session import ActiveRequest, RequestState
-from tts.text import Segment, TextBuffer
+from tts.text import Segment, TextBuffer, prepare_pieces
 from tts.usage import TtsUsage
 
 AUDIO_STALE_S = (

@@ -1,19 +1,18 @@
 """What a TTS client secret's session pins: the voice, the format and its rate (issue 35).
 
 ``secret_pins`` validates a minting request's ``session`` with the request fields' own
-rules; ``pinned`` puts the pins in place of a request's values on a socket the secret
-opened. What is not pinned the request chooses.
+rules; the start of each request on a socket the secret opened puts the pins in place of
+the request's values (``tts.requests.pinned``). What is not pinned the request chooses.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
 
-from tts.prepare import resolve_voice
-from tts.protocol import TtsProtocolError, TtsRequest, parse_rest_body
+from tts.protocol import TtsProtocolError, parse_rest_body
+from tts.requests import resolve_voice
 from tts.speakers import configured_engine
 
 SESSION_TYPE = "tts"
@@ -47,16 +46,6 @@ def secret_pins(session: Any) -> dict[str, Any]:
     if fields["format"] is not None:
         pins.update(format=req.format, sample_rate=req.sample_rate)
     return pins
-
-
-def pinned(req: TtsRequest, pins: Mapping[str, Any] | None) -> TtsRequest:
-    """``req`` with a secret's pins in place of its own values."""
-    if not pins:
-        return req
-    changes = {k: v for k, v in pins.items() if k in ("format", "sample_rate")}
-    if "voice" in pins:
-        changes["speaker"] = pins["voice"]
-    return dataclasses.replace(req, **changes)
 
 
 def session_echo(pins: Mapping[str, Any]) -> dict[str, Any]:

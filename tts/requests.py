@@ -2,19 +2,25 @@
 (docs/specs/tts-ws.md L1 steps 4–7, H1).
 
 ``start_request`` is the one function that starts a validated request, whatever its transport:
-a client secret's pins, K4's token (a stream's requests after its first), the voice and the
-worker segments with the speakable-text check (R5, §7, R7: ``tts.prepare``), K2–K3 on a stream
-(the request becomes its active one before it is metered), then the characters reserved and the
-usage record opened (accounts Q7, U3). Its ``RequestPlan.submit`` is the job's first message
-(Q6), which the transport places: a stream on its consumer's ``WorkerLink``, a REST view with
-``tts.client.ChannelJob``. ``start_on_stream`` is a stream's call: its request id (X1, K3) and
-its refusals as ``Fail`` records.
+a client secret's pins (``tts.pins`` validates them when the secret is minted), K4's token (a
+stream's requests after its first), the voice (R5, §8) and the worker segments (§7, ``tts.text``,
+off the event loop for long texts, T1) with the one speakable-text check (R7: a text none of
+whose segments has a letter or digit is refused), K2–K3 on a stream (the request becomes its
+active one before it is metered), then the characters reserved and the usage record opened
+(accounts Q7, U3). Its plan carries the job's first message (Q6, ``RequestPlan.first``), which
+the transport's ``WorkerLink`` sends, naming each attempt: a stream's consumer's link, or a
+REST view's ``tts.client.ChannelJob``. ``start_on_stream`` is a stream's call: its request id
+(X1, K3) and its refusals as ``Fail`` records.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -26,11 +32,10 @@ from tts.engine_info import EngineInfo
 from tts.errors import denial_fail
 from tts.messages import TtsSubmit, sampling_of
 from tts.outputs import TtsFail, refusal
-from tts.pins import pinned
-from tts.prepare import prepare
 from tts.protocol import TtsProtocolError, TtsRequest
 from tts.session import ActiveRequest, TtsSession
-from tts.speakers import configured_engine
+from tts.speakers import UnknownSpeaker, configured_engine, resolve_speaker
+from tts.text import OFF_LOOP_CHARS, text_payload
 from tts.usage import TtsUsage
 
 logger = logging.getLogger(__name__)
@@ -45,19 +50,21 @@ class RequestPlan:
     voice: str
     info: EngineInfo  # the engine as configured when the request started
     segments: list[dict[str, Any]] = field(repr=False)
+    # The job's first message (Q6), built with the plan; its ``WorkerLink`` names each
+    # attempt's job, its reply channel and its deadline.
+    first: TtsSubmit = field(init=False, repr=False)
 
     @property
     def spans(self) -> list[tuple[int, int, int]]:
         """``(seq, char_start, char_end)`` of the segments (T7)."""
         return [(s["seq"], s["char_start"], s["char_end"]) for s in self.segments]
 
-    def submit(self, job_id: str, reply_channel: str, deadline: float) -> TtsSubmit:
-        """The job's first message (Q6)."""
+    def __post_init__(self) -> None:
         req = self.req
-        return TtsSubmit(
-            job_id=job_id,
-            reply_channel=reply_channel,
-            deadline=deadline,
+        first = TtsSubmit(
+            job_id="",
+            reply_channel="",
+            deadline=0.0,
             voice=self.voice,
             segments=self.segments,
             format=req.format,
@@ -67,6 +74,55 @@ class RequestPlan:
             word_timestamps=req.word_timestamps,
             **sampling_of(req),
         )
+        object.__setattr__(self, "first", first)
+
+
+def pinned(req: TtsRequest, pins: Mapping[str, Any] | None) -> TtsRequest:
+    """``req`` with a client secret's pins in place of its own values (issue 35)."""
+    if not pins:
+        return req
+    changes = {k: v for k, v in pins.items() if k in ("format", "sample_rate")}
+    if "voice" in pins:
+        changes["speaker"] = pins["voice"]
+    return dataclasses.replace(req, **changes)
+
+
+def resolve_voice(req: TtsRequest, info: EngineInfo) -> str:
+    """R5 and §8: check engine support, then resolve the speaker (last, as in R1)."""
+    if req.speed != 1.0 and not info.supports_speed:
+        raise TtsProtocolError(
+            "VALIDATION_ERROR", f"speed is not supported by engine {info.wire_name}"
+        )
+    try:
+        return resolve_speaker(req.speaker, info, settings.TTS_SPEAKER_ALIASES)
+    except UnknownSpeaker as unknown:
+        error = TtsProtocolError("VALIDATION_ERROR", unknown.message[:500])
+        error.extra = {"valid_speakers": unknown.valid}
+        raise error from None
+
+
+async def prepare(
+    req: TtsRequest, info: EngineInfo
+) -> tuple[str, list[dict[str, Any]]]:
+    """The request's voice and worker segments (none yet for an incremental request, whose
+    text comes later), computed off the event loop for long texts (T1); raise
+    ``TtsProtocolError`` when it cannot run (R5, R7)."""
+    voice = resolve_voice(req, info)
+    if req.incremental:
+        return voice, []
+    payload = partial(
+        text_payload,
+        req.text,
+        chunking=req.chunking,
+        normalize=req.normalize,
+        min_chars=settings.TTS_SEGMENT_MIN_CHARS,
+        max_chars=settings.TTS_SEGMENT_MAX_CHARS,
+    )
+    long = len(req.text) > OFF_LOOP_CHARS
+    segments = await asyncio.to_thread(payload) if long else payload()
+    if not segments:
+        raise TtsProtocolError("VALIDATION_ERROR", "Text has no speakable content")
+    return voice, segments
 
 
 async def start_request(

@@ -8,12 +8,15 @@ out of the worker's segments: a text with none left has no speakable content (R7
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tts.normalize import has_speakable, normalize_text
+
+OFF_LOOP_CHARS = 2000  # T1: longer texts are segmented and normalised in a thread
 
 SEGMENT_MIN_CHARS = 20
 SEGMENT_MAX_CHARS = 200
@@ -234,3 +237,15 @@ class TextBuffer:
             self.next_seq += 1
             self.cut_at = b
         return segments
+
+
+async def prepare_pieces(
+    source: str, segments: list[Segment], *, normalize: bool
+) -> list[dict[str, Any]]:
+    """Incremental segments (§9.2), normalised off the loop when they are long (T1)."""
+    size = sum(s.char_end - s.char_start for s in segments)
+    if size > OFF_LOOP_CHARS:
+        return await asyncio.to_thread(
+            segment_payload, source, segments, normalize=normalize
+        )
+    return segment_payload(source, segments, normalize=normalize)

@@ -204,7 +204,7 @@ async def run_job(plan: RequestPlan) -> JobAudio:
     job = ChannelJob(get_channel_layer(), header_room=room)
     try:
         return await job.run(
-            plan.submit,
+            plan.first,
             timeout_s=settings.TTS_REST_TIMEOUT_S,
             rate=plan.req.sample_rate,
         )

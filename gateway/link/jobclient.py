@@ -42,7 +42,6 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from channels.exceptions import ChannelFull
@@ -119,7 +118,7 @@ class WorkerLink:
         self.job_id = ""
         self.worker_channel = ""
         self.model_version = ""
-        self._build: Callable[[str, float], Message] | None = None
+        self._first: dict[str, Any] = {}
         self._started = 0.0
         self._saw_busy = False
         self._last_seen = 0.0
@@ -139,18 +138,20 @@ class WorkerLink:
         self._asked: dict[str, str] = {}
 
     async def submit(
-        self, build: Callable[[str, float], Message], *, job_id: str | None = None
+        self, first: Message, *, job_id: str | None = None
     ) -> Outcome | None:
-        """Send the job's first message to the shared channel; ``build(job_id, deadline)``.
+        """Send the job's first message, ``first``, to a worker: each attempt with its own
+        ``job_id``, this link's channel as ``reply_channel`` and the admission's ``deadline``.
 
         ``job_id`` names the first attempt (e.g. the accounts stream id, realtime WK-1); each
         retry is a new job (tts Q4), named ``<job_id>.<n>``. Without it ids are random.
         """
         self.phase = PHASES.move(self.phase, Phase.SUBMITTING)
-        self._build = build
         self._id_base = job_id or uuid.uuid4().hex
         self._started = time.monotonic()
         self._deadline = time.time() + self.answer_s + self.wait_s
+        fill = {"reply_channel": self.own_channel, "deadline": self._deadline}
+        self._first = first.to_message() | fill
         self._later(self.answer_s, "answer")
         self._later(self.wait_s + self.answer_s, "give_up")
         return await self._attempt()
@@ -263,7 +264,7 @@ class WorkerLink:
         )
 
     async def _attempt(self) -> Outcome | None:
-        assert self._build is not None
+        assert self._first
         self.job_id = (
             self._id_base
             if self._attempts == 0
@@ -278,7 +279,7 @@ class WorkerLink:
         unanswered.note(self.own_channel, self.job_id, self._deadline)
         PLACEMENTS.labels(self.kind, "worker" if target.worker_id else "shared").inc()
         try:
-            message = self._build(self.job_id, self._deadline).to_message()
+            message = self._first | {"job_id": self.job_id}
             await self.layer.send(target.channel, message)
         except ChannelFull:
             if target.worker_id:  # that worker's channel is full: try the others

@@ -36,7 +36,6 @@ TTS_MODULES = (
     "tts/incremental.py",
     "tts/requests.py",
     "tts/session.py",
-    "tts/prepare.py",
     "tts/speakers.py",
     "tts/views.py",
     "tts/client.py",

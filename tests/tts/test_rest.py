@@ -267,18 +267,12 @@ async def test_tts_h5_client_disconnect_cancels_the_job(
         await asyncio.sleep(0.01)
 
 
-def submit_builder(text: str) -> Any:
-    def build(job_id: str, reply: str, deadline: float) -> TtsSubmit:
-        segment = {"seq": 0, "text": text, "char_start": 0, "char_end": len(text)}
-        return TtsSubmit(
-            job_id=job_id,
-            reply_channel=reply,
-            deadline=deadline,
-            voice="tone",
-            segments=[segment],
-        )
-
-    return build
+def submission(text: str) -> TtsSubmit:
+    """A one-segment job's first message; its link names the job, channel and deadline."""
+    segment = {"seq": 0, "text": text, "char_start": 0, "char_end": len(text)}
+    return TtsSubmit(
+        job_id="", reply_channel="", deadline=0.0, voice="tone", segments=[segment]
+    )
 
 
 async def test_tts_z2_a_cancelled_rest_job_stops_the_worker_within_200_ms(
@@ -286,7 +280,7 @@ async def test_tts_z2_a_cancelled_rest_job_stops_the_worker_within_200_ms(
 ) -> None:
     job = ChannelJob(get_channel_layer())
     task = asyncio.create_task(
-        job.run(submit_builder("h" * 3000), timeout_s=30, rate=16000)
+        job.run(submission("h" * 3000), timeout_s=30, rate=16000)
     )
     await asyncio.sleep(0.15)
     assert slow_fake.jobs.busy("tts") == 1
@@ -303,7 +297,7 @@ async def test_tts_q4_a_rest_job_cancelled_while_admitted_is_withdrawn(
 ) -> None:
     job = ChannelJob(get_channel_layer())
     task = asyncio.create_task(
-        job.run(submit_builder("w" * 3000), timeout_s=30, rate=16000)
+        job.run(submission("w" * 3000), timeout_s=30, rate=16000)
     )
     await asyncio.sleep(0)  # submitted, acceptance not yet read
     task.cancel()
@@ -315,7 +309,7 @@ async def test_tts_q4_a_rest_job_cancelled_while_admitted_is_withdrawn(
 async def test_tts_q3_rest_job_with_no_worker_is_model_not_loaded() -> None:
     job = ChannelJob(get_channel_layer())
     with pytest.raises(JobError) as info:
-        await job.run(submit_builder("x"), timeout_s=5, rate=16000)
+        await job.run(submission("x"), timeout_s=5, rate=16000)
     assert info.value.code == "MODEL_NOT_LOADED"
 
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from gateway.contracts import WORKER_CHANNELS, JobAccepted, JobBusy, Message
+from gateway.contracts import WORKER_CHANNELS, JobAccepted, JobBusy
 from gateway.layers.memory_layer import EmbeddedChannelLayer
 from gateway.link import unanswered
 from gateway.link.jobclient import WorkerLink
@@ -15,8 +15,7 @@ from gateway.link.jobclient import WorkerLink
 WORKER = "asr-worker.w1"
 
 
-def submission(job_id: str, deadline: float) -> Message:
-    return JobBusy(job_id=job_id)  # any message: the test plays the worker
+submission = JobBusy(job_id="")  # any message: the test plays the worker
 
 
 async def link_on(layer: EmbeddedChannelLayer) -> WorkerLink:

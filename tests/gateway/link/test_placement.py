@@ -241,10 +241,7 @@ async def admit(layer: Any) -> tuple[Outcome | None, WorkerLink]:
         layer=layer, own_channel=own, kind="tts", answer_ms=500, wait_ms=1000, stall_s=3
     )
     outcome = await link.submit(
-        lambda job_id, deadline: Submit(
-            job_id=job_id, reply_channel=own, deadline=deadline
-        ),
-        job_id="job",
+        Submit(job_id="", reply_channel="", deadline=0.0), job_id="job"
     )
     while outcome is None:
         message = await asyncio.wait_for(layer.receive(own), 2)

@@ -69,7 +69,7 @@ class TtsConsumer(WorkerClientConsumer):
     disconnect_status: ClassVar[TerminalStatus] = "cancelled"  # W10
     draining = False  # W12: the gateway is stopping; the active request may finish
     plan: RequestPlan | None = None  # the current (or last) request's start
-    input: IncrementalInput | None = None  # its incremental input (§9.2)
+    input: IncrementalInput | None = None  # an incremental request's input (§9.2)
 
     async def connect(self) -> None:
         """Accept first (W5), then admit; a denial is one error and a close (W6)."""
@@ -151,7 +151,8 @@ class TtsConsumer(WorkerClientConsumer):
             await self.fail(started)
             return
         plan, self.plan = started.plan, started.plan
-        self.input = IncrementalInput(started.active)
+        # §9.2's input state machine, for an incremental request only.
+        self.input = IncrementalInput(started.active) if req.incremental else None
         self.timers.disarm("request", "idle")
         await self.release_link()  # L1 step 8: admission at a worker (Q2–Q4)
         link = self.new_link(**link_options())
@@ -173,7 +174,7 @@ class TtsConsumer(WorkerClientConsumer):
     async def job_accepted(self) -> None:
         """E1: header (and the WAV header frame, E6) once a worker holds the job."""
         active, link = self.active, self.link
-        assert link is not None and self.input is not None
+        assert link is not None
         try:
             await self.usage.ready()  # U1: committed before the first binary frame
         except AdmissionDenied as denied:
@@ -182,7 +183,8 @@ class TtsConsumer(WorkerClientConsumer):
         await link.send(TtsAck(job_id=link.job_id, seq=-1))  # confirm (Z3)
         active.state = REQUEST_STATES.move(active.state, RequestState.STREAMING)
         await self.perform(forwarding.header(active, link.model_version))
-        await self.perform(self.input.accepted())
+        if self.input is not None:
+            await self.perform(self.input.accepted())
 
     async def end_request(
         self,

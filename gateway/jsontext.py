@@ -125,7 +125,7 @@ def check_size(data: str | bytes, limit: int) -> None:
     else:
         size = len(data.encode("utf-8", "surrogatepass"))
     if size > limit:
-        raise TooLarge(f"message over {limit} bytes")
+        raise TooLarge("message too large")
 
 
 def dumps(event: Any) -> str:

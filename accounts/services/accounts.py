@@ -33,6 +33,28 @@ ACCOUNT_FIELDS = ("name", "slug", "plan", "is_active")
 ACCOUNT_KEY_FIELDS = ("plan", "is_active")
 
 
+def _audit(
+    record: Plan | Account,
+    action: AuditAction,
+    *,
+    actor: User | None,
+    actor_label: str,
+    changes: Mapping[str, tuple[object, object]],
+) -> None:
+    """Write the one audit entry of a plan or account write."""
+    account = record if isinstance(record, Account) else None
+    audit_log_write(
+        actor=actor,
+        actor_label=actor_label,
+        action=action,
+        account=account,
+        object_type="plan" if account is None else "account",
+        object_id=str(record.pk),
+        object_name=record.name,
+        changes=changes,
+    )
+
+
 def _unique_slug(name: str) -> str:
     base = slugify(name)[:190]
     if not base:
@@ -76,14 +98,11 @@ def plan_create(
     plan.full_clean()
     with transaction.atomic():
         plan.save(force_insert=True)
-        audit_log_write(
+        _audit(
+            plan,
+            AuditAction.PLAN_CREATED,
             actor=actor,
             actor_label=actor_label,
-            action=AuditAction.PLAN_CREATED,
-            account=None,
-            object_type="plan",
-            object_id=str(plan.pk),
-            object_name=plan.name,
             changes={name: (None, getattr(plan, name)) for name in fields},
         )
     return plan
@@ -99,14 +118,11 @@ def plan_update(
         changes = apply_changes(locked, fields, validate_unique=True)
         if changes:
             locked.save(update_fields=list(changes))
-            audit_log_write(
+            _audit(
+                locked,
+                AuditAction.PLAN_CHANGED,
                 actor=actor,
                 actor_label=actor_label,
-                action=AuditAction.PLAN_CHANGED,
-                account=None,
-                object_type="plan",
-                object_id=str(locked.pk),
-                object_name=locked.name,
                 changes=changes,
             )
     return locked
@@ -134,14 +150,11 @@ def account_create(
             name: (None, getattr(account, name)) for name in fields
         }
         changes["members"] = ([], _usernames(members))
-        audit_log_write(
+        _audit(
+            account,
+            AuditAction.ACCOUNT_CREATED,
             actor=actor,
             actor_label=actor_label,
-            action=AuditAction.ACCOUNT_CREATED,
-            account=account,
-            object_type="account",
-            object_id=str(account.pk),
-            object_name=account.name,
             changes=changes,
         )
     return account
@@ -174,16 +187,13 @@ def account_update(
         if any(name in ACCOUNT_KEY_FIELDS for name in changes):
             account_key_versions_bump(locked)
         only_members = set(changes) == {"members"}
-        audit_log_write(
-            actor=actor,
-            actor_label=actor_label,
-            action=AuditAction.MEMBERS_CHANGED
+        _audit(
+            locked,
+            AuditAction.MEMBERS_CHANGED
             if only_members
             else AuditAction.ACCOUNT_CHANGED,
-            account=locked,
-            object_type="account",
-            object_id=str(locked.pk),
-            object_name=locked.name,
+            actor=actor,
+            actor_label=actor_label,
             changes=changes,
         )
     return locked

@@ -36,7 +36,6 @@ ACCOUNT_KEY_FIELDS = ("plan", "is_active")
 def _audit(
     record: Plan | Account,
     action: AuditAction,
-    *,
     actor: User | None,
     actor_label: str,
     changes: Mapping[str, tuple[object, object]],
@@ -98,13 +97,8 @@ def plan_create(
     plan.full_clean()
     with transaction.atomic():
         plan.save(force_insert=True)
-        _audit(
-            plan,
-            AuditAction.PLAN_CREATED,
-            actor=actor,
-            actor_label=actor_label,
-            changes={name: (None, getattr(plan, name)) for name in fields},
-        )
+        changes = {name: (None, getattr(plan, name)) for name in fields}
+        _audit(plan, AuditAction.PLAN_CREATED, actor, actor_label, changes)
     return plan
 
 
@@ -118,13 +112,7 @@ def plan_update(
         changes = apply_changes(locked, fields, validate_unique=True)
         if changes:
             locked.save(update_fields=list(changes))
-            _audit(
-                locked,
-                AuditAction.PLAN_CHANGED,
-                actor=actor,
-                actor_label=actor_label,
-                changes=changes,
-            )
+            _audit(locked, AuditAction.PLAN_CHANGED, actor, actor_label, changes)
     return locked
 
 
@@ -150,13 +138,7 @@ def account_create(
             name: (None, getattr(account, name)) for name in fields
         }
         changes["members"] = ([], _usernames(members))
-        _audit(
-            account,
-            AuditAction.ACCOUNT_CREATED,
-            actor=actor,
-            actor_label=actor_label,
-            changes=changes,
-        )
+        _audit(account, AuditAction.ACCOUNT_CREATED, actor, actor_label, changes)
     return account
 
 
@@ -187,13 +169,8 @@ def account_update(
         if any(name in ACCOUNT_KEY_FIELDS for name in changes):
             account_key_versions_bump(locked)
         only_members = set(changes) == {"members"}
-        _audit(
-            locked,
-            AuditAction.MEMBERS_CHANGED
-            if only_members
-            else AuditAction.ACCOUNT_CHANGED,
-            actor=actor,
-            actor_label=actor_label,
-            changes=changes,
+        action = (
+            AuditAction.MEMBERS_CHANGED if only_members else AuditAction.ACCOUNT_CHANGED
         )
+        _audit(locked, action, actor, actor_label, changes)
     return locked

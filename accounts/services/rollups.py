@@ -35,6 +35,7 @@ from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, bin_range
 from accounts.models.choices import Granularity, UsageStatus
 from accounts.models.rollups import (
     ACCOUNT_ROLLUP_KEY,
+    OUTCOME_COUNTS,
     ROLLUP_KEY,
     AccountRollup,
     RollupMeasures,
@@ -46,11 +47,7 @@ logger = logging.getLogger(__name__)
 
 GROUP_FIELDS = ("account_id", "api_key_id", "endpoint", "route", "model", "error_code")
 SUM_FIELDS = (
-    "requests",
-    "completed",
-    "cancelled",
-    "failed",
-    "abandoned",
+    *OUTCOME_COUNTS,
     "tts_chars_in",
     "tts_audio_out_ms",
     "tts_duration_ms",

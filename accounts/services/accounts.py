@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -31,6 +31,29 @@ PLAN_FIELDS = (
 ACCOUNT_FIELDS = ("name", "slug", "plan", "is_active")
 # A change to one of these changes what every key of the account may do (A7).
 ACCOUNT_KEY_FIELDS = ("plan", "is_active")
+
+
+R = TypeVar("R", Plan, Account)
+
+
+def _only(fields: Mapping[str, object], allowed: Sequence[str]) -> None:
+    """Writes name only the fields they may set."""
+    assert set(fields) <= set(allowed), sorted(set(fields) - set(allowed))
+
+
+def _new(model: type[R], fields: Mapping[str, object], allowed: Sequence[str]) -> R:
+    """An unsaved ``model`` of ``fields`` (each one of ``allowed``), validated."""
+    _only(fields, allowed)
+    record = model(**fields)
+    record.full_clean()
+    return record
+
+
+def _created(
+    record: Plan | Account, fields: Iterable[str]
+) -> dict[str, tuple[object, object]]:
+    """The audit changes of a new record: every value, from nothing."""
+    return {name: (None, getattr(record, name)) for name in fields}
 
 
 def _audit(
@@ -92,13 +115,12 @@ def plan_create(
     *, actor: User | None, actor_label: str, fields: Mapping[str, object]
 ) -> Plan:
     """Create a plan and write ``plan.created`` with every value."""
-    assert set(fields) <= set(PLAN_FIELDS), sorted(set(fields) - set(PLAN_FIELDS))
-    plan = Plan(**fields)
-    plan.full_clean()
+    plan = _new(Plan, fields, PLAN_FIELDS)
     with transaction.atomic():
         plan.save(force_insert=True)
-        changes = {name: (None, getattr(plan, name)) for name in fields}
-        _audit(plan, AuditAction.PLAN_CREATED, actor, actor_label, changes)
+        _audit(
+            plan, AuditAction.PLAN_CREATED, actor, actor_label, _created(plan, fields)
+        )
     return plan
 
 
@@ -106,7 +128,7 @@ def plan_update(
     *, plan: Plan, actor: User | None, actor_label: str, fields: Mapping[str, object]
 ) -> Plan:
     """Change plan values and write ``plan.changed`` (AD2)."""
-    assert set(fields) <= set(PLAN_FIELDS), sorted(set(fields) - set(PLAN_FIELDS))
+    _only(fields, PLAN_FIELDS)
     with transaction.atomic():
         locked = Plan.objects.select_for_update().get(pk=plan.pk)
         changes = apply_changes(locked, fields, validate_unique=True)
@@ -128,15 +150,11 @@ def account_create(
     members: Sequence[User] = (),
 ) -> Account:
     """Create an account with its members and write ``account.created``."""
-    assert set(fields) <= set(ACCOUNT_FIELDS), sorted(set(fields) - set(ACCOUNT_FIELDS))
-    account = Account(**fields)
-    account.full_clean()
+    account = _new(Account, fields, ACCOUNT_FIELDS)
     with transaction.atomic():
         account.save(force_insert=True)
         account.members.set(members)
-        changes: dict[str, tuple[object, object]] = {
-            name: (None, getattr(account, name)) for name in fields
-        }
+        changes = _created(account, fields)
         changes["members"] = ([], _usernames(members))
         _audit(account, AuditAction.ACCOUNT_CREATED, actor, actor_label, changes)
     return account
@@ -153,7 +171,7 @@ def account_update(
     """Change an account and, given ``members``, its membership; a new plan or active flag
     bumps every key's version (A7). One entry: ``account.members_changed`` when only the
     membership changed, else ``account.changed``."""
-    assert set(fields) <= set(ACCOUNT_FIELDS), sorted(set(fields) - set(ACCOUNT_FIELDS))
+    _only(fields, ACCOUNT_FIELDS)
     with transaction.atomic():
         locked = Account.objects.select_for_update().get(pk=account.pk)
         changes = apply_changes(locked, fields, validate_unique=True)

@@ -49,6 +49,19 @@ def _new(model: type[R], fields: Mapping[str, object], allowed: Sequence[str]) -
     return record
 
 
+def _saved_changes(
+    record: R, fields: Mapping[str, object], allowed: Sequence[str]
+) -> tuple[R, dict[str, tuple[object, object]]]:
+    """In a transaction: ``record`` locked, ``fields`` (each one of ``allowed``) applied
+    and saved; the locked record and its changes."""
+    _only(fields, allowed)
+    locked = type(record).objects.select_for_update().get(pk=record.pk)
+    changes = apply_changes(locked, fields, validate_unique=True)
+    if changes:
+        locked.save(update_fields=list(changes))
+    return locked, changes
+
+
 def _created(
     record: Plan | Account, fields: Iterable[str]
 ) -> dict[str, tuple[object, object]]:
@@ -128,12 +141,9 @@ def plan_update(
     *, plan: Plan, actor: User | None, actor_label: str, fields: Mapping[str, object]
 ) -> Plan:
     """Change plan values and write ``plan.changed`` (AD2)."""
-    _only(fields, PLAN_FIELDS)
     with transaction.atomic():
-        locked = Plan.objects.select_for_update().get(pk=plan.pk)
-        changes = apply_changes(locked, fields, validate_unique=True)
+        locked, changes = _saved_changes(plan, fields, PLAN_FIELDS)
         if changes:
-            locked.save(update_fields=list(changes))
             _audit(locked, AuditAction.PLAN_CHANGED, actor, actor_label, changes)
     return locked
 
@@ -171,12 +181,8 @@ def account_update(
     """Change an account and, given ``members``, its membership; a new plan or active flag
     bumps every key's version (A7). One entry: ``account.members_changed`` when only the
     membership changed, else ``account.changed``."""
-    _only(fields, ACCOUNT_FIELDS)
     with transaction.atomic():
-        locked = Account.objects.select_for_update().get(pk=account.pk)
-        changes = apply_changes(locked, fields, validate_unique=True)
-        if changes:
-            locked.save(update_fields=list(changes))
+        locked, changes = _saved_changes(account, fields, ACCOUNT_FIELDS)
         if members is not None:
             before = _usernames(locked.members.all())
             if before != _usernames(members):

@@ -42,6 +42,7 @@ from accounts.models.rollups import (
     UsageRollup,
 )
 from accounts.models.usage import UsageRecord
+from accounts.services.quota import retention_start
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +103,7 @@ def rebuildable_since(granularity: str, now: datetime) -> datetime | None:
     """
     if granularity != Granularity.HOUR:
         return None
-    horizon = now - timedelta(days=settings.USAGE_RECORD_RETENTION_DAYS)
-    return ceil_bucket(horizon, granularity)
+    return ceil_bucket(retention_start(now), granularity)
 
 
 def default_window(granularity: str, now: datetime) -> tuple[datetime, datetime]:

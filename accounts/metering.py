@@ -84,7 +84,14 @@ from accounts.services.usage import (
 from accounts.usage_tally import MeteredEndpoint
 from gateway.outages import is_outage, log_failure
 
-__all__ = ["Route", "UsageCounters", "UsageMeter", "refuse", "stream_tick"]
+__all__ = [
+    "Route",
+    "StreamUsage",
+    "UsageCounters",
+    "UsageMeter",
+    "refuse",
+    "stream_tick",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -339,3 +346,21 @@ async def stream_tick(
     if admission is not None:
         return await admission.tick()
     return None
+
+
+class StreamUsage:
+    """The part every app's stream usage shares: its admission (None with auth off) and
+    the meter of its open usage record (None between requests)."""
+
+    admission: Admission | None
+    meter: UsageMeter | None
+
+    async def tick(self) -> DenialReason | None:
+        """accounts E6: checkpoint when due (U5), key check, lease renewal, duration; the
+        stop reason."""
+        return await stream_tick(self.admission, self.meter)
+
+    async def release(self) -> None:
+        """Give back the lease (accounts E5, C3) after ``finish``; idempotent."""
+        if self.admission is not None:
+            await self.admission.release()

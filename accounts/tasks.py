@@ -109,15 +109,10 @@ def reconcile_quota_mirror() -> int:
 @single_flight("purge_usage_records", ttl_s=600)
 def purge_usage_records() -> int:
     """U12: delete records older than ``USAGE_RECORD_RETENTION_DAYS``."""
-    from django.conf import settings
-    from django.utils import timezone
-
     from accounts.services.quota import retention_start
     from accounts.services.usage import usage_purge
 
-    return usage_purge(
-        before=retention_start(timezone.now(), settings.USAGE_RECORD_RETENTION_DAYS)
-    )
+    return usage_purge(before=retention_start())
 
 
 @shared_task(name="accounts.check_quota_alerts", time_limit=120)
@@ -150,15 +145,10 @@ def deliver_webhooks() -> int:
 @single_flight("purge_webhook_deliveries", ttl_s=600)
 def purge_webhook_deliveries() -> int:
     """Delete finished webhook deliveries older than ``USAGE_RECORD_RETENTION_DAYS``."""
-    from django.conf import settings
-    from django.utils import timezone
-
     from accounts.services.quota import retention_start
     from accounts.services.webhooks import webhook_deliveries_purge
 
-    return webhook_deliveries_purge(
-        before=retention_start(timezone.now(), settings.USAGE_RECORD_RETENTION_DAYS)
-    )
+    return webhook_deliveries_purge(before=retention_start())
 
 
 @shared_task(name="accounts.purge_client_secrets", time_limit=120)

@@ -15,15 +15,14 @@ import uuid
 from datetime import UTC, datetime
 
 from accounts.admission import Admission
-from accounts.exceptions import DenialReason
-from accounts.metering import TerminalStatus, UsageMeter, refuse, stream_tick
+from accounts.metering import StreamUsage, TerminalStatus, UsageMeter, refuse
 from asr.outputs import Completed
 from gateway import metrics
 
 UsageStatus = TerminalStatus  # the record's terminal statuses (accounts U9)
 
 
-class RealtimeUsage:
+class RealtimeUsage(StreamUsage):
     """The usage record, quota reservations and admission of one realtime connection."""
 
     def __init__(
@@ -109,10 +108,6 @@ class RealtimeUsage:
             latency_ms = round(max(0.0, latency_s) * 1000)
             self.meter.add(asr_items=1, asr_chars_out=chars, asr_latency_ms=latency_ms)
 
-    async def tick(self) -> DenialReason | None:
-        """accounts E6: checkpoint when due (U5), key, lease, duration; the stop reason."""
-        return await stream_tick(self.admission, self.meter)
-
     async def finish(
         self,
         *,
@@ -143,11 +138,6 @@ class RealtimeUsage:
                 close_code=close_code,
             )
         )
-
-    async def release(self) -> None:
-        """Give back the lease (accounts E5); after ``finish``, as accounts.metering says."""
-        if self.admission is not None:
-            await self.admission.release()
 
     def describe(self) -> str:
         """Metered amounts for the close log line (lengths only, MT-5)."""

@@ -15,8 +15,8 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from accounts.admission import Admission
-from accounts.exceptions import AdmissionDenied, DenialReason, DeniedKey
-from accounts.metering import TerminalStatus, UsageMeter, refuse, stream_tick
+from accounts.exceptions import AdmissionDenied, DeniedKey
+from accounts.metering import StreamUsage, TerminalStatus, UsageMeter, refuse
 from gateway.link.timers import TICK_S
 from tts.delivery import Billed, Delivery
 
@@ -32,7 +32,7 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-class TtsUsage:
+class TtsUsage(StreamUsage):
     """Usage of one stream's requests, one at a time; every release is idempotent."""
 
     def __init__(
@@ -112,10 +112,6 @@ class TtsUsage:
         if self.delivery is not None and chars > 0:
             self.delivery.cleared(chars)
 
-    async def tick(self) -> DenialReason | None:
-        """accounts E6: checkpoint, key check, lease renewal, duration; the stop reason."""
-        return await stream_tick(self.admission, self.meter)
-
     async def finish(
         self,
         *,
@@ -179,11 +175,6 @@ class TtsUsage:
             close_code=close_code,
             route=self.route,
         )
-
-    async def release(self) -> None:
-        """Give back the lease (accounts E5, C3); finish the request first. Idempotent."""
-        if self.admission is not None:
-            await self.admission.release()
 
     async def end(
         self,

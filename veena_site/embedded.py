@@ -23,7 +23,7 @@ from channels.layers import get_channel_layer
 from gateway.contracts import WORKER_CHANNELS, Kind
 from gateway.layers.listener import ResilientWorker
 from veena_site.routing import channel_router
-from veena_site.runtime import get_runtime
+from veena_site.runtime import WorkerRuntime, get_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,9 @@ def worker_channels(kinds: list[Kind]) -> list[str]:
     return [WORKER_CHANNELS[k] for k in kinds]
 
 
-def start_embedded_worker() -> asyncio.Task[None]:
-    """Start the runtime (engine loading, liveness) and the channel listener in this loop."""
+def start_runtime() -> tuple[WorkerRuntime, ResilientWorker]:
+    """Start the process's runtime (engine loading, liveness); the runtime and the
+    listener of its channels, not yet running."""
     runtime = get_runtime()
     runtime.start()
     worker = ResilientWorker(
@@ -73,6 +74,12 @@ def start_embedded_worker() -> asyncio.Task[None]:
         channel_layer=get_channel_layer(),
         aliases=runtime.listen_directly(),
     )
+    return runtime, worker
+
+
+def start_embedded_worker() -> asyncio.Task[None]:
+    """Start the runtime (engine loading, liveness) and the channel listener in this loop."""
+    runtime, worker = start_runtime()
     logger.info(
         "embedded worker %s serving %s", runtime.worker_id, ",".join(runtime.kinds)
     )

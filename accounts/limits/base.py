@@ -8,7 +8,8 @@ directly, async code through ``asyncio.to_thread``. An unreachable store raises
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+import abc
+from typing import NamedTuple
 from uuid import UUID
 
 # R3: the sliding log's window.
@@ -39,12 +40,26 @@ class QuotaGrant(NamedTuple):
     remaining: int | None
 
 
-class Limiter(Protocol):
+class QuotaKeys(NamedTuple):
+    """The store keys one quota mirror works with (Q5, Q11)."""
+
+    quota: str
+    reservations: str
+    generation: str
+    leases: str
+
+
+class Limiter(abc.ABC):
     """Rate logs, leases, quota mirrors and key versions shared by all gateway processes.
 
     ``key_id`` names the key's own log or lease set; pass it only when the key has its own
     cap (E9). Release and refund take the same ``key_id`` that the take or acquire did.
+
+    The public calls name accounts and keys; each backend implements the ``_``-prefixed
+    operations on the store keys they resolve to (``Keys``).
     """
+
+    keys: Keys
 
     def take_request(
         self,
@@ -56,13 +71,17 @@ class Limiter(Protocol):
         key_limit: int | None = None,
     ) -> Decision:
         """Take one request token from the account's log and the key's, both or neither (R1)."""
-        ...
+        return self._take(
+            member,
+            self.keys.rate_logs(account_id, key_id),
+            scoped_limits(account_limit, key_id, key_limit),
+        )
 
     def refund_request(
         self, *, member: str, account_id: int, key_id: UUID | None = None
     ) -> None:
         """Give a token back (R5); harmless when it is gone."""
-        ...
+        self._refund(member, self.keys.rate_logs(account_id, key_id))
 
     def acquire_lease(
         self,
@@ -76,24 +95,29 @@ class Limiter(Protocol):
     ) -> Decision:
         """Add a lease expiring in ``ttl_ms`` to every set, or to none (C1); a refusal
         names the full set's limit."""
-        ...
+        return self._acquire(
+            member,
+            self.keys.lease_sets(account_id, key_id),
+            scoped_limits(account_limit, key_id, key_limit),
+            ttl_ms,
+        )
 
     def renew_lease(
         self, *, member: str, account_id: int, ttl_ms: int, key_id: UUID | None = None
     ) -> bool:
         """Push the lease's expiry out; False when it is missing from any set (C2)."""
-        ...
+        return self._renew(member, self.keys.lease_sets(account_id, key_id), ttl_ms)
 
     def release_lease(
         self, *, member: str, account_id: int, key_id: UUID | None = None
     ) -> None:
         """Remove the lease (C3); releasing twice is harmless."""
-        ...
+        self._release(member, self.keys.lease_sets(account_id, key_id))
 
+    @abc.abstractmethod
     def quota_generation(self, account_id: int) -> int:
         """How many settlements the account's reservations have had, as far as the store
         remembers (Q11)."""
-        ...
 
     def reserve_quota(
         self,
@@ -112,7 +136,9 @@ class Limiter(Protocol):
         ``amount=0`` only reads what remains (Q6). A ``holder`` (``holder_of``) is credited
         with the grant in the account's reservations, which reconciliation counts (Q11).
         """
-        ...
+        assert amount >= 0, amount
+        keys = self.keys.quota_keys(account_id, metric, period)
+        return self._reserve(keys, amount, limit, partial, holder)
 
     def settle_quota(
         self,
@@ -127,19 +153,20 @@ class Limiter(Protocol):
         """After the holder's database write: add ``delta`` to a seeded mirror, leave the
         holder ``outstanding`` (reserved and not yet in the database; 0 drops it) and count
         one settlement (Q9, Q11)."""
-        ...
+        keys = self.keys.quota_keys(account_id, metric, period)
+        self._settle(keys, holder, outstanding, delta)
 
     def adjust_quota(
         self, *, account_id: int, metric: str, period: str, delta: int
     ) -> None:
         """Add ``delta`` to a seeded mirror; a missing mirror stays missing (Q5, Q9)."""
-        ...
+        self._adjust(self.keys.quota(account_id, metric, period), delta)
 
     def seed_quota(
         self, *, account_id: int, metric: str, period: str, used: int
     ) -> int:
         """Set the mirror to ``used`` unless it exists (``SET NX``); return its value (Q5)."""
-        ...
+        return self._seed(self.keys.quota(account_id, metric, period), used)
 
     def reconcile_quota(
         self,
@@ -156,27 +183,73 @@ class Limiter(Protocol):
         True when set, False when a settlement came between (try again), None when there
         is no mirror.
         """
-        ...
+        keys = self.keys.quota_keys(account_id, metric, period)
+        return self._reconcile(keys, used, generation)
 
+    @abc.abstractmethod
     def key_version(self, key_id: UUID) -> int | None:
         """The key's version in the store, or None when it is not there (A5)."""
-        ...
 
+    @abc.abstractmethod
     def set_key_version(self, key_id: UUID, version: int) -> int:
         """Store ``version`` unless a higher one is there; return the stored value (A5, K6)."""
-        ...
 
+    @abc.abstractmethod
     def sweep(self) -> int:
         """Drop expired leases from every set; return how many went."""
-        ...
 
+    @abc.abstractmethod
     def try_lock(self, name: str, ttl_ms: int) -> str | None:
         """Take a named lock for ``ttl_ms`` (``SET NX PX``); its token, or None (G7)."""
-        ...
 
+    @abc.abstractmethod
     def unlock(self, name: str, token: str) -> None:
         """Release a lock if ``token`` still holds it."""
-        ...
+
+    # What each backend does on the store keys.
+
+    @abc.abstractmethod
+    def _take(self, member: str, logs: list[str], limits: list[int]) -> Decision: ...
+
+    @abc.abstractmethod
+    def _refund(self, member: str, logs: list[str]) -> None: ...
+
+    @abc.abstractmethod
+    def _acquire(
+        self, member: str, sets: list[str], limits: list[int], ttl_ms: int
+    ) -> Decision: ...
+
+    @abc.abstractmethod
+    def _renew(self, member: str, sets: list[str], ttl_ms: int) -> bool: ...
+
+    @abc.abstractmethod
+    def _release(self, member: str, sets: list[str]) -> None: ...
+
+    @abc.abstractmethod
+    def _reserve(
+        self,
+        keys: QuotaKeys,
+        amount: int,
+        limit: int | None,
+        partial: bool,
+        holder: str | None,
+    ) -> QuotaGrant | None: ...
+
+    @abc.abstractmethod
+    def _settle(
+        self, keys: QuotaKeys, holder: str, outstanding: int, delta: int
+    ) -> None: ...
+
+    @abc.abstractmethod
+    def _adjust(self, quota: str, delta: int) -> None: ...
+
+    @abc.abstractmethod
+    def _seed(self, quota: str, used: int) -> int: ...
+
+    @abc.abstractmethod
+    def _reconcile(
+        self, keys: QuotaKeys, used: int, generation: int
+    ) -> bool | None: ...
 
 
 def holder_of(stream_id: UUID, record_id: UUID) -> str:
@@ -240,6 +313,14 @@ class Keys:
 
     def reservations(self, account_id: int, metric: str, period: str) -> str:
         return f"{self.prefix}qr:{{a:{account_id}}}:{metric}:{period}"
+
+    def quota_keys(self, account_id: int, metric: str, period: str) -> QuotaKeys:
+        return QuotaKeys(
+            self.quota(account_id, metric, period),
+            self.reservations(account_id, metric, period),
+            self.generation(account_id),
+            self.leases(account_id),
+        )
 
     def key_version(self, key_id: UUID) -> str:
         return f"{self.prefix}apikey:{key_id}:v"

@@ -20,10 +20,11 @@ from accounts.limits.base import (
     RPM_WINDOW_MS,
     Decision,
     Keys,
+    Limiter,
     QuotaGrant,
+    QuotaKeys,
     holder_member,
     lease_refused,
-    scoped_limits,
 )
 
 Clock = Callable[[], int]
@@ -34,7 +35,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class MemoryLimiter:
+class MemoryLimiter(Limiter):
     """The Limiter in process memory; one instance serves one process."""
 
     def __init__(
@@ -82,26 +83,11 @@ class MemoryLimiter:
 
     # Requests per minute (R1-R5).
 
-    def take_request(
-        self,
-        *,
-        member: str,
-        account_id: int,
-        account_limit: int,
-        key_id: UUID | None = None,
-        key_limit: int | None = None,
-    ) -> Decision:
-        logs = list(
-            zip(
-                self.keys.rate_logs(account_id, key_id),
-                scoped_limits(account_limit, key_id, key_limit),
-                strict=True,
-            )
-        )
+    def _take(self, member: str, logs: list[str], limits: list[int]) -> Decision:
         with self._lock:
             now = self.clock()
             retry = 0
-            for key, limit in logs:
+            for key, limit in zip(logs, limits, strict=True):
                 self._prune(key, upto=now - self.rpm_window_ms)
                 scores = sorted(self._sets.get(key, {}).values())
                 if len(scores) >= limit:
@@ -109,15 +95,13 @@ class MemoryLimiter:
                     retry = max(retry, wait, 1)
             if retry:
                 return Decision(False, retry)
-            for key, _ in logs:
+            for key in logs:
                 self._sets.setdefault(key, {})[member] = now
             return Decision(True)
 
-    def refund_request(
-        self, *, member: str, account_id: int, key_id: UUID | None = None
-    ) -> None:
+    def _refund(self, member: str, logs: list[str]) -> None:
         with self._lock:
-            self._remove(self.keys.rate_logs(account_id, key_id), member)
+            self._remove(logs, member)
 
     def _remove(self, keys: list[str], member: str) -> None:
         for key in keys:
@@ -129,18 +113,9 @@ class MemoryLimiter:
 
     # Concurrency leases (C1-C4).
 
-    def acquire_lease(
-        self,
-        *,
-        member: str,
-        account_id: int,
-        account_limit: int,
-        ttl_ms: int,
-        key_id: UUID | None = None,
-        key_limit: int | None = None,
+    def _acquire(
+        self, member: str, sets: list[str], limits: list[int], ttl_ms: int
     ) -> Decision:
-        limits = scoped_limits(account_limit, key_id, key_limit)
-        sets = self.keys.lease_sets(account_id, key_id)
         with self._lock:
             now = self.clock()
             for position, (key, limit) in enumerate(zip(sets, limits, strict=True)):
@@ -152,10 +127,7 @@ class MemoryLimiter:
                 self._sets.setdefault(key, {})[member] = now + ttl_ms
             return Decision(True)
 
-    def renew_lease(
-        self, *, member: str, account_id: int, ttl_ms: int, key_id: UUID | None = None
-    ) -> bool:
-        sets = self.keys.lease_sets(account_id, key_id)
+    def _renew(self, member: str, sets: list[str], ttl_ms: int) -> bool:
         with self._lock:
             now = self.clock()
             for key in sets:
@@ -167,11 +139,9 @@ class MemoryLimiter:
                 self._sets[key][member] = now + ttl_ms
             return True
 
-    def release_lease(
-        self, *, member: str, account_id: int, key_id: UUID | None = None
-    ) -> None:
+    def _release(self, member: str, sets: list[str]) -> None:
         with self._lock:
-            self._remove(self.keys.lease_sets(account_id, key_id), member)
+            self._remove(sets, member)
 
     def quota_generation(self, account_id: int) -> int:
         with self._lock:
@@ -179,20 +149,15 @@ class MemoryLimiter:
 
     # Quota mirrors (Q5-Q11).
 
-    def reserve_quota(
+    def _reserve(
         self,
-        *,
-        account_id: int,
-        metric: str,
-        period: str,
+        keys: QuotaKeys,
         amount: int,
         limit: int | None,
         partial: bool,
-        holder: str | None = None,
+        holder: str | None,
     ) -> QuotaGrant | None:
-        assert amount >= 0, amount
-        key = self.keys.quota(account_id, metric, period)
-        reservations = self.keys.reservations(account_id, metric, period)
+        key = keys.quota
         with self._lock:
             now = self.clock()
             value = self._get(key, now)
@@ -210,23 +175,14 @@ class MemoryLimiter:
             if grant:
                 self._values[key] = (used + grant, self._ttl_of(key))
                 if holder is not None:
-                    held = self._hashes.setdefault(reservations, {})
+                    held = self._hashes.setdefault(keys.reservations, {})
                     held[holder] = held.get(holder, 0) + grant
             return QuotaGrant(grant, remaining)
 
-    def settle_quota(
-        self,
-        *,
-        account_id: int,
-        metric: str,
-        period: str,
-        holder: str,
-        outstanding: int,
-        delta: int = 0,
+    def _settle(
+        self, keys: QuotaKeys, holder: str, outstanding: int, delta: int
     ) -> None:
-        key = self.keys.quota(account_id, metric, period)
-        reservations = self.keys.reservations(account_id, metric, period)
-        generation = self.keys.generation(account_id)
+        key, reservations, generation = keys.quota, keys.reservations, keys.generation
         with self._lock:
             now = self.clock()
             value = self._get(key, now)
@@ -240,48 +196,32 @@ class MemoryLimiter:
             current = int(self._get(generation, now) or 0)
             self._set(generation, current + 1, ttl_ms=GENERATION_TTL_MS, now=now)
 
-    def adjust_quota(
-        self, *, account_id: int, metric: str, period: str, delta: int
-    ) -> None:
-        key = self.keys.quota(account_id, metric, period)
+    def _adjust(self, quota: str, delta: int) -> None:
         with self._lock:
-            value = self._get(key, self.clock())
+            value = self._get(quota, self.clock())
             if value is not None:
-                self._values[key] = (int(value) + delta, self._ttl_of(key))
+                self._values[quota] = (int(value) + delta, self._ttl_of(quota))
 
-    def seed_quota(
-        self, *, account_id: int, metric: str, period: str, used: int
-    ) -> int:
-        key = self.keys.quota(account_id, metric, period)
+    def _seed(self, quota: str, used: int) -> int:
         with self._lock:
             now = self.clock()
-            value = self._get(key, now)
+            value = self._get(quota, now)
             if value is None:
-                self._set(key, used, ttl_ms=QUOTA_MIRROR_TTL_MS, now=now)
+                self._set(quota, used, ttl_ms=QUOTA_MIRROR_TTL_MS, now=now)
                 return used
             return int(value)
 
-    def reconcile_quota(
-        self,
-        *,
-        account_id: int,
-        metric: str,
-        period: str,
-        used: int,
-        generation: int,
-    ) -> bool | None:
-        key = self.keys.quota(account_id, metric, period)
-        reservations = self.keys.reservations(account_id, metric, period)
+    def _reconcile(self, keys: QuotaKeys, used: int, generation: int) -> bool | None:
+        key = keys.quota
         with self._lock:
             now = self.clock()
             if self._get(key, now) is None:
                 return None
-            if int(self._get(self.keys.generation(account_id), now) or 0) != generation:
+            if int(self._get(keys.generation, now) or 0) != generation:
                 return False
-            leases = self.keys.leases(account_id)
-            self._prune(leases, upto=now)
-            live = self._sets.get(leases, {})
-            held = self._hashes.get(reservations, {})
+            self._prune(keys.leases, upto=now)
+            live = self._sets.get(keys.leases, {})
+            held = self._hashes.get(keys.reservations, {})
             for holder in [h for h in held if holder_member(h) not in live]:
                 del held[holder]
             self._values[key] = (used + sum(held.values()), self._ttl_of(key))

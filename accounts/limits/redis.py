@@ -24,9 +24,10 @@ from accounts.limits.base import (
     RPM_WINDOW_MS,
     Decision,
     Keys,
+    Limiter,
     QuotaGrant,
+    QuotaKeys,
     lease_refused,
-    scoped_limits,
 )
 from gateway.layers.redis_layer import sync_options
 
@@ -67,7 +68,7 @@ def _store_call(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-class RedisLimiter:
+class RedisLimiter(Limiter):
     """The Limiter on Redis ≥ 7 with ``maxmemory-policy noeviction`` (B4)."""
 
     def __init__(
@@ -100,57 +101,30 @@ class RedisLimiter:
         return self._scripts[name](keys=keys, args=args)
 
     @_store_call
-    def take_request(
-        self,
-        *,
-        member: str,
-        account_id: int,
-        account_limit: int,
-        key_id: UUID | None = None,
-        key_limit: int | None = None,
-    ) -> Decision:
-        keys = self.keys.rate_logs(account_id, key_id)
-        limits = scoped_limits(account_limit, key_id, key_limit)
+    def _take(self, member: str, logs: list[str], limits: list[int]) -> Decision:
         allowed, retry = self._run(
-            "take_request", keys, [member, self.rpm_window_ms, *limits]
+            "take_request", logs, [member, self.rpm_window_ms, *limits]
         )
         return Decision(bool(allowed), int(retry))
 
     @_store_call
-    def refund_request(
-        self, *, member: str, account_id: int, key_id: UUID | None = None
-    ) -> None:
-        keys = self.keys.rate_logs(account_id, key_id)
-        self._run("refund_request", keys, [member])
+    def _refund(self, member: str, logs: list[str]) -> None:
+        self._run("refund_request", logs, [member])
 
     @_store_call
-    def acquire_lease(
-        self,
-        *,
-        member: str,
-        account_id: int,
-        account_limit: int,
-        ttl_ms: int,
-        key_id: UUID | None = None,
-        key_limit: int | None = None,
+    def _acquire(
+        self, member: str, sets: list[str], limits: list[int], ttl_ms: int
     ) -> Decision:
-        keys = self.keys.lease_sets(account_id, key_id)
-        limits = scoped_limits(account_limit, key_id, key_limit)
-        full = int(self._run("acquire_lease", keys, [member, ttl_ms, *limits]))
+        full = int(self._run("acquire_lease", sets, [member, ttl_ms, *limits]))
         return lease_refused(full, limits) if full else Decision(True)
 
     @_store_call
-    def renew_lease(
-        self, *, member: str, account_id: int, ttl_ms: int, key_id: UUID | None = None
-    ) -> bool:
-        keys = self.keys.lease_sets(account_id, key_id)
-        return bool(self._run("renew_lease", keys, [member, ttl_ms]))
+    def _renew(self, member: str, sets: list[str], ttl_ms: int) -> bool:
+        return bool(self._run("renew_lease", sets, [member, ttl_ms]))
 
     @_store_call
-    def release_lease(
-        self, *, member: str, account_id: int, key_id: UUID | None = None
-    ) -> None:
-        self._run("release_lease", self.keys.lease_sets(account_id, key_id), [member])
+    def _release(self, member: str, sets: list[str]) -> None:
+        self._run("release_lease", sets, [member])
 
     @_store_call
     def quota_generation(self, account_id: int) -> int:
@@ -158,84 +132,44 @@ class RedisLimiter:
         return int(value) if value is not None else 0
 
     @_store_call
-    def reserve_quota(
+    def _reserve(
         self,
-        *,
-        account_id: int,
-        metric: str,
-        period: str,
+        keys: QuotaKeys,
         amount: int,
         limit: int | None,
         partial: bool,
-        holder: str | None = None,
+        holder: str | None,
     ) -> QuotaGrant | None:
-        assert amount >= 0, amount
-        keys = [self.keys.quota(account_id, metric, period)]
+        names = [keys.quota]
         args: list[str | int] = [amount, -1 if limit is None else limit, int(partial)]
         if holder is not None:
-            keys.append(self.keys.reservations(account_id, metric, period))
+            names.append(keys.reservations)
             args += [holder, QUOTA_MIRROR_TTL_MS]
-        granted, remaining = self._run("reserve_quota", keys, args)
+        granted, remaining = self._run("reserve_quota", names, args)
         if granted < 0:
             return None
         return QuotaGrant(int(granted), None if remaining < 0 else int(remaining))
 
     @_store_call
-    def settle_quota(
-        self,
-        *,
-        account_id: int,
-        metric: str,
-        period: str,
-        holder: str,
-        outstanding: int,
-        delta: int = 0,
+    def _settle(
+        self, keys: QuotaKeys, holder: str, outstanding: int, delta: int
     ) -> None:
-        keys = [
-            self.keys.quota(account_id, metric, period),
-            self.keys.reservations(account_id, metric, period),
-            self.keys.generation(account_id),
-        ]
+        names = [keys.quota, keys.reservations, keys.generation]
         args: list[str | int] = [holder, max(0, outstanding), delta, GENERATION_TTL_MS]
-        self._run("settle_quota", keys, args)
+        self._run("settle_quota", names, args)
 
     @_store_call
-    def adjust_quota(
-        self, *, account_id: int, metric: str, period: str, delta: int
-    ) -> None:
-        self._run(
-            "adjust_quota", [self.keys.quota(account_id, metric, period)], [delta]
-        )
+    def _adjust(self, quota: str, delta: int) -> None:
+        self._run("adjust_quota", [quota], [delta])
 
     @_store_call
-    def seed_quota(
-        self, *, account_id: int, metric: str, period: str, used: int
-    ) -> int:
-        return int(
-            self._run(
-                "seed_quota",
-                [self.keys.quota(account_id, metric, period)],
-                [used, QUOTA_MIRROR_TTL_MS],
-            )
-        )
+    def _seed(self, quota: str, used: int) -> int:
+        return int(self._run("seed_quota", [quota], [used, QUOTA_MIRROR_TTL_MS]))
 
     @_store_call
-    def reconcile_quota(
-        self,
-        *,
-        account_id: int,
-        metric: str,
-        period: str,
-        used: int,
-        generation: int,
-    ) -> bool | None:
-        keys = [
-            self.keys.quota(account_id, metric, period),
-            self.keys.reservations(account_id, metric, period),
-            self.keys.leases(account_id),
-            self.keys.generation(account_id),
-        ]
-        result = int(self._run("reconcile_quota", keys, [used, generation]))
+    def _reconcile(self, keys: QuotaKeys, used: int, generation: int) -> bool | None:
+        names = [keys.quota, keys.reservations, keys.leases, keys.generation]
+        result = int(self._run("reconcile_quota", names, [used, generation]))
         return None if result < 0 else bool(result)
 
     @_store_call

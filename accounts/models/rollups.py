@@ -22,6 +22,8 @@ ROLLUP_KEY = (
     "error_code",
 )
 ACCOUNT_ROLLUP_KEY = tuple(name for name in ROLLUP_KEY if name != "api_key")
+# The request counts of a row: every request, then those of each ending (UsageStatus).
+OUTCOME_COUNTS = ("requests", "completed", "cancelled", "failed", "abandoned")
 
 
 class RollupMeasures(models.Model):

@@ -24,6 +24,7 @@ from django.utils.dateparse import parse_datetime
 
 from accounts import buckets as bk
 from accounts.models.api_keys import ApiKey
+from accounts.models.rollups import OUTCOME_COUNTS
 from accounts.selectors import Scope
 from accounts.selectors.bucketing import bucketed
 from accounts.selectors.sources import UsageFilter, filtered_rows, source_granularity
@@ -57,11 +58,7 @@ FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 # The sums each CSV line is made of, in this order.
 SUMS = (
-    "requests",
-    "completed",
-    "cancelled",
-    "failed",
-    "abandoned",
+    *OUTCOME_COUNTS,
     "tts_chars_in",
     "tts_audio_out_ms",
     "asr_audio_in_ms",

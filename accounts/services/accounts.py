@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -31,6 +31,63 @@ PLAN_FIELDS = (
 ACCOUNT_FIELDS = ("name", "slug", "plan", "is_active")
 # A change to one of these changes what every key of the account may do (A7).
 ACCOUNT_KEY_FIELDS = ("plan", "is_active")
+
+
+R = TypeVar("R", Plan, Account)
+
+
+def _only(fields: Mapping[str, object], allowed: Sequence[str]) -> None:
+    """Writes name only the fields they may set."""
+    assert set(fields) <= set(allowed), sorted(set(fields) - set(allowed))
+
+
+def _new(model: type[R], fields: Mapping[str, object], allowed: Sequence[str]) -> R:
+    """An unsaved ``model`` of ``fields`` (each one of ``allowed``), validated."""
+    _only(fields, allowed)
+    record = model(**fields)
+    record.full_clean()
+    return record
+
+
+def _saved_changes(
+    record: R, fields: Mapping[str, object], allowed: Sequence[str]
+) -> tuple[R, dict[str, tuple[object, object]]]:
+    """In a transaction: ``record`` locked, ``fields`` (each one of ``allowed``) applied
+    and saved; the locked record and its changes."""
+    _only(fields, allowed)
+    locked = type(record).objects.select_for_update().get(pk=record.pk)
+    changes = apply_changes(locked, fields, validate_unique=True)
+    if changes:
+        locked.save(update_fields=list(changes))
+    return locked, changes
+
+
+def _created(
+    record: Plan | Account, fields: Iterable[str]
+) -> dict[str, tuple[object, object]]:
+    """The audit changes of a new record: every value, from nothing."""
+    return {name: (None, getattr(record, name)) for name in fields}
+
+
+def _audit(
+    record: Plan | Account,
+    action: AuditAction,
+    actor: User | None,
+    actor_label: str,
+    changes: Mapping[str, tuple[object, object]],
+) -> None:
+    """Write the one audit entry of a plan or account write."""
+    account = record if isinstance(record, Account) else None
+    audit_log_write(
+        actor=actor,
+        actor_label=actor_label,
+        action=action,
+        account=account,
+        object_type="plan" if account is None else "account",
+        object_id=str(record.pk),
+        object_name=record.name,
+        changes=changes,
+    )
 
 
 def _unique_slug(name: str) -> str:
@@ -71,20 +128,11 @@ def plan_create(
     *, actor: User | None, actor_label: str, fields: Mapping[str, object]
 ) -> Plan:
     """Create a plan and write ``plan.created`` with every value."""
-    assert set(fields) <= set(PLAN_FIELDS), sorted(set(fields) - set(PLAN_FIELDS))
-    plan = Plan(**fields)
-    plan.full_clean()
+    plan = _new(Plan, fields, PLAN_FIELDS)
     with transaction.atomic():
         plan.save(force_insert=True)
-        audit_log_write(
-            actor=actor,
-            actor_label=actor_label,
-            action=AuditAction.PLAN_CREATED,
-            account=None,
-            object_type="plan",
-            object_id=str(plan.pk),
-            object_name=plan.name,
-            changes={name: (None, getattr(plan, name)) for name in fields},
+        _audit(
+            plan, AuditAction.PLAN_CREATED, actor, actor_label, _created(plan, fields)
         )
     return plan
 
@@ -93,22 +141,10 @@ def plan_update(
     *, plan: Plan, actor: User | None, actor_label: str, fields: Mapping[str, object]
 ) -> Plan:
     """Change plan values and write ``plan.changed`` (AD2)."""
-    assert set(fields) <= set(PLAN_FIELDS), sorted(set(fields) - set(PLAN_FIELDS))
     with transaction.atomic():
-        locked = Plan.objects.select_for_update().get(pk=plan.pk)
-        changes = apply_changes(locked, fields, validate_unique=True)
+        locked, changes = _saved_changes(plan, fields, PLAN_FIELDS)
         if changes:
-            locked.save(update_fields=list(changes))
-            audit_log_write(
-                actor=actor,
-                actor_label=actor_label,
-                action=AuditAction.PLAN_CHANGED,
-                account=None,
-                object_type="plan",
-                object_id=str(locked.pk),
-                object_name=locked.name,
-                changes=changes,
-            )
+            _audit(locked, AuditAction.PLAN_CHANGED, actor, actor_label, changes)
     return locked
 
 
@@ -124,26 +160,13 @@ def account_create(
     members: Sequence[User] = (),
 ) -> Account:
     """Create an account with its members and write ``account.created``."""
-    assert set(fields) <= set(ACCOUNT_FIELDS), sorted(set(fields) - set(ACCOUNT_FIELDS))
-    account = Account(**fields)
-    account.full_clean()
+    account = _new(Account, fields, ACCOUNT_FIELDS)
     with transaction.atomic():
         account.save(force_insert=True)
         account.members.set(members)
-        changes: dict[str, tuple[object, object]] = {
-            name: (None, getattr(account, name)) for name in fields
-        }
+        changes = _created(account, fields)
         changes["members"] = ([], _usernames(members))
-        audit_log_write(
-            actor=actor,
-            actor_label=actor_label,
-            action=AuditAction.ACCOUNT_CREATED,
-            account=account,
-            object_type="account",
-            object_id=str(account.pk),
-            object_name=account.name,
-            changes=changes,
-        )
+        _audit(account, AuditAction.ACCOUNT_CREATED, actor, actor_label, changes)
     return account
 
 
@@ -158,12 +181,8 @@ def account_update(
     """Change an account and, given ``members``, its membership; a new plan or active flag
     bumps every key's version (A7). One entry: ``account.members_changed`` when only the
     membership changed, else ``account.changed``."""
-    assert set(fields) <= set(ACCOUNT_FIELDS), sorted(set(fields) - set(ACCOUNT_FIELDS))
     with transaction.atomic():
-        locked = Account.objects.select_for_update().get(pk=account.pk)
-        changes = apply_changes(locked, fields, validate_unique=True)
-        if changes:
-            locked.save(update_fields=list(changes))
+        locked, changes = _saved_changes(account, fields, ACCOUNT_FIELDS)
         if members is not None:
             before = _usernames(locked.members.all())
             if before != _usernames(members):
@@ -174,16 +193,8 @@ def account_update(
         if any(name in ACCOUNT_KEY_FIELDS for name in changes):
             account_key_versions_bump(locked)
         only_members = set(changes) == {"members"}
-        audit_log_write(
-            actor=actor,
-            actor_label=actor_label,
-            action=AuditAction.MEMBERS_CHANGED
-            if only_members
-            else AuditAction.ACCOUNT_CHANGED,
-            account=locked,
-            object_type="account",
-            object_id=str(locked.pk),
-            object_name=locked.name,
-            changes=changes,
+        action = (
+            AuditAction.MEMBERS_CHANGED if only_members else AuditAction.ACCOUNT_CHANGED
         )
+        _audit(locked, action, actor, actor_label, changes)
     return locked

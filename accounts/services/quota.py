@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Sum
 from django.utils import timezone
@@ -199,6 +200,8 @@ def current_periods(now: datetime | None = None) -> list[str]:
     return [current, previous_period(current)]
 
 
-def retention_start(now: datetime, retention_days: int) -> datetime:
-    """The oldest ``started_at`` that retention keeps (U12)."""
-    return now - timedelta(days=retention_days)
+def retention_start(now: datetime | None = None) -> datetime:
+    """The oldest ``started_at`` that retention keeps at ``now`` (default: now), after
+    ``USAGE_RECORD_RETENTION_DAYS`` (U12)."""
+    days = settings.USAGE_RECORD_RETENTION_DAYS
+    return (now or timezone.now()) - timedelta(days=days)

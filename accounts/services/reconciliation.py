@@ -146,7 +146,7 @@ def _rollup_drift(since: datetime, until: datetime) -> list[Drift]:
 
 def audit_periods(since: datetime, until: datetime, now: datetime) -> list[str]:
     """The quota periods the range touches whose records are all still kept."""
-    horizon = retention_start(now, settings.USAGE_RECORD_RETENTION_DAYS)
+    horizon = retention_start(now)
     periods, moment = [], since
     while moment < until:
         period = period_of(moment)

@@ -35,22 +35,20 @@ from accounts.histogram import ASR_LATENCY_FIELDS, TTFB_FIELDS, bin_range
 from accounts.models.choices import Granularity, UsageStatus
 from accounts.models.rollups import (
     ACCOUNT_ROLLUP_KEY,
+    OUTCOME_COUNTS,
     ROLLUP_KEY,
     AccountRollup,
     RollupMeasures,
     UsageRollup,
 )
 from accounts.models.usage import UsageRecord
+from accounts.services.quota import retention_start
 
 logger = logging.getLogger(__name__)
 
 GROUP_FIELDS = ("account_id", "api_key_id", "endpoint", "route", "model", "error_code")
 SUM_FIELDS = (
-    "requests",
-    "completed",
-    "cancelled",
-    "failed",
-    "abandoned",
+    *OUTCOME_COUNTS,
     "tts_chars_in",
     "tts_audio_out_ms",
     "tts_duration_ms",
@@ -105,8 +103,7 @@ def rebuildable_since(granularity: str, now: datetime) -> datetime | None:
     """
     if granularity != Granularity.HOUR:
         return None
-    horizon = now - timedelta(days=settings.USAGE_RECORD_RETENTION_DAYS)
-    return ceil_bucket(horizon, granularity)
+    return ceil_bucket(retention_start(now), granularity)
 
 
 def default_window(granularity: str, now: datetime) -> tuple[datetime, datetime]:

@@ -193,17 +193,19 @@ class AsrJob:
         except Exception:  # boundary: one item; its client must not wait for ever
             logger.exception("asr job %s item %d failed", self.job_id, item.seq)
             stage = "final" if item.commit_total is not None else "chunk"
-            await self._send_quietly(
-                JobFailed(
-                    job_id=self.job_id,
-                    code="inference_failed",
-                    stage=stage,
-                    item_seq=item.seq,
-                )
-            )
+            await self._send_quietly(self._failed(item, stage))
         finally:
             if self.items.get(item.seq) is item:
                 del self.items[item.seq]
+
+    def _failed(self, item: WorkerItem, stage: str) -> JobFailed:
+        """WK-8: the item's decode failed at ``stage`` ("chunk" or "final")."""
+        return JobFailed(
+            job_id=self.job_id,
+            code="inference_failed",
+            stage=stage,
+            item_seq=item.seq,
+        )
 
     async def _chunk(self, item: WorkerItem) -> bool:
         """One chunk decode; False when it failed and the job must end (IT-13)."""
@@ -226,14 +228,7 @@ class AsrJob:
             logger.exception(
                 "asr job %s item %d: chunk decode failed", self.job_id, item.seq
             )
-            await self.send(
-                JobFailed(
-                    job_id=self.job_id,
-                    code="inference_failed",
-                    stage="chunk",
-                    item_seq=item.seq,
-                )
-            )
+            await self.send(self._failed(item, "chunk"))
             return False
         finally:
             item.chunk = None
@@ -310,14 +305,7 @@ class AsrJob:
                     item.seq,
                     attempt,
                 )
-        await self.send(
-            JobFailed(
-                job_id=self.job_id,
-                code="inference_failed",
-                stage="final",
-                item_seq=item.seq,
-            )
-        )
+        await self.send(self._failed(item, "final"))
         return None
 
     async def _decode(

@@ -435,6 +435,7 @@ def test_public_api_surface() -> None:
     # may not import accounts.models (accounts L2).
     assert set(metering.__all__) == {
         "Route",
+        "StreamUsage",  # tick and release, shared by tts.usage and asr.usage
         "UsageCounters",
         "UsageMeter",
         "refuse",  # a refused request's record (issue 30)

@@ -28,7 +28,9 @@ from veena_site.openapi.paths import (
     OPENAI_ERRORS,
     TTS_ERRORS,
     error_answers,
+    json_answer,
     json_content,
+    operation,
 )
 from veena_site.openapi.schemas import (
     BOOLEAN,
@@ -202,30 +204,24 @@ def secret_schemas() -> dict[str, Schema]:
 
 
 def _mint(
-    operation: str, opens: str, kind: str, envelope: str, errors: dict[int, str]
+    operation_id: str, opens: str, kind: str, envelope: str, errors: dict[int, str]
 ) -> dict[str, Any]:
-    return {
-        "post": {
-            "operationId": operation,
-            "tags": ["OpenAI" if envelope == "OpenAIError" else "veena"],
-            "summary": f"Mint a short-lived `ek_` secret that opens {opens} only",
-            "description": (
-                "Authenticated by an API key allowed on the endpoint the secret opens. "
-                "The secret is refused by every REST route, this one included."
-            ),
-            "requestBody": {
-                "required": False,
-                "content": json_content(ref(f"{kind}ClientSecretRequest")),
-            },
-            "responses": {
-                "200": {
-                    "description": "The secret, shown once.",
-                    "content": json_content(ref(f"{kind}ClientSecret")),
-                },
-                **error_answers(envelope, errors),
-            },
-        }
-    }
+    return operation(
+        "post",
+        operation_id,
+        "OpenAI" if envelope == "OpenAIError" else "veena",
+        f"Mint a short-lived `ek_` secret that opens {opens} only",
+        json_answer("The secret, shown once.", f"{kind}ClientSecret"),
+        error_answers(envelope, errors),
+        description=(
+            "Authenticated by an API key allowed on the endpoint the secret opens. "
+            "The secret is refused by every REST route, this one included."
+        ),
+        requestBody={
+            "required": False,
+            "content": json_content(ref(f"{kind}ClientSecretRequest")),
+        },
+    )
 
 
 def secret_paths() -> dict[str, Any]:

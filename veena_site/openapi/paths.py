@@ -32,6 +32,33 @@ def error_answers(schema: str, statuses: dict[int, str]) -> dict[str, Any]:
     return out
 
 
+def json_answer(description: str, schema: str) -> dict[str, Any]:
+    """An answer whose JSON body is the component ``schema``."""
+    return {"description": description, "content": json_content(ref(schema))}
+
+
+def operation(
+    method: str,
+    operation_id: str,
+    tag: str,
+    summary: str,
+    ok: dict[str, Any],
+    errors: dict[str, Any],
+    **fields: Any,
+) -> dict[str, Any]:
+    """One operation of a path: ``fields`` (``parameters``, ``requestBody``, …) stand
+    between the summary and the answers, ``ok`` is the 200 answer, ``errors`` the rest."""
+    return {
+        method: {
+            "operationId": operation_id,
+            "tags": [tag],
+            "summary": summary,
+            **fields,
+            "responses": {"200": ok, **errors},
+        }
+    }
+
+
 OPENAI_ERRORS = {
     400: "Invalid request: `param` names the field.",
     401: "Missing or invalid API key.",
@@ -61,24 +88,15 @@ def _speech() -> dict[str, Any]:
             "StreamErrorEvent",
         ],
     )
-    return {
-        "post": {
-            "operationId": "createSpeech",
-            "tags": ["OpenAI"],
-            "summary": "Text to speech (OpenAI's speech endpoint)",
-            "requestBody": {
-                "required": True,
-                "content": json_content(ref("SpeechRequest")),
-            },
-            "responses": {
-                "200": {
-                    "description": "Audio, streamed as it is made.",
-                    "content": audio,
-                },
-                **error_answers("OpenAIError", OPENAI_ERRORS),
-            },
-        }
-    }
+    return operation(
+        "post",
+        "createSpeech",
+        "OpenAI",
+        "Text to speech (OpenAI's speech endpoint)",
+        {"description": "Audio, streamed as it is made.", "content": audio},
+        error_answers("OpenAIError", OPENAI_ERRORS),
+        requestBody={"required": True, "content": json_content(ref("SpeechRequest"))},
+    )
 
 
 TRANSCRIPT_EVENTS = (
@@ -91,76 +109,52 @@ TRANSCRIPT_EVENTS = (
 def _transcriptions() -> dict[str, Any]:
     form = {"multipart/form-data": {"schema": ref("TranscriptionRequest")}}
     body = {"anyOf": [ref("Transcription"), ref("VerboseTranscription")]}
-    return {
-        "post": {
-            "operationId": "createTranscription",
-            "tags": ["OpenAI"],
-            "summary": "Transcribe an audio file",
-            "requestBody": {"required": True, "content": form},
-            "responses": {
-                "200": {
-                    "description": "The transcript in `response_format`, or SSE.",
-                    "content": {
-                        **json_content(body),
-                        "text/plain": {"schema": STRING},
-                        "text/vtt": {"schema": STRING},
-                        "text/event-stream": sse_content(
-                            TRANSCRIPT_EVENTS,
-                            [
-                                "TranscriptTextDeltaEvent",
-                                "TranscriptTextDoneEvent",
-                                "StreamErrorEvent",
-                            ],
-                        ),
-                    },
-                },
-                **error_answers(
-                    "OpenAIError",
-                    {**OPENAI_ERRORS, 413: "The file is over the size cap."},
-                ),
-            },
-        }
+    events = ["TranscriptTextDeltaEvent", "TranscriptTextDoneEvent", "StreamErrorEvent"]
+    content = {
+        **json_content(body),
+        "text/plain": {"schema": STRING},
+        "text/vtt": {"schema": STRING},
+        "text/event-stream": sse_content(TRANSCRIPT_EVENTS, events),
     }
+    return operation(
+        "post",
+        "createTranscription",
+        "OpenAI",
+        "Transcribe an audio file",
+        {
+            "description": "The transcript in `response_format`, or SSE.",
+            "content": content,
+        },
+        error_answers(
+            "OpenAIError", {**OPENAI_ERRORS, 413: "The file is over the size cap."}
+        ),
+        requestBody={"required": True, "content": form},
+    )
 
 
 def _models() -> dict[str, Any]:
-    return {
-        "get": {
-            "operationId": "listModels",
-            "tags": ["OpenAI"],
-            "summary": "Every served TTS and ASR model name, aliases included",
-            "responses": {
-                "200": {
-                    "description": "The list.",
-                    "content": json_content(ref("ModelList")),
-                },
-                **error_answers("OpenAIError", {401: OPENAI_ERRORS[401]}),
-            },
-        }
-    }
+    return operation(
+        "get",
+        "listModels",
+        "OpenAI",
+        "Every served TTS and ASR model name, aliases included",
+        json_answer("The list.", "ModelList"),
+        error_answers("OpenAIError", {401: OPENAI_ERRORS[401]}),
+    )
 
 
 def _model() -> dict[str, Any]:
-    return {
-        "get": {
-            "operationId": "retrieveModel",
-            "tags": ["OpenAI"],
-            "summary": "One served model",
-            "parameters": [
-                {"name": "model", "in": "path", "required": True, "schema": STRING}
-            ],
-            "responses": {
-                "200": {
-                    "description": "The model.",
-                    "content": json_content(ref("Model")),
-                },
-                **error_answers(
-                    "OpenAIError",
-                    {401: OPENAI_ERRORS[401], 404: "No such model."},
-                ),
-            },
-        }
-    }
+    return operation(
+        "get",
+        "retrieveModel",
+        "OpenAI",
+        "One served model",
+        json_answer("The model.", "Model"),
+        error_answers("OpenAIError", {401: OPENAI_ERRORS[401], 404: "No such model."}),
+        parameters=[
+            {"name": "model", "in": "path", "required": True, "schema": STRING}
+        ],
+    )
 
 
 TTS_ERRORS = {
@@ -194,71 +188,51 @@ def _tts() -> dict[str, Any]:
         "in": "header",
         "schema": {**STRING, "pattern": "^[A-Za-z0-9._:-]{1,64}$"},
     }
-    return {
-        "post": {
-            "operationId": "synthesize",
-            "tags": ["veena"],
-            "summary": "The whole audio of one TTS request",
-            "parameters": [request_id],
-            "requestBody": {
-                "required": True,
-                "content": json_content(ref("TtsRequest")),
-            },
-            "responses": {
-                "200": {
-                    "description": (
-                        "The complete file; with `word_timestamps`, JSON holding it "
-                        "and its words."
-                    ),
-                    "headers": TTS_HEADERS,
-                    "content": {
-                        **{t: {"schema": BINARY} for t in TTS_TYPES},
-                        **json_content(ref("TimedSpeech")),
-                    },
-                },
-                **error_answers("VeenaError", TTS_ERRORS),
-            },
-        }
+    ok = {
+        "description": (
+            "The complete file; with `word_timestamps`, JSON holding it and its words."
+        ),
+        "headers": TTS_HEADERS,
+        "content": {
+            **{t: {"schema": BINARY} for t in TTS_TYPES},
+            **json_content(ref("TimedSpeech")),
+        },
     }
+    return operation(
+        "post",
+        "synthesize",
+        "veena",
+        "The whole audio of one TTS request",
+        ok,
+        error_answers("VeenaError", TTS_ERRORS),
+        parameters=[request_id],
+        requestBody={"required": True, "content": json_content(ref("TtsRequest"))},
+    )
 
 
 def _speakers() -> dict[str, Any]:
-    return {
-        "get": {
-            "operationId": "listSpeakers",
-            "tags": ["veena"],
-            "summary": "The TTS engine's voices, aliases, formats and rates",
-            "responses": {
-                "200": {
-                    "description": "The listing.",
-                    "content": json_content(ref("Speakers")),
-                },
-                **error_answers(
-                    "VeenaError", {401: TTS_ERRORS[401], 403: TTS_ERRORS[403]}
-                ),
-            },
-        }
-    }
+    return operation(
+        "get",
+        "listSpeakers",
+        "veena",
+        "The TTS engine's voices, aliases, formats and rates",
+        json_answer("The listing.", "Speakers"),
+        error_answers("VeenaError", {401: TTS_ERRORS[401], 403: TTS_ERRORS[403]}),
+    )
 
 
 def _voices() -> dict[str, Any]:
-    return {
-        "get": {
-            "operationId": "listVoices",
-            "tags": ["OpenAI"],
-            "summary": "The TTS voices, as vllm-omni lists them",
-            "responses": {
-                "200": {
-                    "description": "One entry per speaker of GET /v1/tts/speakers.",
-                    "content": json_content(ref("VoiceList")),
-                },
-                **error_answers(
-                    "OpenAIError",
-                    {401: OPENAI_ERRORS[401], 403: "Origin or TTS not allowed."},
-                ),
-            },
-        }
-    }
+    return operation(
+        "get",
+        "listVoices",
+        "OpenAI",
+        "The TTS voices, as vllm-omni lists them",
+        json_answer("One entry per speaker of GET /v1/tts/speakers.", "VoiceList"),
+        error_answers(
+            "OpenAIError",
+            {401: OPENAI_ERRORS[401], 403: "Origin or TTS not allowed."},
+        ),
+    )
 
 
 USAGE_ERRORS = {
@@ -300,22 +274,15 @@ AS_OF = {
 
 
 def _usage(kind: str, what: str) -> dict[str, Any]:
-    return {
-        "get": {
-            "operationId": f"usage_{kind}",
-            "tags": ["Usage"],
-            "summary": f"{what}, per bucket, in OpenAI's Usage API shape",
-            "parameters": _usage_parameters(),
-            "responses": {
-                "200": {
-                    "description": "One page.",
-                    "content": json_content(ref("UsagePage")),
-                    "headers": AS_OF,
-                },
-                **error_answers("OpenAIError", USAGE_ERRORS),
-            },
-        }
-    }
+    return operation(
+        "get",
+        f"usage_{kind}",
+        "Usage",
+        f"{what}, per bucket, in OpenAI's Usage API shape",
+        {**json_answer("One page.", "UsagePage"), "headers": AS_OF},
+        error_answers("OpenAIError", USAGE_ERRORS),
+        parameters=_usage_parameters(),
+    )
 
 
 def _probe(

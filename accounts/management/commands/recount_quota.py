@@ -5,9 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
 
 from accounts.services.quota import (
     current_periods,
@@ -35,9 +33,7 @@ class Command(BaseCommand):
         else:
             if not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", period):
                 raise CommandError("--period must be YYYY-MM")
-            horizon = retention_start(
-                timezone.now(), settings.USAGE_RECORD_RETENTION_DAYS
-            )
+            horizon = retention_start()
             # Some of its records may be purged: recounting would drop real usage.
             if period_start(period) < horizon:
                 raise CommandError(f"{period} is older than the record retention")

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from accounts.management.moments import iso_moment
 from accounts.services.rollups import rebuildable_since, usage_rollup_single_flight
 
 
 def _moment(value: str | None, option: str) -> datetime | None:
     if value is None:
         return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise CommandError(f"{option} must be an ISO date or datetime") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return iso_moment(value, f"{option} must be an ISO date or datetime")
 
 
 class Command(BaseCommand):

@@ -7,12 +7,13 @@ Compares records, quota counters and the hourly and daily rollups of a range
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from accounts.management.moments import iso_moment
 from accounts.services.reconciliation import usage_drift, usage_drift_fix
 from gateway.wording import count
 
@@ -22,11 +23,7 @@ DEFAULT_DAYS = 2
 def _moment(text: str | None, default: datetime) -> datetime:
     if not text:
         return default
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise CommandError(f"not an ISO date or time: {text!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return iso_moment(text, f"not an ISO date or time: {text!r}")
 
 
 class Command(BaseCommand):

@@ -16,16 +16,12 @@ import signal
 import sys
 from typing import Any
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from gateway.layers.listener import ResilientWorker
 from gateway.server.lifecycle import drain_seconds, stop_seconds
-from veena_site.embedded import worker_channels
+from veena_site.embedded import start_runtime
 from veena_site.preflight import check_engines
-from veena_site.routing import channel_router
-from veena_site.runtime import get_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -63,14 +59,7 @@ class Command(BaseCommand):
     async def serve(self) -> int:
         """Serve until a signal; then drain and stop within ``stop_seconds()``; the exit
         status."""
-        runtime = get_runtime()
-        runtime.start()
-        worker = ResilientWorker(
-            application=channel_router,
-            channels=worker_channels(runtime.kinds),
-            channel_layer=get_channel_layer(),
-            aliases=runtime.listen_directly(),
-        )
+        runtime, worker = start_runtime()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -82,7 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="text to an audio file (/v1/tts/ws)",
         epilog="An interrupted run resumes when the same command is run again.",
     )
-    say.add_argument("text", nargs="?", help="the text to speak (or use --file)")
+    say.add_argument(
+        "text", nargs="?", help="the text to speak ('-': stdin; or use --file)"
+    )
     say.add_argument("--file", "-f", help="read the text from a file ('-': stdin)")
     say.add_argument("--output", "-o", required=True, help="output file")
     say.add_argument(
@@ -138,10 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def read_text(args: argparse.Namespace) -> str:
-    """The text of ``veena say``: the argument, a file, or stdin."""
+    """The text of ``veena say``: the argument, a file, or stdin (``-`` as either)."""
     if (args.text is None) == (args.file is None):
         raise CliError("give the text or --file, not both or neither", 2)
-    if args.file is None:
+    if args.text == "-":
+        args.file = "-"
+    elif args.file is None:
         return str(args.text)
     try:
         if args.file == "-":

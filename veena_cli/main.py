@@ -143,20 +143,19 @@ def read_text(args: argparse.Namespace) -> str:
     """The text of ``veena say``: the argument, a file, or stdin (``-`` as either)."""
     if (args.text is None) == (args.file is None):
         raise CliError("give the text or --file, not both or neither", 2)
-    if args.text == "-":
-        args.file = "-"
-    elif args.file is None:
+    source = "-" if args.text == "-" else args.file
+    if source is None:
         return str(args.text)
     try:
-        if args.file == "-":
+        if source == "-":
             return sys.stdin.read(MAX_TEXT_BYTES)
-        with open(args.file, encoding="utf-8") as f:
+        with open(source, encoding="utf-8") as f:
             return f.read(MAX_TEXT_BYTES)
     except UnicodeDecodeError:
-        raise CliError(f"{args.file} is not UTF-8 text", EXIT_INPUT) from None
+        raise CliError(f"{source} is not UTF-8 text", EXIT_INPUT) from None
     except OSError as exc:
         raise CliError(
-            f"cannot read {args.file}: {exc.strerror or type(exc).__name__}", EXIT_INPUT
+            f"cannot read {source}: {exc.strerror or type(exc).__name__}", EXIT_INPUT
         ) from None
 
 

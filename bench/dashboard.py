@@ -98,6 +98,9 @@ def setup_django(url: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", interactive=False, verbosity=0)
+    from gateway.server.heap import freeze_startup_heap
+
+    freeze_startup_heap()  # as veena_site.asgi does when a gateway starts
 
 
 def make_account() -> tuple[object, list[object], object]:
@@ -243,8 +246,9 @@ def build_rollups(now: datetime) -> tuple[float, int, int]:
         )
         moment += timedelta(days=7)
     usage_rollup(granularity="day", since=start, until=end + timedelta(days=1))
-    with connection.cursor() as cursor:
+    with connection.cursor() as cursor:  # what autovacuum does after a bulk load
         cursor.execute("ANALYZE accounts_usagerollup")
+        cursor.execute("ANALYZE accounts_accountrollup")
     hours = UsageRollup.objects.filter(granularity="hour").count()
     days = UsageRollup.objects.filter(granularity="day").count()
     return time.monotonic() - t0, hours, days

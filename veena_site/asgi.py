@@ -15,6 +15,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from asr.routing import ROUTE as ASR_ROUTE  # noqa: E402
+from gateway.server.heap import freeze_startup_heap  # noqa: E402
 from gateway.server.lazy_app import websocket_routes  # noqa: E402
 from gateway.server.lifecycle import tracked  # noqa: E402
 from tts.routing import ROUTE as TTS_ROUTE  # noqa: E402
@@ -31,3 +32,6 @@ application = ProtocolTypeRouter(
         "channel": channel_router,
     }
 )
+
+# Last: what is loaded now lives as long as the process (gateway.server.heap).
+freeze_startup_heap()

@@ -13,18 +13,18 @@ from the hourly ones; records are never read.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from django.db.models import BigIntegerField, Sum
+from django.db.models import BigIntegerField, CharField, F, Sum, Value
 from django.db.models.functions import Cast
 
 from accounts import buckets as bk
 from accounts.models.choices import Endpoint, Granularity
 from accounts.selectors import Scope, scope_keys
-from accounts.selectors.sources import rollup_rows
+from accounts.selectors.sources import rollup_rows, stored_moment
 
 Kind = Literal["audio_speeches", "audio_transcriptions"]
 WIDTHS = {"1h": timedelta(hours=1), "1d": timedelta(days=1)}
@@ -145,14 +145,21 @@ def parse_params(query: Mapping[str, Any], *, now: datetime) -> UsageParams:
 
 def _grouped(
     scope: Scope, params: UsageParams, kind: Kind, since: datetime, until: datetime
-) -> list[dict[str, Any]]:
-    """Rows grouped by bucket start (and the group fields) between two instants.
+) -> Iterator[tuple[Any, ...]]:
+    """Rows grouped by bucket start (and the group fields) between two instants, as
+    ``(bucket start text, key id text, model, requests, characters, audio ms)`` with
+    None for a field not grouped by.
 
-    Whole UTC days come from the daily rows; the hours around them from hourly rows.
+    Whole UTC days come from the daily rows; the hours around them from hourly rows. A
+    week of hours by key is thousands of rows: the bucket start and the key id come as
+    text, each distinct one parsed once by the caller, and the sums as bigints.
     """
+    by_key = "api_key_id" in params.group_by
+    by_model = "model" in params.group_by
     fields = [
         "bucket_start",
-        *(g for g in params.group_by if g in ("api_key_id", "model")),
+        *(["api_key_id"] if by_key else []),
+        *(["model"] if by_model else []),
     ]
     last_day = bk.floor_hour(until).replace(hour=0)
     # Day buckets that start at UTC midnight hold whole daily rows; the open end of the
@@ -164,11 +171,10 @@ def _grouped(
         ]
     else:
         spans = [(Granularity.HOUR, since, until)]
-    rows: list[dict[str, Any]] = []
     for granularity, lo, hi in spans:
         if lo >= hi:
             continue
-        rows += (
+        rows = (
             rollup_rows(
                 scope=scope,
                 since=lo,
@@ -177,7 +183,7 @@ def _grouped(
                 key_ids=params.key_ids,
                 models=params.models,
                 endpoint=ENDPOINTS[kind],
-                per_key="api_key_id" in params.group_by,
+                per_key=by_key,
             )
             .values(*fields)
             .annotate(
@@ -185,16 +191,27 @@ def _grouped(
                 requests_sum=Cast(Sum("requests"), BigIntegerField()),
                 chars=Cast(Sum("tts_chars_in"), BigIntegerField()),
                 audio_ms=Cast(Sum("asr_audio_in_ms"), BigIntegerField()),
+                start_text=Cast("bucket_start", CharField()),
+                key_text=Cast("api_key_id", CharField())
+                if by_key
+                else Value(None, CharField()),
+                model_text=F("model") if by_model else Value(None, CharField()),
+            )
+            .values_list(
+                "start_text",
+                "key_text",
+                "model_text",
+                "requests_sum",
+                "chars",
+                "audio_ms",
             )
         )
-    return rows
+        yield from rows
 
 
 def _result(
-    kind: Kind, group: tuple[Any, ...], fields: Sequence[str], totals: list[int]
+    kind: Kind, key_id: str | None, model: str | None, totals: list[int]
 ) -> dict[str, object]:
-    values = dict(zip(fields, group, strict=True))
-    key_id = values.get("api_key_id")
     result: dict[str, object] = {"object": f"organization.usage.{kind}.result"}
     if kind == "audio_speeches":
         result["characters"] = totals[1]
@@ -204,10 +221,18 @@ def _result(
         num_model_requests=totals[0],
         project_id=None,
         user_id=None,
-        api_key_id=str(key_id) if key_id is not None else None,
-        model=values.get("model"),
+        api_key_id=key_id,
+        model=model,
     )
     return result
+
+
+def _group_order(
+    item: tuple[tuple[str | None, str | None], list[int]],
+) -> tuple[str, str]:
+    """Results within a bucket in the order of their key id and model as text."""
+    key_id, model = item[0]
+    return str(key_id), str(model)
 
 
 def usage_page(*, scope: Scope, kind: Kind, params: UsageParams) -> dict[str, object]:
@@ -226,35 +251,44 @@ def usage_page(*, scope: Scope, kind: Kind, params: UsageParams) -> dict[str, ob
         starts[-1] + step,
         bk.floor_hour(params.end - timedelta(microseconds=1)) + bk.HOUR,
     )
-    fields = [g for g in params.group_by if g in ("api_key_id", "model")]
     # One dict of groups per bucket: the page is built in one pass over the rows.
     index_of = {start: index for index, start in enumerate(starts)}
-    totals: list[dict[tuple[Any, ...], list[int]]] = [{} for _ in starts]
-    for row in _grouped(scope, params, kind, starts[0], until):
-        start = row["bucket_start"]
-        index = index_of.get(start)
-        if index is None:
-            index = bk.bucket_of(starts, start)
+    indexes: dict[str, int | None] = {}  # bucket start text → bucket index
+    key_ids: dict[str | None, str | None] = {None: None}  # key id text → dashed
+    totals: list[dict[tuple[str | None, str | None], list[int]]] = [{} for _ in starts]
+    for start_text, key_text, model, requests, chars, audio_ms in _grouped(
+        scope, params, kind, starts[0], until
+    ):
+        if start_text in indexes:
+            index = indexes[start_text]
+        else:
+            start = stored_moment(start_text)
+            index = index_of.get(start)
             if index is None:
-                continue
-        group = tuple(row[f] for f in fields)
+                index = bk.bucket_of(starts, start)
+            indexes[start_text] = index
+        if index is None:
+            continue
+        key_id = key_ids.get(key_text)
+        if key_id is None and key_text is not None:
+            # PostgreSQL sends a key id dashed, SQLite as 32 hex digits.
+            key_id = key_ids[key_text] = str(uuid.UUID(key_text))
+        group = (key_id, model)
         cell = totals[index].get(group)
         if cell is None:
             cell = totals[index][group] = [0, 0, 0]
-        cell[0] += row["requests_sum"] or 0
-        cell[1] += row["chars"] or 0
-        cell[2] += row["audio_ms"] or 0
+        cell[0] += requests or 0
+        cell[1] += chars or 0
+        cell[2] += audio_ms or 0
     data = []
     for start, groups in zip(starts, totals, strict=True):
-        ordered = sorted(
-            groups.items(), key=lambda item: tuple(str(v) for v in item[0])
-        )
+        ordered = sorted(groups.items(), key=_group_order)
         data.append(
             {
                 "object": "bucket",
                 "start_time": int(start.timestamp()),
                 "end_time": int((start + step).timestamp()),
-                "results": [_result(kind, g, fields, t) for g, t in ordered],
+                "results": [_result(kind, *g, t) for g, t in ordered],
             }
         )
     return {

@@ -12,12 +12,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db.models import QuerySet
+from django.utils.dateparse import parse_datetime
 
 from accounts import buckets as bk
 from accounts.models.api_keys import ApiKey
@@ -76,6 +77,16 @@ def source_granularity(items: Sequence[bk.Bucket]) -> str:
 
 
 Q_ = TypeVar("Q_", bound=QuerySet[Any])
+
+
+def stored_moment(text: str) -> datetime:
+    """A stored instant read as text (``Cast(..., CharField())``): with its offset
+    (PostgreSQL), or naive UTC (SQLite). Large reads fetch bucket starts as text and parse
+    each distinct one once, rather than a datetime built for every row."""
+    value = parse_datetime(text)
+    if value is None:
+        raise ValueError(f"not a datetime: {text!r}")
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def narrowed(

@@ -130,14 +130,16 @@ def _errors(rows: QuerySet[Any], locate: Locate, size: int) -> dict[str, list[in
             abandoned_sum=Cast(Sum("abandoned"), BigIntegerField()),
         )
     )
-    for row in grouped:
-        index = locate(row["bucket"])
+    for bucket, code, failed, abandoned in grouped.values_list(
+        "bucket", "error_code", "failed_sum", "abandoned_sum"
+    ):
+        index = locate(bucket)
         if index is None:
             continue
-        if row["failed_sum"]:
-            by_code[row["error_code"] or UNKNOWN_CODE][index] += row["failed_sum"]
-        if row["abandoned_sum"]:
-            by_code[ABANDONED_CODE][index] += row["abandoned_sum"]
+        if failed:
+            by_code[code or UNKNOWN_CODE][index] += failed
+        if abandoned:
+            by_code[ABANDONED_CODE][index] += abandoned
     return dict(sorted(by_code.items()))
 
 
@@ -205,9 +207,16 @@ def usage_report(*, scope: Scope, flt: UsageFilter, now: datetime) -> UsageRepor
         return UsageReport(items, [], zero(), {}, days, [], [], [])
     rows = filtered_rows(scope=scope, flt=flt, items=items)
     source = source_granularity(items)
-    # Latency is per day; in day buckets the series is the same grouping.
+    # Latency is per day; in day buckets the series is the same grouping. An hour view
+    # of whole UTC days reads their daily rows for it, as the day view does (a rolling
+    # range starts inside its first day, so it reads the hours it shows).
+    if flt.width == "hour" and flt.since is None:
+        day_rows = filtered_rows(scope=scope, flt=flt, items=days)
+        day_source = source_granularity(days)
+    else:
+        day_rows, day_source = rows, source
     latency, as_of = _series(
-        rows, source=source, tz=flt.tz, width="day", items=days, histograms=True
+        day_rows, source=day_source, tz=flt.tz, width="day", items=days, histograms=True
     )
     if flt.width == "day":
         series = latency

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from html import escape
 from typing import Any
 from zoneinfo import ZoneInfo
+
+from django.utils.safestring import SafeString, mark_safe
 
 from accounts.models.usage import UsageRecord
 from accounts.selectors.measures import Measures, errors_of, latency_of
@@ -166,6 +169,22 @@ class ChartText:
     summary: str
     columns: list[str]
     rows: list[list[str]]
+
+    def body(self) -> SafeString:
+        """The rows as ``<tr>`` elements, the first cell a row header.
+
+        Built here rather than in the template: an hour view has hundreds of rows of
+        up to a dozen cells, which the template's loops render ~20× slower (issue 30's
+        300 ms page budget).
+        """
+        return mark_safe(  # noqa: S308 - every cell is escaped here
+            "".join(
+                f'<tr><th scope="row">{escape(str(row[0]))}</th>'
+                + "".join(f"<td>{escape(str(cell))}</td>" for cell in row[1:])
+                + "</tr>"
+                for row in self.rows
+            )
+        )
 
 
 # metric → (caption, unit after a number, decimals); the order of the charts on the page.

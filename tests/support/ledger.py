@@ -464,6 +464,10 @@ def verify(
     freshness = time.monotonic() - ended
     shown = page_totals(page)
     csv_text = page.request.get(f"{base}/dashboard/ledger/usage.csv?{query}").text()
+    # By hour the export writes its numbers in SQL (accounts.selectors.export.CountedText)
+    hourly_csv = page.request.get(
+        f"{base}/dashboard/ledger/usage.csv?{query}&granularity=hour"
+    ).text()
     db = database_totals(env, "ledger")
     surfaces = {
         "records": tally_of(db["records"]),
@@ -472,6 +476,7 @@ def verify(
         "account hourly rollups": tally_of(db["account_hourly"]),
         "account daily rollups": tally_of(db["account_daily"]),
         "csv": csv_totals(csv_text),
+        "csv by hour": csv_totals(hourly_csv),
         "dashboard": shown,
     }
     assert_ledger(expected, surfaces)

@@ -2,14 +2,16 @@
 
 ``authenticate_minter`` authenticates a minting request's API key for the endpoint the
 secret will open (the key must be allowed there), ``mint_client_secret`` mints one from
-it; the apps validate the ``session`` (its schema is theirs) in between.
+it; the apps validate the ``session`` (its schema is theirs) in between, and answer with
+``minted_response``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
+from django.utils.cache import add_never_cache_headers
 
 from accounts.admission import KeyPrincipal, authenticate_request
 from accounts.client_secrets import ttl_seconds
@@ -40,3 +42,17 @@ def mint_client_secret(
         ttl_seconds=ttl_seconds(expires_after),
         session=session,
     )
+
+
+def minted_response(minted: MintedSecret, session: dict[str, Any]) -> JsonResponse:
+    """OpenAI's answer to a minted secret, ``{"value", "expires_at", "session"}`` with the
+    app's echo of its session, never cached (the value is shown once)."""
+    response = JsonResponse(
+        {
+            "value": minted.value,
+            "expires_at": minted.expires_at_seconds,
+            "session": session,
+        }
+    )
+    add_never_cache_headers(response)
+    return response

@@ -14,12 +14,11 @@ from __future__ import annotations
 import uuid
 
 from django.http import HttpRequest, JsonResponse
-from django.utils.cache import add_never_cache_headers
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from accounts.exceptions import AdmissionDenied, InvalidExpiry
-from accounts.minting import authenticate_minter, mint_client_secret
+from accounts.minting import authenticate_minter, mint_client_secret, minted_response
 from asr.config import ConfigError, session_object
 from asr.connection import secret_config
 from gateway.logs import request_id_of
@@ -62,12 +61,4 @@ def realtime_client_secrets(request: HttpRequest) -> JsonResponse:
         session_id="sess_" + uuid.uuid4().hex,
         expires_at=minted.expires_at_seconds,
     )
-    response = JsonResponse(
-        {
-            "value": minted.value,
-            "expires_at": minted.expires_at_seconds,
-            "session": echo,
-        }
-    )
-    add_never_cache_headers(response)
-    return response
+    return minted_response(minted, echo)

@@ -34,7 +34,6 @@ from django.http import (
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from accounts.admission import admit_request
 from accounts.exceptions import AdmissionDenied
 from accounts.metering import Route
 from gateway.logs import request_id_of
@@ -60,7 +59,7 @@ from openai_rest.ticking import ticked
 from tts.client import ChannelJob, JobError
 from tts.messages import TtsChunk
 from tts.protocol import TtsProtocolError
-from tts.requests import RequestPlan, start_request
+from tts.requests import RequestPlan, admit_rest, start_request
 from tts.usage import TtsUsage, UsageStatus
 
 logger = logging.getLogger(__name__)
@@ -109,8 +108,7 @@ async def _start(
 ) -> HttpResponseBase:
     started = time.monotonic()
     try:
-        if settings.TTS_AUTH_REQUIRED:
-            usage.admission = await admit_request(request, endpoint="tts")
+        await admit_rest(request, usage)
         req = parse_speech(_body(request))
         try:
             plan = await start_request(tts_request(req), usage, request_id)

@@ -14,13 +14,12 @@ import json
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponseBase, JsonResponse
-from django.utils.cache import add_never_cache_headers
+from django.http import HttpRequest, HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from accounts.exceptions import AdmissionDenied, InvalidExpiry
-from accounts.minting import authenticate_minter, mint_client_secret
+from accounts.minting import authenticate_minter, mint_client_secret, minted_response
 from gateway.logs import request_id_of
 from tts.pins import secret_pins, session_echo
 from tts.protocol import TtsProtocolError
@@ -68,11 +67,4 @@ def create(request: HttpRequest) -> HttpResponseBase:
         return error_response(RestError("VALIDATION_ERROR", bad.message), request_id)
     except TtsProtocolError as bad:
         return error_response(RestError(bad.code, bad.message), request_id)
-    body = {
-        "value": minted.value,
-        "expires_at": minted.expires_at_seconds,
-        "session": session_echo(pins),
-    }
-    response = JsonResponse(body)
-    add_never_cache_headers(response)
-    return response
+    return minted_response(minted, session_echo(pins))

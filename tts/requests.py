@@ -24,7 +24,9 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpRequest
 
+from accounts.admission import admit_request
 from accounts.exceptions import AdmissionDenied
 from gateway import metrics
 from gateway.logs import request_id_var
@@ -123,6 +125,13 @@ async def prepare(
     if not segments:
         raise TtsProtocolError("VALIDATION_ERROR", "Text has no speakable content")
     return voice, segments
+
+
+async def admit_rest(request: HttpRequest, usage: TtsUsage) -> None:
+    """H1: a REST request's admission, held by ``usage``; none with TTS auth off (W7).
+    Raises ``AdmissionDenied``."""
+    if settings.TTS_AUTH_REQUIRED:
+        usage.admission = await admit_request(request, endpoint="tts")
 
 
 async def start_request(

@@ -27,7 +27,7 @@ from django.http import (
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.admission import KeyPrincipal, admit_request, authenticate_request
+from accounts.admission import KeyPrincipal, authenticate_request
 from accounts.exceptions import AdmissionDenied
 from accounts.metering import Route
 from gateway.logs import request_id_of
@@ -36,7 +36,7 @@ from tts.audio import WAV_HEADER_BYTES, wav_file_header
 from tts.client import ChannelJob, JobAudio, JobError
 from tts.errors import denial_error, failure_error
 from tts.protocol import HTTP_STATUS, TtsProtocolError, TtsRequest, parse_rest_body
-from tts.requests import RequestPlan, start_request
+from tts.requests import RequestPlan, admit_rest, start_request
 from tts.speakers import voices_listing
 from tts.usage import TtsUsage, while_ticking
 
@@ -149,8 +149,7 @@ async def metered_synthesis(
     """H1: admit, parse, start (``tts.requests``), run the job, finish the record."""
     t0 = time.monotonic()
     try:
-        if settings.TTS_AUTH_REQUIRED:
-            usage.admission = await admit_request(request, endpoint="tts")
+        await admit_rest(request, usage)
         req = parse_body(request)
         plan = await start_request(req, usage, request_id)
         await usage.ready()  # accounts U2: committed before any audio exists

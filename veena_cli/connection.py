@@ -7,6 +7,7 @@ message this module builds.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import ssl
 from collections.abc import AsyncIterator
@@ -162,3 +163,16 @@ def lost(exc: ConnectionClosed) -> ConnectionLost:
     """A closed connection as ConnectionLost, with the server's close code if it sent one."""
     close = exc.rcvd
     return ConnectionLost(close.code if close else None, close.reason if close else "")
+
+
+@asynccontextmanager
+async def receiving(seconds: float, silence: str) -> AsyncIterator[None]:
+    """Read from a socket within ``seconds``: a close is ``lost``, the time running out is
+    ConnectionLost with no close frame and ``silence`` as its reason."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except ConnectionClosed as exc:
+        raise lost(exc) from None
+    except TimeoutError:
+        raise ConnectionLost(None, silence) from None

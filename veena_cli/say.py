@@ -25,7 +25,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from veena_cli.audiofile import BYTES_PER_SAMPLE, AudioFile, Container
-from veena_cli.connection import Server, lost, open_socket
+from veena_cli.connection import Server, open_socket, receiving
 from veena_cli.errors import (
     EXIT_FAILURE,
     EXIT_INPUT,
@@ -281,15 +281,10 @@ class Say:
 
     async def receive(self, ws: ClientConnection) -> str | bytes:
         """The next message; a close or a silent connection is ConnectionLost."""
-        try:
-            async with asyncio.timeout(SILENCE_LIMIT_S):
-                return await ws.recv()
-        except ConnectionClosed as exc:
-            raise lost(exc) from None
-        except TimeoutError:
-            raise ConnectionLost(
-                None, f"nothing received for {SILENCE_LIMIT_S} s"
-            ) from None
+        async with receiving(
+            SILENCE_LIMIT_S, f"nothing received for {SILENCE_LIMIT_S} s"
+        ):
+            return await ws.recv()
 
     def on_header(self, event: dict[str, Any]) -> None:
         """The first header fixes the file's sample rate; later ones must agree."""

@@ -26,7 +26,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
 from veena_cli.audio_in import AudioSource, Pcm
-from veena_cli.connection import Server, lost, open_socket
+from veena_cli.connection import Server, lost, open_socket, receiving
 from veena_cli.cuts import MAX_ITEM_S, choose_cut
 from veena_cli.errors import EXIT_SERVER, CliError, ConnectionLost, realtime_error
 from veena_cli.progress import ProgressBar
@@ -162,20 +162,13 @@ class Transcribe:
 
     async def expect(self, ws: ClientConnection, kind: str) -> None:
         """Read until an event of ``kind``; an ``error`` or a close ends the run."""
-        try:
-            async with asyncio.timeout(SETUP_TIMEOUT_S):
-                while True:
-                    event = json.loads(await ws.recv())
-                    if event.get("type") == "error":
-                        raise realtime_error(event)
-                    if event.get("type") == kind:
-                        return
-        except ConnectionClosed as exc:
-            raise lost(exc) from None
-        except TimeoutError:
-            raise ConnectionLost(
-                None, f"no {kind} within {SETUP_TIMEOUT_S} s"
-            ) from None
+        async with receiving(SETUP_TIMEOUT_S, f"no {kind} within {SETUP_TIMEOUT_S} s"):
+            while True:
+                event = json.loads(await ws.recv())
+                if event.get("type") == "error":
+                    raise realtime_error(event)
+                if event.get("type") == kind:
+                    return
 
     async def send_all(self, ws: ClientConnection, reader: asyncio.Task[None]) -> None:
         """Stream the file; commit each item (client cuts) or let the server cut (VAD)."""

@@ -9,6 +9,7 @@ The raw key of a new key is rendered once, in the POST's own response, under
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, cast
 
 from django.contrib.auth.decorators import login_required
@@ -27,9 +28,28 @@ from accounts.services.api_keys import api_key_create, api_key_revoke, api_key_u
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
+    from accounts.models.accounts import Account
+    from accounts.models.api_keys import ApiKey
+
 
 def _actor(request: HttpRequest) -> User:
     return cast("User", request.user)
+
+
+def _member_key(
+    request: HttpRequest, slug: str, key_id: uuid.UUID
+) -> tuple[Account, ApiKey]:
+    """The member's account and its key ``key_id`` (403 for any other)."""
+    account = dashboard_account_for(user=request.user, slug=slug)
+    return account, account_key(account=account, key_id=key_id)
+
+
+def _form_page(
+    request: HttpRequest, template: str, context: Mapping[str, object]
+) -> HttpResponse:
+    """The page with its form: 200 on GET, 400 for a POST that did not go through."""
+    status = 400 if request.method == "POST" else 200
+    return render(request, template, context, status=status)
 
 
 @login_required
@@ -64,16 +84,14 @@ def keys(request: HttpRequest, slug: str) -> HttpResponse:
             add_never_cache_headers(response)  # no-store: the key is shown once
             return response
     context = {"account": account, "keys": account_keys(account=account), "form": form}
-    status = 400 if request.method == "POST" else 200
-    return render(request, "accounts/dashboard/keys.html", context, status=status)
+    return _form_page(request, "accounts/dashboard/keys.html", context)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def key_edit(request: HttpRequest, slug: str, key_id: uuid.UUID) -> HttpResponse:
     """``<slug>/keys/<id>/``: rename a key, change its expiry and origins (K8)."""
-    account = dashboard_account_for(user=request.user, slug=slug)
-    api_key = account_key(account=account, key_id=key_id)
+    account, api_key = _member_key(request, slug, key_id)
     initial = {
         "name": api_key.name,
         "expires_on": api_key.expires_at.date() if api_key.expires_at else None,
@@ -109,16 +127,14 @@ def key_edit(request: HttpRequest, slug: str, key_id: uuid.UUID) -> HttpResponse
         "revoked": revoked,
         "playground": playground,
     }
-    status = 400 if request.method == "POST" else 200
-    return render(request, "accounts/dashboard/key_edit.html", context, status=status)
+    return _form_page(request, "accounts/dashboard/key_edit.html", context)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def key_revoke(request: HttpRequest, slug: str, key_id: uuid.UUID) -> HttpResponse:
     """``<slug>/keys/<id>/revoke/``: confirm, then revoke for good (K6)."""
-    account = dashboard_account_for(user=request.user, slug=slug)
-    api_key = account_key(account=account, key_id=key_id)
+    account, api_key = _member_key(request, slug, key_id)
     form = RevokeForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -132,5 +148,4 @@ def key_revoke(request: HttpRequest, slug: str, key_id: uuid.UUID) -> HttpRespon
             pass  # the same outcome the member asked for
         return redirect("dashboard:keys", slug=account.slug)
     context = {"account": account, "api_key": api_key, "form": form}
-    status = 400 if request.method == "POST" else 200
-    return render(request, "accounts/dashboard/key_revoke.html", context, status=status)
+    return _form_page(request, "accounts/dashboard/key_revoke.html", context)

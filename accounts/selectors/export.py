@@ -6,7 +6,9 @@ bucket (a bucket with no usage as one row of zeros), so its columns add up to th
 totals exactly. Rows come from the database in bucket order and are written a bucket at a time:
 memory bounded by one bucket. A line is text put together from pieces encoded once (a
 bucket's times, a key's columns, a route and model, each by the ``csv`` module) and its
-numbers, which need no quoting: no object, ``csv`` call or zone conversion per row.
+numbers, which need no quoting: the counted columns as the database writes them
+(``CountedText``), the two averages formatted here. No object, ``csv`` call or zone
+conversion per row.
 """
 
 from __future__ import annotations

@@ -67,6 +67,10 @@ def migrate() -> None:
         connection.close()  # ends the session, and with it the lock
 
 
+# Celery's command line, ending quietly when a second SIGTERM comes (veena_site.celery_run)
+CELERY = "veena_site.celery_run"
+
+
 def role_commands(
     roles: list[str], host: str, port: int, workers: int
 ) -> list[list[str]]:
@@ -78,14 +82,14 @@ def role_commands(
         # Gossip and mingle talk between Celery workers, which these tasks never need; their
         # reconnect after a broker restart logged errors.
         "celery": [
-            [py, "-m", "celery", "-A", "veena_site", "worker", "-l", "INFO", "-c", "1"]
+            [py, "-m", CELERY, "-A", "veena_site", "worker", "-l", "INFO", "-c", "1"]
             + ["--without-gossip", "--without-mingle"]
         ],
         "beat": [
             [
                 py,
                 "-m",
-                "celery",
+                CELERY,
                 "-A",
                 "veena_site",
                 "beat",

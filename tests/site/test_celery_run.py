@@ -9,31 +9,22 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, child_env
-from veena_site.management.commands.serve import CELERY
+from veena_site.management.commands.serve import role_commands
 
 pytestmark = [pytest.mark.redis]
 
 
-def beat(module: str, redis_url: str, tmp_path: Path) -> subprocess.Popen[str]:
-    argv = [
-        sys.executable,
-        "-m",
-        module,
-        "-A",
-        "veena_site",
-        "beat",
-        "-l",
-        "INFO",
-        "-s",
-        str(tmp_path / "celerybeat-schedule"),
-    ]
+def beat(redis_url: str, tmp_path: Path) -> subprocess.Popen[str]:
+    """Celery beat started as ``manage.py serve`` starts it, its schedule in ``tmp_path``."""
+    (argv,) = role_commands(["beat"], "127.0.0.1", 0, 0)
+    assert argv[1:3] == ["-m", "veena_site.celery_run"], argv
+    argv[argv.index("-s") + 1] = str(tmp_path / "celerybeat-schedule")
     env = child_env(
         DJANGO_SETTINGS_MODULE="tests.settings",
         DATA_DIR=str(tmp_path),
@@ -79,7 +70,7 @@ def test_beat_exits_quietly_however_many_sigterms_come(
     redis_url: str, tmp_path: Path
 ) -> None:
     for round_ in range(3):
-        proc = beat(CELERY, redis_url, tmp_path / str(round_))
+        proc = beat(redis_url, tmp_path / str(round_))
         wait_started(proc)
         out = terminated_again_and_again(proc)
         assert "Traceback" not in out, out[-4000:]

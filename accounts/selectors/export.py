@@ -27,7 +27,7 @@ from accounts import buckets as bk
 from accounts.models.api_keys import ApiKey
 from accounts.models.rollups import OUTCOME_COUNTS
 from accounts.selectors import Scope
-from accounts.selectors.bucketing import bucketed
+from accounts.selectors.bucketing import Locate, bucketed
 from accounts.selectors.sources import (
     UsageFilter,
     filtered_rows,
@@ -268,19 +268,20 @@ def _bucket_cells(
         counted=CountedText(*(F(name) for name in COUNTED)),
     ).order_by("bucket")
     columns = ("bucket_text", "key_text", "route", "model", "counted", *AVERAGED)
+    yield from _cells_of(
+        _located_hours(_raw_rows(stored.values_list(*columns), 0), locate)
+    )
+
+
+def _located_hours(
+    rows: Iterable[tuple[Any, ...]], locate: Locate
+) -> Iterator[tuple[int | None, Group, Cell]]:
+    """Hour rows in bucket order with their bucket index, each bucket's text parsed once."""
     last, index = None, None
-    cells: dict[Group, Cell] = {}
-    for row in _raw_rows(stored.values_list(*columns), 0):
+    for row in rows:
         if row[0] != last:  # the first row of the next hour
-            if cells and index is not None:
-                yield index, cells
-            last, cells = row[0], {}
-            index = locate(stored_moment(row[0]))
-        group, cell = row[1:4], row[4:]
-        other = cells.get(group)
-        cells[group] = cell if other is None else _added(other, cell)
-    if cells and index is not None:
-        yield index, cells
+            last, index = row[0], locate(stored_moment(row[0]))
+        yield index, row[1:4], row[4:]
 
 
 def _raw_rows(queryset: QuerySet[Any], converted: int) -> Iterator[tuple[Any, ...]]:
@@ -320,7 +321,8 @@ def _cells_of(
     located: Iterable[tuple[int | None, Group, Cell]],
 ) -> Iterator[tuple[int, dict[Group, Cell]]]:
     """Rows in bucket order, each with its bucket index, as the cells of each bucket; the
-    rows of one cell added up (hours folded into a day in Python: a half-hour DST)."""
+    rows of one cell added up (another error code's, or hours folded into a day in Python:
+    a half-hour DST)."""
     current: int | None = None
     cells: dict[Group, Cell] = {}
     for index, group, cell in located:

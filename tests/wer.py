@@ -12,22 +12,38 @@ _ONES = (
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 
 
-def _spoken(word: str) -> list[str]:
-    """A number under 100 written in digits as the words Whisper may write instead ("7"
-    and "seven" are the same word to a listener); any other word as it is."""
-    if not word.isdigit() or int(word) >= 100:
-        return [word]
-    n = int(word)
+_SCALES = ((10**9, "billion"), (10**6, "million"), (1000, "thousand"), (100, "hundred"))
+
+
+def spelled(n: int) -> list[str]:
+    """``n`` (a non-negative integer) as English words: 1000 is "one thousand"."""
+    for size, name in _SCALES:
+        if n >= size:
+            rest = spelled(n % size) if n % size else []
+            return [*spelled(n // size), name, *rest]
     if n < 20:
         return [_ONES[n]]
     return [_TENS[n // 10]] + ([_ONES[n % 10]] if n % 10 else [])
 
 
+def _spoken(word: str) -> list[str]:
+    """A number written in digits as the words Whisper may write instead ("7" and "seven",
+    "1000" and "a thousand" are the same words to a listener); any other word as it is."""
+    return spelled(int(word)) if word.isdigit() and len(word) <= 12 else [word]
+
+
 def normalized_words(text: str) -> list[str]:
-    """Lower-case, split hyphenated words, drop punctuation, split on whitespace, and spell
-    numbers under 100."""
+    """Lower-case, split hyphenated words, drop punctuation, split on whitespace, spell
+    numbers, and read "a" before a scale word as "one" ("a thousand" is "one thousand")."""
     words = _NOT_WORD.sub("", text.lower().replace("-", " ")).split()
-    return [spoken for word in words for spoken in _spoken(word)]
+    spoken = [part for word in words for part in _spoken(word)]
+    scales = {name for _, name in _SCALES}
+    return [
+        "one"
+        if word == "a" and spoken[i + 1 : i + 2] and spoken[i + 1] in scales
+        else word
+        for i, word in enumerate(spoken)
+    ]
 
 
 def edit_distance(ref: list[str], hyp: list[str]) -> int:

@@ -166,9 +166,7 @@ class IncrementalInput:
         if not segments:
             return []
         active = self.active
-        payload = await prepare_pieces(
-            self.buffer.text, segments, normalize=active.request.normalize
-        )
+        payload = await prepare_pieces(self.buffer.text, segments)
         active.add_segments(
             [(s["seq"], s["char_start"], s["char_end"]) for s in payload]
         )

@@ -59,6 +59,8 @@ class TtsSubmit(Message, Sampling):
     incremental: bool = False
     # Mark each segment's words on the chunks (issue 35).
     word_timestamps: bool = False
+    # Normalise each segment just before it is spoken (T1; false: verbatim, T5).
+    normalize: bool = True
 
 
 @dataclass(frozen=True)

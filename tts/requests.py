@@ -73,6 +73,7 @@ class RequestPlan:
             sample_rate=req.sample_rate,
             request_id=self.request_id,
             incremental=req.incremental,
+            normalize=req.normalize,
             word_timestamps=req.word_timestamps,
             **sampling_of(req),
         )
@@ -107,7 +108,7 @@ async def prepare(
     req: TtsRequest, info: EngineInfo
 ) -> tuple[str, list[dict[str, Any]]]:
     """The request's voice and worker segments (none yet for an incremental request, whose
-    text comes later), computed off the event loop for long texts (T1); raise
+    text comes later), cut off the event loop for long texts (T1); raise
     ``TtsProtocolError`` when it cannot run (R5, R7)."""
     voice = resolve_voice(req, info)
     if req.incremental:
@@ -116,7 +117,6 @@ async def prepare(
         text_payload,
         req.text,
         chunking=req.chunking,
-        normalize=req.normalize,
         min_chars=settings.TTS_SEGMENT_MIN_CHARS,
         max_chars=settings.TTS_SEGMENT_MAX_CHARS,
     )

@@ -1,5 +1,7 @@
 """Text segmentation (docs/specs/tts-ws.md T6–T7, I3): sentences with code-point offsets, and
-the worker's segments made of them (T1, T5, R7), pure code.
+the worker's segments made of them (R7), pure code. A segment carries its original text: the
+worker normalises each one just before it is spoken (T1, T5), so a long text's first audio
+never waits for the rest of it to be normalised (T8).
 
 Segments always cover the text in order without gaps or overlap: the whitespace between two
 sentences belongs to the later one. A segment with nothing to say (no letter or digit) is left
@@ -14,9 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tts.normalize import has_speakable, normalize_text
+from tts.normalize import has_speakable
 
-OFF_LOOP_CHARS = 2000  # T1: longer texts are segmented and normalised in a thread
+OFF_LOOP_CHARS = 2000  # T1: longer texts are segmented in a thread
 
 SEGMENT_MIN_CHARS = 20
 SEGMENT_MAX_CHARS = 200
@@ -144,17 +146,14 @@ def segment_text(
     return [Segment(seq=i, char_start=a, char_end=b) for i, (a, b) in enumerate(spans)]
 
 
-def segment_payload(
-    source: str, segments: Iterable[Segment], *, normalize: bool
-) -> list[dict[str, Any]]:
-    """Worker segments: normalised text (T1, T5) with offsets into ``source`` (T7); those
-    with nothing speakable are left out (R7)."""
+def segment_payload(source: str, segments: Iterable[Segment]) -> list[dict[str, Any]]:
+    """Worker segments: their text with offsets into ``source`` (T7); those with nothing
+    speakable are left out (R7)."""
     payload = []
     for segment in segments:
-        raw = segment.text_of(source)
-        if not has_speakable(raw):
+        text = segment.text_of(source)
+        if not has_speakable(text):
             continue
-        text = normalize_text(raw) if normalize else raw
         payload.append(
             {
                 "seq": segment.seq,
@@ -167,13 +166,13 @@ def segment_payload(
 
 
 def text_payload(
-    text: str, *, chunking: bool, normalize: bool, min_chars: int, max_chars: int
+    text: str, *, chunking: bool, min_chars: int, max_chars: int
 ) -> list[dict[str, Any]]:
-    """A whole request text segmented (T6) and normalised: its worker segments."""
+    """A whole request text segmented (T6): its worker segments."""
     segments = segment_text(
         text, chunking=chunking, min_chars=min_chars, max_chars=max_chars
     )
-    return segment_payload(text, segments, normalize=normalize)
+    return segment_payload(text, segments)
 
 
 @dataclass
@@ -239,13 +238,9 @@ class TextBuffer:
         return segments
 
 
-async def prepare_pieces(
-    source: str, segments: list[Segment], *, normalize: bool
-) -> list[dict[str, Any]]:
-    """Incremental segments (§9.2), normalised off the loop when they are long (T1)."""
+async def prepare_pieces(source: str, segments: list[Segment]) -> list[dict[str, Any]]:
+    """Incremental segments (§9.2), made off the loop when they are long (T1)."""
     size = sum(s.char_end - s.char_start for s in segments)
     if size > OFF_LOOP_CHARS:
-        return await asyncio.to_thread(
-            segment_payload, source, segments, normalize=normalize
-        )
-    return segment_payload(source, segments, normalize=normalize)
+        return await asyncio.to_thread(segment_payload, source, segments)
+    return segment_payload(source, segments)

@@ -198,7 +198,7 @@ async def test_i9_1_a_bug_in_any_handler_releases_everything_once(
     before = active_streams("tts")
     stream = await open_raw(raw)
     if where == "receive":
-        monkeypatch.setattr("tts.text.normalize_text", boom)
+        monkeypatch.setattr("tts.text.has_speakable", boom)
     elif where == "worker-reply":
         monkeypatch.setattr(TtsChunk, "from_message", classmethod(boom))
     else:

@@ -110,21 +110,14 @@ def test_tts_t4_devanagari_passes_through_except_cleanup() -> None:
     assert normalize_text(text) == "नमस्ते दुनिया 5 बजे।"
 
 
-def test_tts_t5_normalize_false_reaches_the_engine_verbatim() -> None:
-    text = "It costs $5.50. Dr. Smith is **here**."
-    segments = segment_text(text, chunking=True)
-    verbatim = segment_payload(text, segments, normalize=False)
-    assert "".join(s["text"] for s in verbatim) == text
-    spoken = segment_payload(text, segments, normalize=True)
-    assert "five dollars and fifty cents" in " ".join(s["text"] for s in spoken)
-
-
-def test_tts_t1_offsets_refer_to_the_original_text() -> None:
+def test_tts_t1_segments_carry_the_original_text_at_their_offsets() -> None:
+    """The worker normalises each segment as it starts it (tests/tts/worker/test_jobs.py)."""
     text = "Pay $5.50 today, please. Then call Dr. Who at 10:30 sharp."
-    payload = segment_payload(text, segment_text(text, chunking=True), normalize=True)
+    payload = segment_payload(text, segment_text(text, chunking=True))
+    assert len(payload) == 2
+    assert "".join(piece["text"] for piece in payload) == text
     for piece in payload:
-        original = text[piece["char_start"] : piece["char_end"]]
-        assert piece["text"] == normalize_text(original)
+        assert piece["text"] == text[piece["char_start"] : piece["char_end"]]
 
 
 def test_tts_r7_speakable_means_a_letter_or_digit() -> None:

@@ -46,6 +46,7 @@ from tts.messages import (
     TtsText,
     sampling_of,
 )
+from tts.normalize import normalize_text
 from tts.worker.engines.base import (
     EngineStats,
     Pcm,
@@ -320,7 +321,7 @@ class TtsJob:
         job = self.submit
         leading = self.next_seq == 0 and self._held is None
         return TtsEngineRequest(
-            text=text,
+            text=normalize_text(text) if job.normalize else text,
             voice=job.voice,
             leading=leading,
             word_timestamps=job.word_timestamps,

@@ -119,6 +119,35 @@ async def test_tts_t8_first_audio_leaves_before_later_segments_are_synthesised()
     assert isinstance(sent.sent[-1], TtsDone)
 
 
+@pytest.mark.parametrize("incremental", [False, True])
+async def test_tts_t1_the_worker_normalises_each_segment_as_it_starts_it(
+    incremental: bool,
+) -> None:
+    engine = Traced()
+    texts = ("It costs $5.50. ", "Dr. Smith is **here**.")
+    sent = texts[:1] if incremental else texts
+    job, _ = make_job(submit(*sent, incremental=incremental), engine)
+    task = asyncio.create_task(job.run())
+    if incremental:  # §9.2: the second segment comes in tts.job.text
+        await wait_for(lambda: engine.started)
+        later = segments(texts[1], first=1)
+        job.text(TtsText(job_id="j1", epoch=0, segments=later))
+        job.end(TtsEnd(job_id="j1", epoch=0))
+    await task
+    assert [text for text, _ in engine.started] == [
+        "It costs five dollars and fifty cents.",
+        "Doctor Smith is here.",
+    ]
+
+
+async def test_tts_t5_normalize_false_reaches_the_engine_verbatim() -> None:
+    engine = Traced()
+    texts = ("It costs $5.50. ", "Dr. Smith is **here**.")
+    job, _ = make_job(submit(*texts, normalize=False), engine)
+    await job.run()
+    assert [text for text, _ in engine.started] == list(texts)
+
+
 async def test_only_the_segment_the_first_audio_waits_for_is_leading() -> None:
     engine = Traced()
     job, _ = make_job(submit("a" * 50, "b" * 50, "c" * 50), engine)

@@ -27,6 +27,7 @@ SHARED_OF_APPS = (
     "tts.audio",
     "tts.engine_info",
     "tts.orpheus",
+    "tts.normalize",
     "asr.messages",
     "asr.audio",
     "asr.whisper",

@@ -13,6 +13,7 @@ _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 
 
 _SCALES = ((10**9, "billion"), (10**6, "million"), (1000, "thousand"), (100, "hundred"))
+_SCALE_WORDS = frozenset(name for _, name in _SCALES)
 
 
 def spelled(n: int) -> list[str]:
@@ -37,10 +38,9 @@ def normalized_words(text: str) -> list[str]:
     numbers, and read "a" before a scale word as "one" ("a thousand" is "one thousand")."""
     words = _NOT_WORD.sub("", text.lower().replace("-", " ")).split()
     spoken = [part for word in words for part in _spoken(word)]
-    scales = {name for _, name in _SCALES}
     return [
         "one"
-        if word == "a" and spoken[i + 1 : i + 2] and spoken[i + 1] in scales
+        if word == "a" and spoken[i + 1 : i + 2] and spoken[i + 1] in _SCALE_WORDS
         else word
         for i, word in enumerate(spoken)
     ]

@@ -211,7 +211,8 @@ class Transcription:
             await source.aclose()
 
     def _count(self, transcripts: list[PieceTranscript], samples: int) -> None:
-        """Meter the completed call: its audio, and its transcript as one item."""
+        """Meter the call's delivered work: ``samples`` of its audio, and the transcripts
+        as one item."""
         self.usage.audio(samples, MODEL_RATE)
         chars = len(full_text(transcripts))
         self.usage.item(chars, time.monotonic() - self.started)
@@ -245,8 +246,12 @@ class Transcription:
         pieces: list[Piece],
         samples: int,
     ) -> AsyncIterator[bytes]:
-        """SSE: a delta a word, then done with the whole text and usage."""
+        """SSE: a delta a word, then done with the whole text and usage.
+
+        A stream that ends before ``done`` bills what was delivered: the audio up to the
+        end of the last piece whose deltas were all sent, and their transcript."""
         transcripts: list[PieceTranscript] = []
+        sent, sent_samples = 0, 0  # the pieces whose deltas were all sent, their audio
         status: UsageStatus = "failed"
         code = "internal_error"
         try:
@@ -257,6 +262,7 @@ class Transcription:
                     transcripts.append(_transcript(pieces, text))
                     for delta in word_deltas(int(shown), text.text):
                         yield sse({"type": "transcript.text.delta", "delta": delta})
+                    sent, sent_samples = len(transcripts), pieces[text.seq].end
                     text = await anext(texts, None)
             except Exception as exc:  # boundary: the SSE body, once its 200 is out
                 if not isinstance(exc, ENDINGS) and not is_outage(exc):
@@ -281,6 +287,8 @@ class Transcription:
                 await texts.aclose()
             except Exception:  # boundary: the job's iterator; its job is withdrawn
                 logger.exception("transcription stream: job not closed cleanly")
+            if status != "completed" and sent:
+                self._count(transcripts[:sent], sent_samples)
             await asyncio.shield(self.end(status, code, 200))  # the body had begun
 
 

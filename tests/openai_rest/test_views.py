@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 from django.test.client import BOUNDARY, MULTIPART_CONTENT, encode_multipart
 
-from asr.worker.engines.fake import FakeAsr
+from asr.worker.engines.base import AsrDecodeRequest, AsrHypothesis
+from asr.worker.engines.fake import FakeAsr, fake_transcript
+from openai_rest.decode import decode_upload
+from openai_rest.split import split_pieces
 from tests.conftest import KeyMaker
 from tests.openai_rest.conftest import encode_container
 from tests.tts.conftest import (
@@ -186,6 +189,41 @@ async def test_transcription_engine_failure_is_500(
     await settled(api_key.account_id)
     (record,) = await usage_records(api_key.account_id)
     assert record.status == "failed"
+    assert (record.asr_audio_in_ms, record.asr_items) == (0, 0)  # nothing delivered
+
+
+async def test_a_stream_that_fails_bills_the_pieces_it_delivered(
+    embedded_worker: WorkerRuntime, keyed: KeyMaker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = embedded_worker.engines["asr"].engine
+    assert isinstance(engine, FakeAsr)
+    data = wav_of([(6, True), (1, False), (7, True), (1, False), (3, True)])
+    pieces = split_pieces(decode_upload(io.BytesIO(data), max_seconds=60))
+    assert len(pieces) == 3
+    decode = engine.decode
+
+    async def second_piece_fails(req: AsrDecodeRequest) -> AsrHypothesis:
+        if len(req.audio) == pieces[1].end - pieces[1].start:
+            raise RuntimeError("fake engine failure")
+        return await decode(req)
+
+    monkeypatch.setattr(engine, "decode", second_piece_fails)
+    api_key, raw = await keyed()
+    response = await transcribe(raw, data, stream="true")
+    assert response.status_code == 200
+    events = [
+        json.loads(line[len("data: ") :])
+        for line in response.content.decode().splitlines()
+        if line.startswith("data: ")
+    ]
+    assert [e["type"] for e in events][-1] == "error"
+    deltas = "".join(e["delta"] for e in events if e["type"].endswith(".delta"))
+    assert deltas.split() == fake_transcript(6).split()  # the first piece, whole
+    await settled(api_key.account_id)
+    (record,) = await usage_records(api_key.account_id)
+    assert (record.status, record.asr_items) == ("failed", 1)
+    assert record.asr_audio_in_ms == pieces[0].end * 1000 // 16000
+    assert record.asr_chars_out == len(deltas.strip())
 
 
 async def test_silent_file_is_an_empty_transcript_without_a_job(

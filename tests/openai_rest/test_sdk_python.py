@@ -4,7 +4,6 @@ on the real engines: Piper speaks, faster-whisper transcribes, WER ≤ 15 %."""
 from __future__ import annotations
 
 import base64
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from tests.openai_rest.conftest import (
     decode_audio,
     encode_container,
 )
+from tests.support.sse import data_events
 from tests.wer import word_error_rate
 
 pytestmark = pytest.mark.slow
@@ -125,11 +125,7 @@ def test_speech_sse_deltas_and_done_with_usage(rest_gateway: RestGateway) -> Non
         response_format="wav",
         stream_format="sse",
     )
-    events = [
-        json.loads(line[len("data: ") :])
-        for line in response.text.splitlines()
-        if line.startswith("data: ")
-    ]
+    events = data_events(response.text)
     kinds = [e["type"] for e in events]
     assert kinds[-1] == "speech.audio.done" and set(kinds[:-1]) == {
         "speech.audio.delta"

@@ -20,6 +20,7 @@ from openai_rest.decode import decode_upload
 from openai_rest.split import split_pieces
 from tests.conftest import KeyMaker
 from tests.openai_rest.conftest import encode_container
+from tests.support.sse import data_events
 from tests.tts.conftest import (
     lease_free,
     open_records,
@@ -211,11 +212,7 @@ async def test_a_stream_that_fails_bills_the_pieces_it_delivered(
     api_key, raw = await keyed()
     response = await transcribe(raw, data, stream="true")
     assert response.status_code == 200
-    events = [
-        json.loads(line[len("data: ") :])
-        for line in response.content.decode().splitlines()
-        if line.startswith("data: ")
-    ]
+    events = data_events(response.content.decode())
     assert [e["type"] for e in events][-1] == "error"
     deltas = "".join(e["delta"] for e in events if e["type"].endswith(".delta"))
     assert deltas.split() == fake_transcript(6).split()  # the first piece, whole

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import wave
 from typing import Any
 
 import pytest
 
+from tests.support.sse import data_events
 from tests.tts.conftest import Opener, Transcript
 from tests.tts.test_rest import post
 from tts.normalize import normalize_text
@@ -206,11 +206,7 @@ async def test_speech_sse_sends_words_before_their_audio(
     }
     response = await post(body, api_key, path="/v1/audio/speech")
     assert response.status_code == 200
-    events = [
-        json.loads(line[len("data: ") :])
-        for line in response.content.decode().splitlines()
-        if line.startswith("data: ")
-    ]
+    events = data_events(response.content.decode())
     samples, words = 0, []
     for event in events:
         if event["type"] == "speech.audio.words":

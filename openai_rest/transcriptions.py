@@ -250,8 +250,8 @@ class Transcription:
 
         A stream that ends before ``done`` bills what was delivered: the audio up to the
         end of the last piece whose deltas were all sent, and their transcript."""
-        transcripts: list[PieceTranscript] = []
-        sent, sent_samples = 0, 0  # the pieces whose deltas were all sent, their audio
+        transcripts: list[PieceTranscript] = []  # the pieces whose deltas were all sent
+        sent_samples = 0  # the file up to the end of the last of them
         status: UsageStatus = "failed"
         code = "internal_error"
         try:
@@ -259,10 +259,10 @@ class Transcription:
                 text = first
                 while text is not None:
                     shown = bool(full_text(transcripts))
-                    transcripts.append(_transcript(pieces, text))
                     for delta in word_deltas(int(shown), text.text):
                         yield sse({"type": "transcript.text.delta", "delta": delta})
-                    sent, sent_samples = len(transcripts), pieces[text.seq].end
+                    transcripts.append(_transcript(pieces, text))
+                    sent_samples = pieces[text.seq].end
                     text = await anext(texts, None)
             except Exception as exc:  # boundary: the SSE body, once its 200 is out
                 if not isinstance(exc, ENDINGS) and not is_outage(exc):
@@ -287,8 +287,8 @@ class Transcription:
                 await texts.aclose()
             except Exception:  # boundary: the job's iterator; its job is withdrawn
                 logger.exception("transcription stream: job not closed cleanly")
-            if status != "completed" and sent:
-                self._count(transcripts[:sent], sent_samples)
+            if status != "completed" and transcripts:
+                self._count(transcripts, sent_samples)
             await asyncio.shield(self.end(status, code, 200))  # the body had begun
 
 

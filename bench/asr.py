@@ -531,15 +531,20 @@ MODES: dict[str, dict[str, Any]] = {
     "next hypothesis": {"ASR_AGREE_S": 0.0},  # agreement with the previous hypothesis
     # agreement over ASR_AGREE_S alone, not also with the previous hypothesis' followed words
     "agreement over time": {"ASR_AGREE_FOLLOWED": 0},
-    # the previous hypothesis also holding a word after a word it agrees on
-    "followed in both": {"ASR_AGREE_FOLLOWED_BOTH_S": 3600.0},
+    # the previous hypothesis also holding a word after a word it agrees on (a ``deltas``
+    # session's rule: a ``final`` session's preview never waits for it)
+    "deltas followed in both": {"ASR_AGREE_FOLLOWED_BOTH_S": 3600.0},
     # an item's first word waits for ASR_CHUNK_S while other decodes run, as before 2026-12-04
     "first words wait": {"ASR_CHUNK_MIN_FIRST_WORDS": False},
-    # the previous hypothesis need not hold a word after a word it agrees on, from the start
-    "eager preview": {"ASR_AGREE_FOLLOWED_BOTH_S": 0.0},
+    # the previous hypothesis need not hold a word after a word it agrees on, from the
+    # start, in a ``deltas`` session (as in a ``final`` one)
+    "deltas eager": {"ASR_AGREE_FOLLOWED_BOTH_S": 0.0},
 }
 # name → the session's transcription options (session.update) of a mode
-SESSION_OPTIONS: dict[str, dict[str, Any]] = {"deltas": {"transcript": "deltas"}}
+SESSION_OPTIONS: dict[str, dict[str, Any]] = {
+    name: {"transcript": "deltas"}
+    for name in ("deltas", "deltas followed in both", "deltas eager")
+}
 # Each mode speaks the whole corpus at each level: ~11 s a session at 1 (the speech, then the
 # engine alone after as long an idle time), so two modes take ~6 min there.
 DEFAULT_MODES = "defaults,deltas"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from asr.messages import (
+    DELTAS,
     AsrAudio,
     AsrCommit,
     AsrDelta,
@@ -446,8 +447,22 @@ async def test_agreement_settings_reach_each_item(
 ) -> None:
     setattr(settings, name, value)
     job, _rec, task = make_job(FakeAsr())
-    job.item_open(open_(0, stream=True))
+    job.item_open(open_(0, stream=True, transcript=DELTAS))
     assert getattr(job.items[0].state, state_field) == expected
+    await stop(task)
+
+
+async def test_a_final_items_preview_never_waits_for_the_words_after_in_both(
+    settings: Any,
+) -> None:
+    """``ASR_AGREE_FOLLOWED_BOTH_S`` is the rule of an item whose deltas are its transcript;
+    a ``final`` item's transcript replaces its preview, which never waits for it (issue 34)."""
+    settings.ASR_AGREE_FOLLOWED_BOTH_S = 2.0
+    job, _rec, task = make_job(FakeAsr())
+    job.item_open(open_(0, stream=True))
+    job.item_open(open_(1, stream=True, transcript=DELTAS))
+    assert job.items[0].state.followed_both_samples == 0
+    assert job.items[1].state.followed_both_samples == 2 * SECOND
     await stop(task)
 
 

@@ -135,6 +135,11 @@ class Cluster:
     def redis(self) -> redis.Redis:
         return redis.Redis.from_url(self.env["REDIS_URL"])
 
+    def logs(self) -> str:
+        """The tail of every child's log, for a failure's message (CI keeps no files)."""
+        services = [*self.workers, *(g.service for g in self.gateways), self.celery]
+        return "\n".join(s.tail(2000) for s in services)
+
 
 def live_statuses(env: dict[str, str]) -> list[Any]:
     store = RedisLiveness(env["REDIS_URL"], 5.0, env["CHANNEL_PREFIX"])
@@ -261,7 +266,9 @@ async def wait_busy(
         )
         if totals == (tts, asr):
             return live
-        assert time.monotonic() < deadline, f"busy {busy}, want {tts} tts {asr} asr"
+        assert time.monotonic() < deadline, (
+            f"busy {busy}, want {tts} tts {asr} asr\n{cluster.logs()}"
+        )
         await asyncio.sleep(0.05)
 
 

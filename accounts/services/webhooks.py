@@ -13,7 +13,8 @@ wants the outcome now (the "send test" buttons) enqueues ``accounts.deliver_webh
 it on commit, which runs inline in the embedded default. An attempt claims the row with one
 conditional UPDATE, so two workers never send the same attempt. A status outside 2xx, a
 redirect, no answer within ``TIMEOUT_S``, or a host that resolves to a loopback, private
-or link-local address (unless ``WEBHOOK_ALLOW_PRIVATE_ADDRESSES``) fails the attempt, and
+or link-local address (unless ``WEBHOOK_ALLOW_PRIVATE_ADDRESSES``; checked where the socket
+connects, ``accounts.services.public_http``) fails the attempt, and
 the next is due after ``RETRY_DELAYS_S``; after the last, the delivery has failed for
 good. Every outcome stays on the row, which the alerts page lists.
 """
@@ -22,11 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
 import secrets
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -35,7 +34,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
@@ -47,6 +45,7 @@ from accounts.models.alerts import QuotaAlert, QuotaAlertSettings
 from accounts.models.choices import AuditAction, WebhookStatus
 from accounts.models.webhooks import WebhookDelivery
 from accounts.services.audit import audit_log_write
+from accounts.services.public_http import AddressNotAllowed, public_opener
 from gateway.wording import count
 
 if TYPE_CHECKING:
@@ -212,34 +211,8 @@ def _settings_of(account: Account) -> QuotaAlertSettings:
         return QuotaAlertSettings(account=account)
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """A redirect is an answer, not a delivery: urllib would resend a POST as a GET."""
-
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None
-
-
-_opener = urllib.request.build_opener(_NoRedirects())
-
-
-def public_host(url: str) -> bool:
-    """Whether every address ``url``'s host resolves to is a public one (or private ones
-    are allowed: ``WEBHOOK_ALLOW_PRIVATE_ADDRESSES``). Checked before each attempt."""
-    if settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES:
-        return True
-    parts = urllib.parse.urlsplit(url)
-    try:
-        found = socket.getaddrinfo(parts.hostname or "", parts.port or 443)
-    except (OSError, ValueError):
-        return False
-    addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found}
-    return bool(addresses) and all(a.is_global for a in addresses)
-
-
 def post(url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int | None, str]:
     """POST ``body`` as JSON; the status (None: no answer) and what went wrong, if any."""
-    if not public_host(url):
-        return None, "address not allowed"
     request = urllib.request.Request(
         url,
         data=body,
@@ -251,10 +224,14 @@ def post(url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int | None,
         method="POST",
     )
     try:
-        with _opener.open(request, timeout=TIMEOUT_S) as response:
+        with public_opener.open(request, timeout=TIMEOUT_S) as response:
             status = int(response.status)
     except urllib.error.HTTPError as exc:
         return exc.code, f"HTTP {exc.code}"
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, AddressNotAllowed):
+            return None, "address not allowed"
+        return None, type(exc.reason).__name__
     except (OSError, ValueError) as exc:  # refused, reset, timeout, bad URL
         return None, type(exc).__name__
     return status, "" if 200 <= status < 300 else f"HTTP {status}"

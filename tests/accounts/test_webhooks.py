@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
+import urllib.parse
 from collections.abc import Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler
@@ -21,11 +23,11 @@ from accounts.models.audit import AuditLog
 from accounts.models.choices import WebhookStatus
 from accounts.models.webhooks import WebhookDelivery
 from accounts.services.alerts import alert_settings_update
+from accounts.services.public_http import AddressNotAllowed, public_addresses
 from accounts.services.webhooks import (
     MAX_ATTEMPTS,
     RETRY_DELAYS_S,
     SECRET_GRACE,
-    public_host,
     signature_header,
     webhook_deliver_due,
     webhook_deliveries_purge,
@@ -278,15 +280,49 @@ def test_a_webhook_may_not_reach_the_gateways_own_network(hooked, settings) -> N
     settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
     delivery = send_test(hooked.account)
     assert delivery.last_error == "address not allowed" and Receiver.received == []
-    for url in (
-        "http://127.0.0.1/h",
-        "http://10.1.2.3/h",
-        "http://169.254.169.254/latest",
-        "http://[::1]/h",
-        "http://localhost/h",
-    ):
-        assert not public_host(url), url
-    assert public_host("https://93.184.216.34/hook")
+    for host in ("127.0.0.1", "10.1.2.3", "169.254.169.254", "::1", "localhost"):
+        with pytest.raises(AddressNotAllowed):
+            public_addresses(host, 80)
+    (found,) = public_addresses("93.184.216.34", 443)
+    assert found[4] == ("93.184.216.34", 443)
+
+
+def test_a_webhook_host_that_rebinds_to_the_gateways_network_is_not_reached(
+    hooked, settings, monkeypatch
+) -> None:
+    """DNS rebinding: the name answers a public address first, then 127.0.0.1 (where the
+    receiver listens). The delivery resolves it once, where it connects, and connects to
+    what it checked, so the second answer never gets a request."""
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    port = urllib.parse.urlsplit(hooked.webhook_url).port
+    hooked.webhook_url = f"http://rebind.test:{port}/hook"
+    hooked.save(update_fields=["webhook_url"])
+    public = "93.184.216.34"
+    answers = iter([public])
+    real_getaddrinfo, real_connect = socket.getaddrinfo, socket.socket.connect
+
+    def rebinding(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host != "rebind.test":
+            return real_getaddrinfo(host, *args, **kwargs)
+        ip = next(answers, "127.0.0.1")  # the rebound answer, from the second on
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (ip, port))]
+
+    connected: list[Any] = []
+
+    def connect(sock: socket.socket, address: Any) -> None:
+        connected.append(address)
+        if address[0] == public:  # this machine reaches no public host: refuse at once
+            raise ConnectionRefusedError(address)
+        real_connect(sock, address)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    delivery = send_test(hooked.account)
+    assert Receiver.received == [] and connected == [(public, port)], (
+        delivery.last_error
+    )
+    assert delivery.status == WebhookStatus.PENDING
+    assert delivery.last_error == "ConnectionRefusedError"
 
 
 def test_finished_deliveries_are_purged_after_the_retention(hooked) -> None:

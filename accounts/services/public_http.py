@@ -20,22 +20,26 @@ from typing import Any
 from django.conf import settings
 
 
-class AddressNotAllowed(OSError):
-    """The host resolves to an address a webhook may not reach."""
+class NotConnected(OSError):
+    """A host that is not connected to; its text says why, for the attempt's record."""
+
+
+ADDRESS_NOT_ALLOWED = "address not allowed"
+HOST_NOT_FOUND = "host not found"
 
 
 def public_addresses(host: str, port: int) -> list[tuple[Any, ...]]:
-    """``getaddrinfo``'s stream addresses of ``host``; AddressNotAllowed unless every one is
-    public (or private ones are allowed)."""
+    """``getaddrinfo``'s stream addresses of ``host``; NotConnected when it does not resolve
+    or an address is not public (unless private ones are allowed)."""
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
-        raise AddressNotAllowed(f"{host} does not resolve") from exc
+        raise NotConnected(HOST_NOT_FOUND) from exc
     ips = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found}
     if not ips or not (
         settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES or all(ip.is_global for ip in ips)
     ):
-        raise AddressNotAllowed(host)
+        raise NotConnected(ADDRESS_NOT_ALLOWED)
     return found
 
 

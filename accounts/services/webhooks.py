@@ -45,7 +45,7 @@ from accounts.models.alerts import QuotaAlert, QuotaAlertSettings
 from accounts.models.choices import AuditAction, WebhookStatus
 from accounts.models.webhooks import WebhookDelivery
 from accounts.services.audit import audit_log_write
-from accounts.services.public_http import AddressNotAllowed, public_opener
+from accounts.services.public_http import NotConnected, public_opener
 from gateway.wording import count
 
 if TYPE_CHECKING:
@@ -229,9 +229,10 @@ def post(url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int | None,
     except urllib.error.HTTPError as exc:
         return exc.code, f"HTTP {exc.code}"
     except urllib.error.URLError as exc:
-        if isinstance(exc.reason, AddressNotAllowed):
-            return None, "address not allowed"
-        return None, type(exc.reason).__name__
+        reason = exc.reason
+        return None, str(reason) if isinstance(reason, NotConnected) else type(
+            reason
+        ).__name__
     except (OSError, ValueError) as exc:  # refused, reset, timeout, bad URL
         return None, type(exc).__name__
     return status, "" if 200 <= status < 300 else f"HTTP {status}"

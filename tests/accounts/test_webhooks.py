@@ -23,7 +23,12 @@ from accounts.models.audit import AuditLog
 from accounts.models.choices import WebhookStatus
 from accounts.models.webhooks import WebhookDelivery
 from accounts.services.alerts import alert_settings_update
-from accounts.services.public_http import AddressNotAllowed, public_addresses
+from accounts.services.public_http import (
+    ADDRESS_NOT_ALLOWED,
+    HOST_NOT_FOUND,
+    NotConnected,
+    public_addresses,
+)
 from accounts.services.webhooks import (
     MAX_ATTEMPTS,
     RETRY_DELAYS_S,
@@ -281,8 +286,10 @@ def test_a_webhook_may_not_reach_the_gateways_own_network(hooked, settings) -> N
     delivery = send_test(hooked.account)
     assert delivery.last_error == "address not allowed" and Receiver.received == []
     for host in ("127.0.0.1", "10.1.2.3", "169.254.169.254", "::1", "localhost"):
-        with pytest.raises(AddressNotAllowed):
+        with pytest.raises(NotConnected, match=ADDRESS_NOT_ALLOWED):
             public_addresses(host, 80)
+    with pytest.raises(NotConnected, match=HOST_NOT_FOUND):
+        public_addresses("no-such-host.invalid", 80)
     (found,) = public_addresses("93.184.216.34", 443)
     assert found[4] == ("93.184.216.34", 443)
 

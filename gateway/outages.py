@@ -10,6 +10,7 @@ error's type, never with a traceback; anything else stays a bug, logged with its
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from typing import Literal
@@ -51,3 +52,13 @@ def log_failure(logger: logging.Logger, message: str, *args: object) -> None:
         logger.warning(message + ": %s", *args, type(error).__name__)
     else:
         logger.exception(message, *args)
+
+
+def cancel_pending() -> bool:
+    """Whether the running task was asked to stop. redis-py, reconnecting during an outage,
+    can turn the task's CancelledError into a ConnectionError; a boundary that catches it
+    must then end the task (re-raise, or return), never go on: a loop that went on made its
+    owner's ``cancel(); await task`` wait until the loop ended by itself (a tick task: 60 s,
+    and the socket stayed open all that time)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -17,7 +17,7 @@ from typing import Any
 from channels.layers import BaseChannelLayer
 from channels.worker import Worker
 
-from gateway.outages import log_failure
+from gateway.outages import cancel_pending, log_failure
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +38,7 @@ async def receive_through_outages(
         except asyncio.CancelledError:
             raise
         except Exception:  # boundary: the layer's connection, retried until it is back
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
+            if cancel_pending():
                 raise  # a cancellation the layer turned into another error
             if not failing:
                 log_failure(logger, "channel %s unreachable; retrying", channel)

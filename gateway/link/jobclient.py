@@ -54,6 +54,7 @@ from gateway.link.placement import get_placement
 from gateway.link.states import Transitions
 from gateway.link.timers import post_patiently
 from gateway.metrics import CHANNEL_HOP, PLACEMENTS
+from gateway.outages import cancel_pending
 
 logger = logging.getLogger(__name__)
 
@@ -393,5 +394,14 @@ class WorkerLink:
         message.update(extra)
         # A lost stall check would end the loss detection (so the post is retried while
         # the channel is full); one full for long belongs to a consumer that no longer reads.
-        if not await post_patiently(self.layer, self.own_channel, message):
+        try:
+            posted = await post_patiently(self.layer, self.own_channel, message)
+        except Exception:  # boundary: a task of its own; an outage ends the stream
+            if cancel_pending():
+                raise
+            logger.warning(
+                "%s job %s: timer %s not posted", self.kind, self.job_id, name
+            )
+            return
+        if not posted:
             logger.warning("%s job %s: timer dropped", self.kind, self.job_id)

@@ -17,6 +17,8 @@ from typing import Any
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
 
+from gateway.outages import cancel_pending
+
 # accounts E6 asks for a usage tick at least once a second; half that keeps a revocation's stop
 # within accounts E7's 1 s even when the tick waits behind a client event or audio.
 TICK_S = 0.5
@@ -119,8 +121,12 @@ class Ticker:
                 except (
                     Exception
                 ):  # boundary: one tick (a Redis blip); the next tries again
+                    if cancel_pending():
+                        raise
                     logger.warning("tick %s not posted", self.name, exc_info=True)
                     posted = False
+                if cancel_pending():
+                    return  # stopped during a post that turned the cancel into a failure
                 if not posted:
                     self._waiting = False
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import redis
 
 from gateway.contracts import WORKER_CHANNELS, JobAccepted, JobBusy
 from gateway.layers.memory_layer import EmbeddedChannelLayer
@@ -72,3 +73,21 @@ async def test_an_acceptance_arriving_after_the_consumer_ended_is_cancelled() ->
     assert await cancel_of(layer) == sent["job_id"]
     await unanswered.abandoned_links_drained()  # ends as soon as the answer came
     assert not unanswered.waiting(link.own_channel)
+
+
+@pytest.mark.asyncio
+async def test_a_link_timer_that_finds_the_layer_down_ends_quietly(caplog) -> None:
+    """A Redis outage under a link timer's post is one warning line, not a task whose
+    exception nobody retrieves (a traceback in a chaos run's gateway log)."""
+    layer = EmbeddedChannelLayer()
+    link = await link_on(layer)
+
+    async def down(channel: str, message: dict[str, object]) -> None:
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6379.")
+
+    layer.send = down  # type: ignore[method-assign]
+    link._later(0, "stall")
+    (task,) = link._timers
+    await asyncio.wait({task}, timeout=2)
+    assert task.done() and task.exception() is None
+    assert "asr job : timer stall not posted" in caplog.text

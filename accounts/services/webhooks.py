@@ -228,11 +228,10 @@ def post(url: str, body: bytes, headers: Mapping[str, str]) -> tuple[int | None,
             status = int(response.status)
     except urllib.error.HTTPError as exc:
         return exc.code, f"HTTP {exc.code}"
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        return None, str(reason) if isinstance(reason, NotConnected) else type(
-            reason
-        ).__name__
+    except urllib.error.URLError as exc:  # not connected to, refused, timed out
+        if isinstance(exc.reason, NotConnected):
+            return None, str(exc.reason)
+        return None, type(exc.reason).__name__
     except (OSError, ValueError) as exc:  # refused, reset, timeout, bad URL
         return None, type(exc).__name__
     return status, "" if 200 <= status < 300 else f"HTTP {status}"

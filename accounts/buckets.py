@@ -81,8 +81,12 @@ def local_midnight(day: date, tz: ZoneInfo) -> datetime:
 
 
 def local_date(moment: datetime, tz: ZoneInfo) -> date:
-    """The viewer's calendar date at ``moment``."""
-    return moment.astimezone(tz).date()
+    """The local day whose bucket holds ``moment``: its calendar date in ``tz``, or the
+    next day in a zone whose midnight falls inside a UTC hour, from that hour's start on
+    (at 23:51 in Kolkata the day bucket that holds the current UTC hour is tomorrow's)."""
+    day = moment.astimezone(tz).date()
+    following = day + timedelta(days=1)
+    return following if moment >= local_midnight(following, tz) else day
 
 
 def window(first: date, last: date, tz: ZoneInfo) -> tuple[datetime, datetime]:

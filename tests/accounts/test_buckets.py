@@ -192,24 +192,48 @@ def test_day_shift_moves_hours_onto_their_local_day_or_gives_up() -> None:
     )
 
 
+def test_a_moments_day_is_the_day_bucket_that_holds_it() -> None:
+    """In a half-hour zone the last minutes of a local day lie in the UTC hour that
+    starts the next day's bucket, so they belong to that day (else the current hour fell
+    outside the default range: the CI failure at 18:21Z, 23:51 in Kolkata)."""
+    kolkata, st_johns = bk.zone("Asia/Kolkata"), bk.zone("America/St_Johns")
+    for moment, zone in (
+        (utc("2026-12-06T18:21"), kolkata),  # 23:51 +05:30
+        (utc("2026-12-07T03:10"), st_johns),  # 23:40 -03:30
+        (utc("2026-12-06T18:00"), kolkata),  # 23:30 +05:30, the hour's first instant
+    ):
+        day = bk.local_date(moment, zone)
+        assert day == moment.astimezone(zone).date() + timedelta(days=1)
+        start, end = bk.window(day, day, zone)
+        assert start <= moment < end
+    for moment, zone in (
+        (utc("2026-12-06T17:59"), kolkata),  # 23:29 +05:30
+        (utc("2026-12-06T18:21"), bk.zone("UTC")),
+        (utc("2026-12-06T04:59"), NY),
+    ):
+        assert bk.local_date(moment, zone) == moment.astimezone(zone).date()
+
+
 @pytest.mark.parametrize("tz", ["UTC", "America/New_York", "Asia/Kolkata"])
-def test_the_default_hour_range_is_the_last_48_hours(tz: str) -> None:
+@pytest.mark.parametrize("now", [utc("2026-03-09T06:40"), utc("2026-03-09T18:21")])
+def test_the_default_hour_range_is_the_last_48_hours(tz: str, now: datetime) -> None:
     """Issue 37: hours open on a rolling 48 hours, here across New York's DST change (the
-    local days they touch, from the first of those hours); typed dates are not rolling."""
+    local days they touch, from the first of those hours); typed dates are not rolling.
+    18:21Z is 23:51 in Kolkata, inside the UTC hour that opens the next local day."""
     from accounts.forms import UsageFilterForm
     from accounts.selectors.sources import UsageFilter
 
-    now = utc("2026-03-09T06:40")
     form = UsageFilterForm({"granularity": "hour", "tz": tz}, now=now)
     assert form.is_valid(), form.errors
     data = form.cleaned_data
-    assert data["since"] == utc("2026-03-07T07:00")
+    assert data["since"] == bk.floor_hour(now) - 47 * bk.HOUR
     zone = bk.zone(tz)
-    assert data["from"] == data["since"].astimezone(zone).date()
-    assert data["to"] == now.astimezone(zone).date()
+    assert data["from"] == bk.local_date(data["since"], zone)
+    assert data["to"] == bk.local_date(now, zone)
     flt = UsageFilter(data["from"], data["to"], zone, "hour", since=data["since"])
     items = flt.buckets(now)
     assert len(items) == 48 and items[0].start == data["since"] and items[-1].partial
+    assert items[-1].start == bk.floor_hour(now)
     assert flt.window() == (data["since"], bk.window(data["from"], data["to"], zone)[1])
     days_span = sum((d.end - d.start for d in flt.days(now)), timedelta())
     assert days_span >= timedelta(hours=48)
@@ -218,3 +242,6 @@ def test_the_default_hour_range_is_the_last_48_hours(tz: str) -> None:
     assert typed.cleaned_data["from"] == date(2026, 3, 7)
     days = UsageFilterForm({"tz": tz}, now=now)
     assert days.is_valid() and days.cleaned_data["since"] is None
+    day_range = days.cleaned_data["from"], days.cleaned_data["to"]
+    today = UsageFilter(*day_range, zone, "day").buckets(now)[-1]
+    assert today.start <= now < today.end and today.partial

@@ -162,7 +162,7 @@ async def probe(args: dict[str, Any]) -> None:
 
 def rollups(args: dict[str, Any]) -> None:
     """G6 on PostgreSQL: random records, recompute twice, compare with a direct GROUP BY."""
-    from datetime import UTC, datetime, timedelta
+    from datetime import timedelta
 
     from accounts.models.api_keys import ApiKey
     from accounts.models.usage import UsageRecord
@@ -170,11 +170,12 @@ def rollups(args: dict[str, Any]) -> None:
     from tests.accounts.rollup_data import (
         expected_rollups,
         random_records,
+        recent_morning,
         stored_rollups,
     )
 
     keys = list(ApiKey.objects.filter(account_id=args["account_id"]))
-    now = datetime(2026, 9, 14, 10, 25, tzinfo=UTC)
+    now = recent_morning()
     since = now.replace(minute=0) - timedelta(hours=3)
     records = random_records(keys, since=since, hours=4, count=400)
     UsageRecord.objects.bulk_create(records)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from accounts import histogram
 from accounts.models.api_keys import ApiKey
@@ -17,6 +17,14 @@ from accounts.services.quota import period_of
 from accounts.services.rollups import MEASURES, floor_bucket
 
 STATUSES = ["started", "completed", "cancelled", "failed", "abandoned"]
+
+
+def recent_morning() -> datetime:
+    """10:25 UTC two days ago: the ``now`` of rollup tests. A fixed date would age out of
+    record retention (hours older than it are never rebuilt), failing the tests weeks
+    later; two days back leaves the default windows (yesterday, today) in the past."""
+    day = datetime.now(UTC) - timedelta(days=2)
+    return day.replace(hour=10, minute=25, second=0, microsecond=0)
 
 
 def random_records(

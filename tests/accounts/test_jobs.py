@@ -20,9 +20,14 @@ from accounts.scheduler import seconds_until_next, start_embedded_scheduler
 from accounts.services.quota import period_of, period_start, quota_reconcile
 from accounts.services.rollups import usage_rollup
 
-from .rollup_data import expected_rollups, random_records, stored_rollups
+from .rollup_data import (
+    expected_rollups,
+    random_records,
+    recent_morning,
+    stored_rollups,
+)
 
-NOW = datetime(2026, 9, 14, 10, 25, tzinfo=UTC)
+NOW = recent_morning()
 
 
 @pytest.fixture

@@ -121,12 +121,12 @@ class Ticker:
                 except (
                     Exception
                 ):  # boundary: one tick (a Redis blip); the next tries again
-                    if cancel_pending():
-                        raise
-                    logger.warning("tick %s not posted", self.name, exc_info=True)
                     posted = False
+                    if not cancel_pending():
+                        logger.warning("tick %s not posted", self.name, exc_info=True)
                 if cancel_pending():
-                    return  # stopped during a post that turned the cancel into a failure
+                    return  # stopped during a post that turned the cancel into a
+                    # failure, raised or returned: the next sleep would not see it
                 if not posted:
                     self._waiting = False
 
